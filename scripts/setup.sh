@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One-time set-up on a fresh Debian machine: system packages, the project venv (.venv) with the
+# pinned torch wheel that provides LibTorch, then configure and build into build/.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+pkgs=(build-essential cmake ninja-build ccache pkg-config python3-venv
+      libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+      libjpeg62-turbo-dev libpng-dev zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
+fi
+
+py=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then "$py" -m venv .venv; fi
+stamp=.venv/.requirements.sha
+want=$(sha256sum requirements.txt | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -r requirements.txt
+  echo "$want" > "$stamp"
+fi
+
+exec "$root/scripts/build.sh" "$@"

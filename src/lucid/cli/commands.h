@@ -1,0 +1,10 @@
+// Subcommands of the `lucid` command; each takes the tokens after its name and returns an exit code.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace lucid::cli {
+
+int model_command(const std::vector<std::string>& args);
+
+}  // namespace lucid::cli

@@ -1,0 +1,41 @@
+// The `lucid` command: dispatches to subcommands; user errors become one line and exit code 1.
+#include <iostream>
+
+#include "lucid/cli/commands.h"
+#include "lucid/util/error.h"
+
+namespace {
+
+const char* kUsage =
+    "lucid-yolo " LUCID_VERSION " - YOLO instance segmentation in C++\n"
+    "usage: lucid <command> [args]\n"
+    "commands:\n"
+    "  model info|save   inspect a model YAML, save its weights\n"
+    "  version           print the version\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::cout << kUsage;
+    return args.empty() ? 2 : 0;
+  }
+  const std::string cmd = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  try {
+    if (cmd == "model") return lucid::cli::model_command(rest);
+    if (cmd == "version") {
+      std::cout << "lucid-yolo " << LUCID_VERSION << "\n";
+      return 0;
+    }
+    std::cerr << "lucid: unknown command '" << cmd << "'\n" << kUsage;
+    return 2;
+  } catch (const lucid::UserError& e) {
+    std::cerr << "lucid " << cmd << ": error: " << e.what() << "\n";
+    return 1;
+  } catch (const c10::Error& e) {
+    std::cerr << "lucid " << cmd << ": error: " << e.what_without_backtrace() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,69 @@
+#include "lucid/config/options.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "lucid/util/error.h"
+
+namespace lucid::config {
+
+Options::Options(std::string command, std::vector<OptionSpec> specs)
+    : command_(std::move(command)), specs_(std::move(specs)) {
+  for (const auto& s : specs_) values_[s.key] = s.default_value;
+}
+
+void Options::parse(const std::vector<std::string>& tokens) {
+  for (const auto& tok : tokens) {
+    auto eq = tok.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw UserError("'" + tok + "': options are key=value (see lucid " + command_ + " --help)");
+    auto key = tok.substr(0, eq);
+    if (!values_.count(key)) throw UserError("unknown option '" + key + "' (see lucid " + command_ + " --help)");
+    values_[key] = tok.substr(eq + 1);
+    given_[key] = true;
+  }
+}
+
+const std::string& Options::str(const std::string& key) const { return values_.at(key); }
+
+long long Options::integer(const std::string& key) const {
+  const auto& v = values_.at(key);
+  try {
+    size_t used = 0;
+    long long x = std::stoll(v, &used);
+    if (used == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  throw UserError("option " + key + "=" + v + ": expected an integer");
+}
+
+double Options::number(const std::string& key) const {
+  const auto& v = values_.at(key);
+  try {
+    size_t used = 0;
+    double x = std::stod(v, &used);
+    if (used == v.size()) return x;
+  } catch (const std::exception&) {
+  }
+  throw UserError("option " + key + "=" + v + ": expected a number");
+}
+
+bool Options::flag(const std::string& key) const {
+  auto v = values_.at(key);
+  std::transform(v.begin(), v.end(), v.begin(), ::tolower);
+  if (v == "true" || v == "1" || v == "yes") return true;
+  if (v == "false" || v == "0" || v == "no") return false;
+  throw UserError("option " + key + "=" + values_.at(key) + ": expected True or False");
+}
+
+std::string Options::help() const {
+  std::ostringstream o;
+  o << "usage: lucid " << command_ << " [key=value ...]\n\noptions (default in brackets):\n";
+  for (const auto& s : specs_) {
+    std::string left = "  " + s.key + " [" + s.default_value + "]";
+    o << left << std::string(left.size() < 34 ? 34 - left.size() : 1, ' ') << s.help << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace lucid::config
