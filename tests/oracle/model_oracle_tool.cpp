@@ -2,7 +2,7 @@
 // eval-mode forward (decoded output, protos) and a training-mode forward (raw head outputs), in that
 // order, and writes every output plus the final BatchNorm statistics as safetensors.
 //   model_oracle_tool MODEL.yaml WEIGHTS INPUTS OUT [--create SEED]
-// With --create, WEIGHTS is written (seeded init with perturbed BatchNorm) instead of read.
+// With --create, WEIGHTS is written (seeded init, perturbed BatchNorm and biases) instead of read.
 #include <iostream>
 
 #include "lucid/model/model.h"
@@ -35,7 +35,11 @@ int main(int argc, char** argv) {
     if (create) {
       torch::NoGradGuard no_grad;
       for (auto& [name, t] : model::state_dict(*m)) {
-        if (name.find(".bn.") == std::string::npos || !t.is_floating_point()) continue;
+        if (!t.is_floating_point()) continue;
+        if (name.find(".bn.") == std::string::npos) {
+          if (name.ends_with(".bias")) t.normal_(0.0, 2.0);  // spread class scores apart
+          continue;
+        }
         if (name.ends_with("weight") || name.ends_with("running_var"))
           t.uniform_(0.5, 1.5);
         else
@@ -55,6 +59,7 @@ int main(int argc, char** argv) {
         torch::NoGradGuard no_grad;
         auto raw = m->forward(x);
         out.emplace_back(key + ".eval.y", m->decode(raw));
+        out.emplace_back(key + ".eval.dense", m->head()->decode_dense(raw, m->strides()));
         out.emplace_back(key + ".eval.proto", raw.one2many.proto);
       }
       m->train();

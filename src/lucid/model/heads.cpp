@@ -182,13 +182,17 @@ Tensor dist2bbox(const Tensor& distance, const Tensor& anchor_points, bool xywh,
   return torch::cat({x1y1, x2y2}, dim);
 }
 
-Tensor SegmentHeadImpl::decode(const HeadOutputs& out, const std::vector<double>& strides, int64_t max_det,
-                               bool agnostic) const {
+Tensor SegmentHeadImpl::decode_dense(const HeadOutputs& out, const std::vector<double>& strides) const {
   const auto& br = out.primary();
   auto [anchors, stride_t] = make_anchors(out.feats, strides, 0.5);
   auto dist = options_.reg_max > 1 ? dfl_.ptr()->forward(br.boxes) : br.boxes;
   auto dbox = dist2bbox(dist, anchors.transpose(0, 1).unsqueeze(0), !options_.end2end, 1) * stride_t.transpose(0, 1);
-  auto y = torch::cat({dbox, br.scores.sigmoid(), br.mask_coefficient}, 1);  // (B, 4+nc+nm, A)
+  return torch::cat({dbox, br.scores.sigmoid(), br.mask_coefficient}, 1);
+}
+
+Tensor SegmentHeadImpl::decode(const HeadOutputs& out, const std::vector<double>& strides, int64_t max_det,
+                               bool agnostic) const {
+  auto y = decode_dense(out, strides);  // (B, 4+nc+nm, A)
   if (!options_.end2end) return y;
   auto preds = y.permute({0, 2, 1});  // (B, A, 4+nc+nm)
   auto parts = preds.split_with_sizes({4, options_.nc, options_.nm}, -1);

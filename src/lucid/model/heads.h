@@ -46,6 +46,8 @@ class SegmentHeadImpl : public torch::nn::Module {
   // coefs] with k = min(max_det, A); otherwise (B, 4 + nc + nm, A) with xywh boxes.
   Tensor decode(const HeadOutputs& out, const std::vector<double>& strides, int64_t max_det = 300,
                 bool agnostic = false) const;
+  // Every anchor decoded: (B, 4 + nc + nm, A), boxes xyxy for end2end heads, else xywh; scores sigmoid.
+  Tensor decode_dense(const HeadOutputs& out, const std::vector<double>& strides) const;
 
   const SegmentHeadOptions& options() const { return options_; }
 
