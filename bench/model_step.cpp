@@ -11,6 +11,7 @@
 
 #include "lucid/config/options.h"
 #include "lucid/model/model.h"
+#include "lucid/util/device.h"
 
 
 using namespace lucid;
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
                                           {"warmup", "10", "untimed warm-up steps"},
                                           {"device", "cuda", "cuda or cpu"}});
   o.parse(std::vector<std::string>(argv + 1, argv + argc));
-  const bool cuda = o.str("device") == "cuda" && torch::cuda::is_available();
+  const bool cuda = o.str("device") == "cuda" && util::cuda_usable();
   const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   if (cuda) at::globalContext().setBenchmarkCuDNN(true);
   torch::manual_seed(0);

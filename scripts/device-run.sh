@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: configure and build against its torch (/opt/torch/.venv), run the
+# tests labelled gpu and the named benchmarks, and write logs into OUT_DIR.
+#   scripts/device-run.sh OUT_DIR [bench ...]     (bench names: model_step; default: all)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:?usage: device-run.sh OUT_DIR [bench ...]}
+shift
+mkdir -p "$out"
+benches=("$@")
+[ ${#benches[@]} -eq 0 ] && benches=(model_step)
+export LUCID_PYTHON=${LUCID_PYTHON:-/opt/torch/.venv/bin/python3}
+export LUCID_BUILD_DIR=${LUCID_BUILD_DIR:-$root/build-device}
+status=0
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  "$LUCID_PYTHON" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+} > "$out/machine.txt" 2>&1
+start=$(date +%s)
+if ! "$root/scripts/build.sh" > "$out/build.log" 2>&1; then
+  echo "build failed; see build.log"; tail -40 "$out/build.log"; exit 1
+fi
+echo "build: $(( $(date +%s) - start )) s"
+ctest --test-dir "$LUCID_BUILD_DIR" -L gpu --output-on-failure > "$out/gpu-tests.log" 2>&1 || status=1
+tail -5 "$out/gpu-tests.log"
+for b in "${benches[@]}"; do
+  case "$b" in
+    model_step) "$LUCID_BUILD_DIR/bench/bench_model_step" batch=4,16 imgsz=640 steps=50 warmup=15 > "$out/bench-model_step.log" 2>&1 || status=1 ;;
+    *) echo "unknown bench $b"; status=1 ;;
+  esac
+  cat "$out/bench-$b.log"
+done
+exit $status
