@@ -45,9 +45,7 @@ int main(int argc, char** argv) {
   torch::manual_seed(0);
   model::SegmentationModel m(config::load_model_spec(o.str("model")));
   m->to(device);
-  if (cuda) {
-    for (auto& p : m->parameters()) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
-  }
+  if (cuda) model::use_channels_last(*m);
   m->train();
   std::vector<torch::Tensor> params;
   for (auto& p : m->parameters())

@@ -35,7 +35,7 @@ TEST(ModelGpu, Bf16ChannelsLastTrainingStep) {
   torch::manual_seed(0);
   model::SegmentationModel m(config::load_model_spec("yolo26n-seg.yaml"));
   m->to(torch::kCUDA);
-  for (auto& p : m->parameters()) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
+  model::use_channels_last(*m);
   m->train();
   auto x = torch::rand({4, 3, 640, 640}, torch::kCUDA).contiguous(at::MemoryFormat::ChannelsLast);
   at::autocast::set_autocast_enabled(at::kCUDA, true);

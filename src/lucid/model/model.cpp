@@ -417,6 +417,11 @@ std::string format_summary(const SegmentationModelImpl& model, const ModelSummar
          thousands(s.gradients) + " gradients, " + g + " GFLOPs";
 }
 
+void use_channels_last(torch::nn::Module& module) {
+  for (auto& p : module.parameters())
+    if (p.dim() == 4) p.set_data(p.data().contiguous(at::MemoryFormat::ChannelsLast));
+}
+
 std::vector<std::pair<std::string, Tensor>> state_dict(const torch::nn::Module& module) {
   std::vector<std::pair<std::string, Tensor>> out;
   for (const auto& p : module.named_parameters()) out.emplace_back(p.key(), p.value());

@@ -67,6 +67,9 @@ TORCH_MODULE(SegmentationModel);
 std::string format_layer_table(const SegmentationModelImpl& model);
 std::string format_summary(const SegmentationModelImpl& model, const ModelSummary& s);
 
+// channels_last storage for every 4-D parameter (conv kernels), as CUDA training uses.
+void use_channels_last(torch::nn::Module& module);
+
 // All parameters and buffers by name (the state dict).
 std::vector<std::pair<std::string, Tensor>> state_dict(const torch::nn::Module& module);
 
