@@ -1,0 +1,297 @@
+#include "lucid/optim/optimizer.h"
+
+#include <cmath>
+#include <map>
+
+#include "lucid/model/model.h"
+#include "lucid/util/error.h"
+
+namespace lucid::optim {
+
+std::string kind_name(Kind k) {
+  switch (k) {
+    case Kind::SGD: return "SGD";
+    case Kind::AdamW: return "AdamW";
+    case Kind::MuSGD: return "MuSGD";
+  }
+  return "?";
+}
+
+OptimizerChoice choose_optimizer(const std::string& name, double lr0, double momentum, int64_t nc,
+                                 int64_t iterations) {
+  std::string n;
+  for (char c : name) n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (n == "auto") {
+    // lr fitted to the class count, rounded to 6 decimals as the reference does.
+    double lr_fit = std::round(0.002 * 5 / (4 + nc) * 1e6) / 1e6;
+    if (iterations > 10000) return {Kind::MuSGD, 0.01, 0.9, true};
+    return {Kind::AdamW, lr_fit, 0.9, true};
+  }
+  if (n == "sgd") return {Kind::SGD, lr0, momentum, false};
+  if (n == "adamw") return {Kind::AdamW, lr0, momentum, false};
+  if (n == "musgd") return {Kind::MuSGD, lr0, momentum, false};
+  throw UserError("optimizer=" + name + ": expected auto, SGD, AdamW or MuSGD");
+}
+
+std::vector<ParamGroup> build_param_groups(model::SegmentationModelImpl& model, Kind kind, double lr,
+                                           double momentum, double decay) {
+  const bool muon = kind == Kind::MuSGD;
+  // Reference order: weight (decay), bn, bias, muon.
+  std::vector<ParamGroup> base(4);
+  base[0].name = "weight";
+  base[0].weight_decay = kind == Kind::AdamW || kind == Kind::SGD || muon ? decay : 0;
+  base[1].name = "bn";
+  base[2].name = "bias";
+  base[2].is_bias = true;
+  base[3].name = "muon";
+  base[3].weight_decay = decay;
+  base[3].use_muon = true;
+  for (const auto& item : model.named_modules()) {
+    const bool is_norm = item.value()->as<torch::nn::BatchNorm2dImpl>() != nullptr;
+    for (const auto& p : item.value()->named_parameters(false)) {
+      if (!p.value().requires_grad()) continue;
+      std::string full = item.key().empty() ? p.key() : item.key() + "." + p.key();
+      int g = (muon && (p.value().dim() == 2 || p.value().dim() == 4)) ? 3
+              : full.find("bias") != std::string::npos                  ? 2
+              : is_norm                                                ? 1
+                                                                       : 0;
+      base[g].params.push_back(p.value());
+      base[g].param_names.push_back(full);
+    }
+  }
+  if (!muon) {
+    base.resize(3);
+    for (auto& g : base) g.initial_lr = lr;
+    return base;
+  }
+  // MuSGD: class branches and the semantic branch learn at 3x.
+  const std::string head = "model." + std::to_string(model.spec().layers.size() - 1) + ".";
+  auto boosted = [&](const std::string& n) {
+    return n.rfind(head + "cv3.", 0) == 0 || n.rfind(head + "one2one_cv3.", 0) == 0 ||
+           n.find("proto.semseg") != std::string::npos;
+  };
+  std::vector<ParamGroup> out;
+  for (auto& g : base) {
+    ParamGroup boost = g, plain = g;
+    boost.name += "-boost";
+    boost.params.clear();
+    boost.param_names.clear();
+    plain.params.clear();
+    plain.param_names.clear();
+    boost.initial_lr = lr * 3;
+    plain.initial_lr = lr;
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      auto& dst = boosted(g.param_names[i]) ? boost : plain;
+      dst.params.push_back(g.params[i]);
+      dst.param_names.push_back(g.param_names[i]);
+    }
+    out.push_back(std::move(boost));
+    out.push_back(std::move(plain));
+  }
+  (void)momentum;
+  return out;
+}
+
+torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return torch::zeros({});
+  auto norms = torch::_foreach_norm(grads, 2);
+  auto total = torch::linalg_vector_norm(torch::stack(norms), 2);
+  auto coef = torch::clamp_max(max_norm / (total + 1e-6), 1.0);
+  torch::_foreach_mul_(grads, coef);
+  return total;
+}
+
+torch::Tensor newton_schulz(const torch::Tensor& g, double eps) {
+  const double a = 3.4445, b = -4.7750, c = 2.0315;
+  auto x = g.reshape({-1, g.size(-2), g.size(-1)}).to(torch::kBFloat16);
+  x = x / (torch::linalg_vector_norm(x, 2, std::vector<int64_t>{-2, -1}, true) + eps);
+  const bool transpose = g.size(-2) > g.size(-1);
+  if (transpose) x = x.transpose(-2, -1);
+  for (int i = 0; i < 5; ++i) {
+    auto A = torch::bmm(x, x.transpose(-2, -1));
+    auto B = torch::baddbmm(A, A, A, b, c);
+    x = torch::baddbmm(x, B, x, a, 1.0);
+  }
+  if (transpose) x = x.transpose(-2, -1);
+  return x.reshape(g.sizes());
+}
+
+Optimizer::Optimizer(Kind kind, std::vector<ParamGroup> groups, double muon_scale, double sgd_scale)
+    : kind_(kind), groups_(std::move(groups)), muon_scale_(muon_scale), sgd_scale_(sgd_scale) {
+  torch::Device device(torch::kCPU);
+  for (const auto& g : groups_)
+    if (!g.params.empty()) device = g.params.front().device();
+  hypers_ = torch::zeros({static_cast<int64_t>(groups_.size()), kHyperCount},
+                         torch::TensorOptions().dtype(torch::kFloat).device(device));
+  step_ = torch::zeros({}, hypers_.options());
+  slots_.resize(groups_.size());
+  torch::NoGradGuard no_grad;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    for (const auto& p : groups_[gi].params) {
+      Slot s;
+      s.param = p;
+      s.group = gi;
+      if (kind_ == Kind::AdamW) {
+        s.exp_avg = torch::zeros_like(p, at::MemoryFormat::Preserve);
+        s.exp_avg_sq = torch::zeros_like(p, at::MemoryFormat::Preserve);
+      } else {
+        s.buf = torch::zeros_like(p, at::MemoryFormat::Preserve);
+        if (groups_[gi].use_muon) s.buf_sgd = torch::zeros_like(p, at::MemoryFormat::Preserve);
+      }
+      slots_[gi].push_back(std::move(s));
+    }
+  }
+  for (size_t gi = 0; gi < groups_.size(); ++gi) set_hyper(gi, groups_[gi].initial_lr, 0.0);
+}
+
+void Optimizer::set_hyper(size_t group, double lr, double momentum) {
+  groups_[group].current_lr = lr;
+  groups_[group].current_momentum = momentum;
+}
+
+void Optimizer::upload_hypers() {
+  // One row per group, computed in double from the host values, rounded once to float32.
+  auto host = torch::empty({static_cast<int64_t>(groups_.size()), kHyperCount}, torch::kFloat);
+  auto h = host.accessor<float, 2>();
+  const double t = static_cast<double>(steps_ + 1);  // AdamW's step count after this step
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const auto& g = groups_[gi];
+    const double lr = g.current_lr, m = g.current_momentum;
+    h[gi][kLr] = static_cast<float>(lr);
+    h[gi][kNegLr] = static_cast<float>(-(lr * (g.use_muon ? sgd_scale_ : 1.0)));
+    h[gi][kMomentum] = static_cast<float>(m);
+    h[gi][kOneMinusMomentum] = static_cast<float>(1 - m);
+    h[gi][kNegMuonLr] = static_cast<float>(-(lr * muon_scale_));
+    h[gi][kNegStepSize] = static_cast<float>(-(lr / (1 - std::pow(m, t))));
+    h[gi][kBias2Sqrt] = static_cast<float>(std::sqrt(1 - std::pow(kBeta2, t)));
+    h[gi][kDecayFactor] = static_cast<float>(1 - lr * g.weight_decay);
+  }
+  if (hypers_.is_cuda()) host = host.pin_memory();
+  hypers_.copy_(host, /*non_blocking=*/true);
+}
+
+void Optimizer::prepare() {
+  torch::NoGradGuard no_grad;
+  upload_hypers();
+  step_.add_(1);
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const auto& g = groups_[gi];
+    auto m = hyper(gi, kMomentum), omm = hyper(gi, kOneMinusMomentum);
+    for (auto& s : slots_[gi]) {
+      const auto& grad = s.param.grad();
+      if (!grad.defined()) continue;
+      if (kind_ == Kind::AdamW) {
+        s.exp_avg.lerp_(grad, omm);
+        s.exp_avg_sq.mul_(kBeta2).addcmul_(grad, grad, 1 - kBeta2);
+      } else if (g.use_muon) {
+        // Muon momentum in EMA form and its Nesterov update; the SGD part follows in apply(),
+        // after the Muon update has moved the parameter.
+        // addcmul with a 0-d factor rounds once, as the reference's add with a scalar alpha does.
+        s.buf.mul_(m).addcmul_(grad, omm);
+        s.update = torch::addcmul(s.buf * m, grad, omm);
+      } else {
+        auto d = g.weight_decay != 0 ? torch::add(grad, s.param, g.weight_decay) : grad;
+        s.buf.mul_(m).add_(d);
+        s.update = torch::addcmul(d, s.buf, m);  // Nesterov: d + momentum * buf
+      }
+    }
+  }
+}
+
+void Optimizer::orthogonalize() {
+  if (kind_ != Kind::MuSGD) return;
+  torch::NoGradGuard no_grad;
+  // Matrices transposed to rows <= cols, bucketed by (rows, scale) and zero-padded on columns so
+  // each bucket is one batched Newton-Schulz, as the reference batches them.
+  struct Item {
+    Slot* slot;
+    torch::Tensor m;
+    bool transpose;
+  };
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    if (!groups_[gi].use_muon) continue;
+    // Buckets are per group: padding widths, and with them the rounding, follow the group.
+    std::vector<std::pair<std::pair<int64_t, double>, std::vector<Item>>> buckets;
+    for (auto& s : slots_[gi]) {
+      if (!s.update.defined() || !s.param.grad().defined()) continue;
+      auto u = s.update;
+      auto mtx = u.dim() > 2 ? u.reshape({u.size(0), -1}) : u;
+      bool transpose = mtx.size(0) > mtx.size(1);
+      if (transpose) mtx = mtx.transpose(0, 1);
+      double scale = std::sqrt(std::max(1.0, static_cast<double>(u.size(-2)) / static_cast<double>(u.size(-1))));
+      std::pair<int64_t, double> key{mtx.size(0), scale};
+      auto it = std::find_if(buckets.begin(), buckets.end(), [&](const auto& b) { return b.first == key; });
+      if (it == buckets.end()) {
+        buckets.push_back({key, {}});
+        it = std::prev(buckets.end());
+      }
+      it->second.push_back({&s, mtx, transpose});
+    }
+    for (auto& [key, items] : buckets) {
+      int64_t n = 0;
+      for (const auto& it : items) n = std::max(n, it.m.size(1));
+      std::vector<torch::Tensor> padded;
+      for (const auto& it : items) padded.push_back(torch::constant_pad_nd(it.m, {0, n - it.m.size(1)}));
+      auto x = newton_schulz(torch::stack(padded)).to(items.front().slot->param.scalar_type()).mul_(key.second);
+      for (size_t j = 0; j < items.size(); ++j) {
+        auto o = x[static_cast<int64_t>(j)].slice(1, 0, items[j].m.size(1));
+        auto& s = *items[j].slot;
+        s.update = (items[j].transpose ? o.t() : o).reshape(s.param.sizes());
+      }
+    }
+  }
+}
+
+void Optimizer::apply() {
+  torch::NoGradGuard no_grad;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const auto& g = groups_[gi];
+    auto m = hyper(gi, kMomentum), neg_lr = hyper(gi, kNegLr);
+    for (auto& s : slots_[gi]) {
+      const auto& grad = s.param.grad();
+      if (!grad.defined()) continue;
+      if (kind_ == Kind::AdamW) {
+        if (g.weight_decay != 0) s.param.mul_(hyper(gi, kDecayFactor));
+        auto denom = (s.exp_avg_sq.sqrt() / hyper(gi, kBias2Sqrt)).add_(kAdamEps);
+        s.param.addcdiv_(s.exp_avg * hyper(gi, kNegStepSize), denom);
+        continue;
+      }
+      if (g.use_muon) {
+        s.param.addcmul_(s.update, hyper(gi, kNegMuonLr));
+        // Then a Nesterov SGD step with its own buffer, weight decay on the moved parameter.
+        auto d = g.weight_decay != 0 ? torch::add(grad, s.param, g.weight_decay) : grad;
+        s.buf_sgd.mul_(m).add_(d);
+        s.update = torch::addcmul(d, s.buf_sgd, m);
+      }
+      s.param.addcmul_(s.update, neg_lr);
+      s.update = torch::Tensor();
+    }
+  }
+  ++steps_;
+}
+
+void Optimizer::zero_grad() {
+  for (auto& g : groups_)
+    for (auto& p : g.params) p.mutable_grad() = torch::Tensor();
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> Optimizer::state() {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  out.emplace_back("step", step_);
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    for (size_t i = 0; i < slots_[gi].size(); ++i) {
+      const auto& s = slots_[gi][i];
+      const auto prefix = groups_[gi].name + "/" + groups_[gi].param_names[i] + ".";
+      if (s.buf.defined()) out.emplace_back(prefix + "momentum_buffer", s.buf);
+      if (s.buf_sgd.defined()) out.emplace_back(prefix + "momentum_buffer_SGD", s.buf_sgd);
+      if (s.exp_avg.defined()) out.emplace_back(prefix + "exp_avg", s.exp_avg);
+      if (s.exp_avg_sq.defined()) out.emplace_back(prefix + "exp_avg_sq", s.exp_avg_sq);
+    }
+  }
+  return out;
+}
+
+}  // namespace lucid::optim

@@ -1,0 +1,105 @@
+// SGD (Nesterov), AdamW and MuSGD over flat tensor lists, as the reference trainer configures them.
+// Learning rate, momentum (AdamW: beta1) and step counters live in device tensors that the schedule
+// writes before each step, and the step is split into named stages so that each can later be
+// recorded as a CUDA graph: prepare (decay, momentum, Nesterov), orthogonalize (Newton-Schulz for
+// Muon parameters), apply (parameter updates). No stage reads a device value on the host.
+#pragma once
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+namespace lucid::model {
+class SegmentationModelImpl;
+}
+
+namespace lucid::optim {
+
+enum class Kind { SGD, AdamW, MuSGD };
+std::string kind_name(Kind k);
+
+struct ParamGroup {
+  std::string name;  // weight, bn, bias, muon; "-boost" for the x3 class-branch groups of MuSGD
+  std::vector<torch::Tensor> params;
+  std::vector<std::string> param_names;
+  double initial_lr = 0;  // the schedule's base for this group
+  double weight_decay = 0;
+  bool use_muon = false;
+  bool is_bias = false;
+  // Host values of the current lr and momentum (AdamW: beta1), set by the schedule.
+  double current_lr = 0, current_momentum = 0;
+};
+
+// The reference's `optimizer=auto` rule and explicit names.
+struct OptimizerChoice {
+  Kind kind;
+  double lr, momentum;
+  bool auto_chosen;  // auto also forces warmup_bias_lr to 0
+};
+OptimizerChoice choose_optimizer(const std::string& name, double lr0, double momentum, int64_t nc,
+                                 int64_t iterations);
+
+// Parameter groups by the reference's rules: weights with decay, normalisation weights, biases; for
+// MuSGD every 2-D/4-D tensor goes to the Muon group and each group splits into a x3 "boost" part
+// (class branches and the semantic branch) and the rest. Frozen tensors (requires_grad false) are
+// left out.
+std::vector<ParamGroup> build_param_groups(model::SegmentationModelImpl& model, Kind kind, double lr,
+                                           double momentum, double decay);
+
+// Scales gradients so their joint L2 norm is at most max_norm (coefficient min(max_norm / (norm +
+// 1e-6), 1)); returns the norm as a device tensor (no host read).
+torch::Tensor clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm);
+
+// Newton-Schulz orthogonalisation in BF16 (5 steps, a, b, c = 3.4445, -4.7750, 2.0315) of a batch
+// of matrices (n, rows, cols), rows <= cols.
+torch::Tensor newton_schulz(const torch::Tensor& g, double eps = 1e-7);
+
+class Optimizer {
+ public:
+  Optimizer(Kind kind, std::vector<ParamGroup> groups, double muon_scale = 0.2, double sgd_scale = 1.0);
+
+  void prepare();
+  void orthogonalize();
+  void apply();
+  void step() {
+    prepare();
+    orthogonalize();
+    apply();
+  }
+  void zero_grad();
+
+  // Sets a group's lr and momentum. The scalars every stage needs are derived on the host in double
+  // precision (as the reference's Python scalars are) and copied in one transfer, at the next step,
+  // into a device tensor the stages read: no stage reads a device value on the host.
+  void set_hyper(size_t group, double lr, double momentum);
+
+  Kind kind() const { return kind_; }
+  std::vector<ParamGroup>& groups() { return groups_; }
+  const std::vector<ParamGroup>& groups() const { return groups_; }
+
+  // Every state tensor (momentum buffers, moments, step counter, lr/momentum), named stably.
+  std::vector<std::pair<std::string, torch::Tensor>> state();
+  int64_t steps_taken() const { return steps_; }
+  void set_steps_taken(int64_t n) { steps_ = n; }
+
+ private:
+  // Columns of the per-group scalar table.
+  enum Hyper { kLr, kNegLr, kMomentum, kOneMinusMomentum, kNegMuonLr, kNegStepSize, kBias2Sqrt, kDecayFactor, kHyperCount };
+  void upload_hypers();
+  torch::Tensor hyper(size_t group, Hyper h) const { return hypers_[static_cast<int64_t>(group)][h]; }
+
+  struct Slot {  // one parameter with its state
+    torch::Tensor param, buf, buf_sgd, exp_avg, exp_avg_sq, update;
+    size_t group;
+  };
+  Kind kind_;
+  std::vector<ParamGroup> groups_;
+  std::vector<std::vector<Slot>> slots_;  // per group
+  torch::Tensor hypers_;                  // (groups, kHyperCount) float32 on the device
+  torch::Tensor step_;                    // optimizer steps taken (float32, device), saved with the state
+  int64_t steps_ = 0;                     // its host mirror: the count is known without reading the device
+  double muon_scale_, sgd_scale_;
+  static constexpr double kBeta2 = 0.999, kAdamEps = 1e-8;
+};
+
+}  // namespace lucid::optim
