@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numbers>
 
+#include <ATen/autocast_mode.h>
+
 #include "lucid/loss/assigner.h"
 #include "lucid/loss/boxes.h"
 #include "lucid/loss/segmentation_loss.h"
@@ -284,4 +286,41 @@ TEST(SegmentationLoss, RejectsUnsortedTargets) {
   auto preds = random_outputs(2, 64, 64, 2, 16, false);
   auto t = box_targets(2, 64, 64, {1, 0});
   EXPECT_THROW(criterion(preds, t), UserError);
+}
+
+TEST(SegmentationLoss, Bf16PredictionsUnderAutocastRunInFp32) {
+  // BF16 head outputs under (CPU) BF16 autocast give exactly the FP32 loss of the same values, and
+  // the autocast state is restored afterwards.
+  torch::manual_seed(3);
+  loss::LossOptions o;
+  o.nc = 2, o.reg_max = 1, o.end2end = true;
+  auto preds = random_outputs(2, 64, 64, 2, 1, true);
+  auto targets = box_targets(2, 64, 64, {0, 1, 1});
+  auto cast = [](const model::HeadOutputs& p, torch::ScalarType t) {
+    auto c = [&](const Tensor& x) { return x.detach().to(t).requires_grad_(true); };
+    model::HeadOutputs out;
+    out.feats = p.feats;
+    out.one2many = {c(p.one2many.boxes), c(p.one2many.scores), c(p.one2many.mask_coefficient),
+                    c(p.one2many.proto), c(p.one2many.semantic)};
+    out.one2one = model::BranchOutputs{c(p.one2one->boxes), c(p.one2one->scores),
+                                       c(p.one2one->mask_coefficient), out.one2many.proto.detach(),
+                                       out.one2many.semantic.detach()};
+    return out;
+  };
+  auto bf16 = cast(preds, torch::kBFloat16);
+  auto fp32 = cast(bf16, torch::kFloat);
+  loss::SegmentationLoss criterion(o);
+  auto expected = criterion(fp32, targets);
+  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+  at::autocast::set_autocast_enabled(at::kCPU, true);
+  auto got = criterion(bf16, targets);
+  EXPECT_TRUE(at::autocast::is_autocast_enabled(at::kCPU));
+  at::autocast::set_autocast_enabled(at::kCPU, false);
+  at::autocast::clear_cache();
+  EXPECT_EQ(got.total.scalar_type(), torch::kFloat);
+  EXPECT_TRUE(torch::equal(got.total, expected.total));
+  EXPECT_TRUE(torch::equal(got.one2many.assignment.fg_mask, expected.one2many.assignment.fg_mask));
+  got.total.sum().backward();
+  EXPECT_EQ(bf16.one2many.proto.grad().scalar_type(), torch::kBFloat16);
+  EXPECT_GT(bf16.one2one->boxes.grad().abs().sum().item<float>(), 0.0f);
 }
