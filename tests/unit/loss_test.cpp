@@ -8,6 +8,7 @@
 #include "lucid/loss/assigner.h"
 #include "lucid/loss/boxes.h"
 #include "lucid/loss/segmentation_loss.h"
+#include "lucid/model/model.h"
 #include "lucid/util/error.h"
 
 using namespace lucid;
@@ -323,4 +324,30 @@ TEST(SegmentationLoss, Bf16PredictionsUnderAutocastRunInFp32) {
   got.total.sum().backward();
   EXPECT_EQ(bf16.one2many.proto.grad().scalar_type(), torch::kBFloat16);
   EXPECT_GT(bf16.one2one->boxes.grad().abs().sum().item<float>(), 0.0f);
+}
+
+TEST(SegmentationLoss, TrainsTheModelsOwnOutputs) {
+  // Options from a built model; a training-mode forward's outputs go straight into the loss and the
+  // gradient reaches the backbone (one-to-many) but the one-to-one head only through its own convs.
+  torch::manual_seed(4);
+  for (const char* name : {"yolo26n-seg.yaml", "yolo11n-seg.yaml"}) {
+    model::SegmentationModel m(config::load_model_spec(name, 2));
+    auto o = loss::loss_options_for(*m);
+    EXPECT_EQ(o.nc, 2);
+    EXPECT_EQ(o.end2end, m->end2end());
+    EXPECT_EQ(o.reg_max, m->end2end() ? 1 : 16);
+    ASSERT_EQ(o.strides, (std::vector<double>{8, 16, 32}));
+    loss::SegmentationLoss criterion(o);
+    m->train();
+    auto r = criterion(m->forward(torch::rand({2, 3, 64, 96})), box_targets(2, 64, 96, {0, 1}));
+    EXPECT_TRUE(torch::isfinite(r.total).all().item<bool>()) << name;
+    r.total.sum().backward();
+    int64_t with_grad = 0, total = 0;
+    for (const auto& p : m->parameters()) {
+      if (!p.requires_grad()) continue;
+      ++total;
+      with_grad += p.grad().defined();
+    }
+    EXPECT_EQ(with_grad, total) << name;
+  }
 }
