@@ -1,0 +1,54 @@
+// Task-aligned assignment of ground-truth instances to anchors (TOOD), with the reference's details:
+// candidate anchors lie strictly inside the GT box, GT sides shorter than the smallest stride are
+// widened to the second stride first (small-object expansion); alignment t = score^alpha * CIoU^beta;
+// top-k per GT; an anchor claimed by several GTs goes to the GT of highest CIoU among all GTs; with
+// topk2 < topk only each GT's best topk2 anchors survive; soft targets are t rescaled so that each
+// GT's best anchor scores its best CIoU.
+//
+// No host synchronisation: everything is dense over (B, M, A).
+#pragma once
+#include <torch/torch.h>
+
+#include <vector>
+
+namespace lucid::loss {
+
+using torch::Tensor;
+
+struct AssignerOptions {
+  int64_t topk = 10;
+  int64_t topk2 = 0;  // 0: same as topk (no second selection)
+  int64_t num_classes = 80;
+  double alpha = 0.5, beta = 6.0, eps = 1e-9;
+  std::vector<double> strides{8, 16, 32};
+};
+
+struct Assignment {
+  Tensor target_labels;  // (B, A) int64 class of the assigned GT (clamped >= 0; meaningless on background)
+  Tensor target_bboxes;  // (B, A, 4) xyxy pixels of the assigned GT
+  Tensor target_scores;  // (B, A, nc) soft one-hot, zero on background
+  Tensor fg_mask;        // (B, A) bool
+  Tensor target_gt_idx;  // (B, A) int64 GT index within the image (0 on background)
+};
+
+class TaskAlignedAssigner {
+ public:
+  explicit TaskAlignedAssigner(AssignerOptions options);
+
+  // pd_scores (B, A, nc) probabilities; pd_bboxes (B, A, 4) xyxy pixels; anchor_points (A, 2) pixels;
+  // gt_labels (B, M, 1); gt_bboxes (B, M, 4) xyxy pixels; mask_gt (B, M, 1) 1 for real GTs.
+  // Runs without gradient.
+  Assignment operator()(const Tensor& pd_scores, const Tensor& pd_bboxes, const Tensor& anchor_points,
+                        const Tensor& gt_labels, const Tensor& gt_bboxes, const Tensor& mask_gt) const;
+
+  const AssignerOptions& options() const { return options_; }
+
+  // The stages, exposed for tests. (B, M, A) results.
+  Tensor candidates_in_gts(const Tensor& anchor_points, const Tensor& gt_bboxes, const Tensor& mask_gt) const;
+  Tensor topk_mask(const Tensor& metrics, const Tensor& mask_gt) const;
+
+ private:
+  AssignerOptions options_;
+};
+
+}  // namespace lucid::loss
