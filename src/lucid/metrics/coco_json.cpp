@@ -4,7 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -370,8 +370,32 @@ CocoData coco_eval_data_from_json(const json& gt, const std::string& gt_name, co
 
 CocoData load_coco_eval_data(const std::string& gt_path, const std::string& results_path, IouType iou_type,
                              int threads) {
-  const json gt = read_json_file(gt_path);
-  const json results = read_json_file(results_path);
+  // The two files are parsed at the same time (JSON parsing is a good part of the run time).
+  json gt, results;
+  std::exception_ptr results_error;
+  std::thread reader;
+  const bool concurrent = resolve_threads(threads) > 1;
+  auto read_results = [&] {
+    try {
+      results = read_json_file(results_path);
+    } catch (...) {
+      results_error = std::current_exception();
+    }
+  };
+  if (concurrent) reader = std::thread(read_results);
+  std::exception_ptr gt_error;
+  try {
+    gt = read_json_file(gt_path);
+  } catch (...) {
+    gt_error = std::current_exception();
+  }
+  if (concurrent) {
+    reader.join();
+  } else if (!gt_error) {
+    read_results();
+  }
+  if (gt_error) std::rethrow_exception(gt_error);
+  if (results_error) std::rethrow_exception(results_error);
   return coco_eval_data_from_json(gt, gt_path, results, results_path, iou_type, threads);
 }
 

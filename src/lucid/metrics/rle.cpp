@@ -129,7 +129,11 @@ Rle rle_from_polygon(const double* xy, size_t n_coords, uint32_t h, uint32_t w) 
   }
   // 1. Vertices on a grid 5x finer than pixels, then every grid point along each edge.
   const double scale = 5;
-  std::vector<int> x(k + 1), y(k + 1);
+  // Scratch buffers reused across calls on the same thread (rasterising is called per annotation).
+  thread_local std::vector<int> x, y, u, v, bx, by;
+  thread_local std::vector<uint32_t> a;
+  x.assign(k + 1, 0);
+  y.assign(k + 1, 0);
   for (size_t j = 0; j < k; ++j) x[j] = static_cast<int>(scale * xy[2 * j] + .5);
   for (size_t j = 0; j < k; ++j) y[j] = static_cast<int>(scale * xy[2 * j + 1] + .5);
   x[k] = x[0];
@@ -138,7 +142,8 @@ Rle rle_from_polygon(const double* xy, size_t n_coords, uint32_t h, uint32_t w) 
   for (size_t j = 0; j < k; ++j) {
     m += std::max(std::abs(x[j] - x[j + 1]), std::abs(y[j] - y[j + 1])) + 1;
   }
-  std::vector<int> u(m), v(m);
+  u.resize(m);
+  v.resize(m);
   m = 0;
   for (size_t j = 0; j < k; ++j) {
     int xs = x[j], xe = x[j + 1], ys = y[j], ye = y[j + 1];
@@ -168,9 +173,8 @@ Rle rle_from_polygon(const double* xy, size_t n_coords, uint32_t h, uint32_t w) 
   }
   // 2. Where the boundary crosses a pixel-centre column, the first pixel row inside.
   const size_t kk = m;
-  std::vector<int> bx, by;
-  bx.reserve(kk);
-  by.reserve(kk);
+  bx.clear();
+  by.clear();
   const double w_last = static_cast<double>(static_cast<size_t>(w) - 1);
   for (size_t j = 1; j < kk; ++j) {
     if (u[j] == u[j - 1]) continue;
@@ -190,7 +194,7 @@ Rle rle_from_polygon(const double* xy, size_t n_coords, uint32_t h, uint32_t w) 
   }
   // 3. Those crossings toggle the mask in column-major order: sort, difference, drop pairs of
   //    toggles at the same place.
-  std::vector<uint32_t> a(bx.size() + 1);
+  a.resize(bx.size() + 1);
   for (size_t j = 0; j < bx.size(); ++j) a[j] = static_cast<uint32_t>(bx[j] * static_cast<int>(h) + by[j]);
   a[bx.size()] = static_cast<uint32_t>(static_cast<size_t>(h) * w);
   std::sort(a.begin(), a.end());
