@@ -358,7 +358,8 @@ CocoData coco_eval_data_from_json(const json& gt, const std::string& gt_name, co
         Rle m = segmentation_for(field(r, "segmentation"), x.image);
         x.area = static_cast<double>(rle_area(m));
         auto bb = r.find("bbox");
-        x.bbox = bb != r.end() ? box_value(*bb, "bbox") : rle_bbox(m);
+        const bool has_box = bb != r.end() && !(bb->is_array() && bb->empty());
+        x.bbox = has_box ? box_value(*bb, "bbox") : rle_bbox(m);
         if (segm) x.segm = std::move(m);
       }
     } catch (const UserError& e) {

@@ -127,24 +127,45 @@ Rle rle_from_polygon(const double* xy, size_t n_coords, uint32_t h, uint32_t w) 
       throw UserError("polygon coordinate " + std::to_string(xy[j]) + " is not finite or far outside the image");
     }
   }
-  // 1. Vertices on a grid 5x finer than pixels, then every grid point along each edge.
-  const double scale = 5;
-  // Scratch buffers reused across calls on the same thread (rasterising is called per annotation).
-  thread_local std::vector<int> x, y, u, v, bx, by;
+  // Scratch buffers reused across calls on the same thread (rasterising runs per annotation).
+  thread_local std::vector<int> x, y;
   thread_local std::vector<uint32_t> a;
+  // 1. Vertices on a grid 5x finer than pixels.
+  const double scale = 5;
   x.assign(k + 1, 0);
   y.assign(k + 1, 0);
   for (size_t j = 0; j < k; ++j) x[j] = static_cast<int>(scale * xy[2 * j] + .5);
   for (size_t j = 0; j < k; ++j) y[j] = static_cast<int>(scale * xy[2 * j + 1] + .5);
   x[k] = x[0];
   y[k] = y[0];
-  size_t m = 0;
-  for (size_t j = 0; j < k; ++j) {
-    m += std::max(std::abs(x[j] - x[j + 1]), std::abs(y[j] - y[j + 1])) + 1;
-  }
-  u.resize(m);
-  v.resize(m);
-  m = 0;
+  // 2. Walk every grid point along the boundary (u, v); where two consecutive points cross a
+  //    pixel-centre column, record the first pixel row below the boundary there as a toggle
+  //    position in column-major order. The COCO API stores all points first and then scans the
+  //    pairs; this visits the same pairs in the same order. Column c's centre lies on grid
+  //    coordinate 5c + 2, so ((u' + .5) / 5 - .5) is an integer exactly when u' = 5c + 2.
+  a.clear();
+  const double w_last = static_cast<double>(static_cast<size_t>(w) - 1);
+  bool have_prev = false;
+  int pu = 0, pv = 0;
+  auto visit = [&](int cu, int cv) {
+    if (have_prev && cu != pu) {
+      const int uc = cu < pu ? cu : cu - 1;
+      if (uc >= 2 && (uc - 2) % 5 == 0 && !(static_cast<double>((uc - 2) / 5) > w_last)) {
+        double yd = static_cast<double>(cv < pv ? cv : pv);
+        yd = (yd + .5) / scale - .5;
+        if (yd < 0) {
+          yd = 0;
+        } else if (yd > h) {
+          yd = h;
+        }
+        yd = std::ceil(yd);
+        a.push_back(static_cast<uint32_t>((uc - 2) / 5 * static_cast<int>(h) + static_cast<int>(yd)));
+      }
+    }
+    pu = cu;
+    pv = cv;
+    have_prev = true;
+  };
   for (size_t j = 0; j < k; ++j) {
     int xs = x[j], xe = x[j + 1], ys = y[j], ye = y[j + 1];
     const int dx = std::abs(xe - xs), dy = std::abs(ys - ye);
@@ -153,50 +174,22 @@ Rle rle_from_polygon(const double* xy, size_t n_coords, uint32_t h, uint32_t w) 
       std::swap(xs, xe);
       std::swap(ys, ye);
     }
-    // A zero-length edge yields one point whose y is never consulted; avoid 0/0 for it.
+    // A zero-length edge yields one point whose row is never consulted; avoid 0/0 for it.
     const double s = dx >= dy ? (dx == 0 ? 0.0 : static_cast<double>(ye - ys) / dx) : static_cast<double>(xe - xs) / dy;
     if (dx >= dy) {
       for (int d = 0; d <= dx; ++d) {
         const int t = flip ? dx - d : d;
-        u[m] = t + xs;
-        v[m] = static_cast<int>(ys + s * t + .5);
-        ++m;
+        visit(t + xs, static_cast<int>(ys + s * t + .5));
       }
     } else {
       for (int d = 0; d <= dy; ++d) {
         const int t = flip ? dy - d : d;
-        v[m] = t + ys;
-        u[m] = static_cast<int>(xs + s * t + .5);
-        ++m;
+        visit(static_cast<int>(xs + s * t + .5), t + ys);
       }
     }
   }
-  // 2. Where the boundary crosses a pixel-centre column, the first pixel row inside.
-  const size_t kk = m;
-  bx.clear();
-  by.clear();
-  const double w_last = static_cast<double>(static_cast<size_t>(w) - 1);
-  for (size_t j = 1; j < kk; ++j) {
-    if (u[j] == u[j - 1]) continue;
-    double xd = static_cast<double>(u[j] < u[j - 1] ? u[j] : u[j] - 1);
-    xd = (xd + .5) / scale - .5;
-    if (std::floor(xd) != xd || xd < 0 || xd > w_last) continue;
-    double yd = static_cast<double>(v[j] < v[j - 1] ? v[j] : v[j - 1]);
-    yd = (yd + .5) / scale - .5;
-    if (yd < 0) {
-      yd = 0;
-    } else if (yd > h) {
-      yd = h;
-    }
-    yd = std::ceil(yd);
-    bx.push_back(static_cast<int>(xd));
-    by.push_back(static_cast<int>(yd));
-  }
-  // 3. Those crossings toggle the mask in column-major order: sort, difference, drop pairs of
-  //    toggles at the same place.
-  a.resize(bx.size() + 1);
-  for (size_t j = 0; j < bx.size(); ++j) a[j] = static_cast<uint32_t>(bx[j] * static_cast<int>(h) + by[j]);
-  a[bx.size()] = static_cast<uint32_t>(static_cast<size_t>(h) * w);
+  // 3. Toggles to runs: sort, difference, and drop pairs of toggles at the same place.
+  a.push_back(static_cast<uint32_t>(static_cast<size_t>(h) * w));
   std::sort(a.begin(), a.end());
   uint32_t p = 0;
   for (auto& t : a) {
