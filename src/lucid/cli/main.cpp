@@ -11,6 +11,7 @@ const char* kUsage =
     "usage: lucid <command> [args]\n"
     "commands:\n"
     "  model info|save   inspect a model YAML, save its weights\n"
+    "  coco-eval         COCO box/mask mAP of a results JSON (as pycocotools)\n"
     "  version           print the version\n";
 
 }  // namespace
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> rest(args.begin() + 1, args.end());
   try {
     if (cmd == "model") return lucid::cli::model_command(rest);
+    if (cmd == "coco-eval") return lucid::cli::coco_eval_command(rest);
     if (cmd == "version") {
       std::cout << "lucid-yolo " << LUCID_VERSION << "\n";
       return 0;
