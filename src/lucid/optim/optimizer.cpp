@@ -295,3 +295,17 @@ std::vector<std::pair<std::string, torch::Tensor>> Optimizer::state() {
 }
 
 }  // namespace lucid::optim
+
+namespace lucid::optim {
+
+void Optimizer::load_state(const std::map<std::string, torch::Tensor>& tensors, const std::string& source) {
+  torch::NoGradGuard no_grad;
+  for (auto& [name, t] : state()) {
+    auto it = tensors.find(name);
+    if (it == tensors.end() || it->second.sizes() != t.sizes())
+      throw UserError(source + ": optimizer state '" + name + "' is missing or mis-shaped");
+    t.copy_(it->second);
+  }
+}
+
+}  // namespace lucid::optim

@@ -6,6 +6,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,8 @@ class Optimizer {
 
   // Every state tensor (momentum buffers, moments, step counter, lr/momentum), named stably.
   std::vector<std::pair<std::string, torch::Tensor>> state();
+  // Restores state() tensors by name (a checkpoint's); every name must be present.
+  void load_state(const std::map<std::string, torch::Tensor>& tensors, const std::string& source);
   int64_t steps_taken() const { return steps_; }
   void set_steps_taken(int64_t n) { steps_ = n; }
 

@@ -32,3 +32,41 @@ torch::Device parse_device(const std::string& spec) {
 }
 
 }  // namespace lucid::util
+
+#include <ATen/autocast_mode.h>
+
+namespace lucid::util {
+
+Bf16Autocast::Bf16Autocast(bool enabled) : enabled_(enabled) {
+  if (!enabled_) return;
+  previous_ = at::autocast::is_autocast_enabled(at::kCUDA);
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+}
+
+Bf16Autocast::~Bf16Autocast() {
+  if (!enabled_) return;
+  at::autocast::set_autocast_enabled(at::kCUDA, previous_);
+  if (!previous_) at::autocast::clear_cache();
+}
+
+}  // namespace lucid::util
+
+#include <c10/cuda/CUDACachingAllocator.h>
+
+namespace lucid::util {
+
+CudaMemory cuda_memory(int device) {
+  CudaMemory m;
+  if (!cuda_usable()) return m;
+  auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+  const auto agg = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+  constexpr double mib = 1024.0 * 1024.0;
+  m.allocated_mib = static_cast<double>(stats.allocated_bytes[agg].current) / mib;
+  m.reserved_mib = static_cast<double>(stats.reserved_bytes[agg].current) / mib;
+  m.peak_allocated_mib = static_cast<double>(stats.allocated_bytes[agg].peak) / mib;
+  m.peak_reserved_mib = static_cast<double>(stats.reserved_bytes[agg].peak) / mib;
+  return m;
+}
+
+}  // namespace lucid::util

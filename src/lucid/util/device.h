@@ -13,3 +13,29 @@ bool cuda_usable();
 torch::Device parse_device(const std::string& spec);
 
 }  // namespace lucid::util
+
+namespace lucid::util {
+
+// BF16 autocast on CUDA for the guard's lifetime (no-op when disabled or on the CPU).
+class Bf16Autocast {
+ public:
+  explicit Bf16Autocast(bool enabled);
+  ~Bf16Autocast();
+  Bf16Autocast(const Bf16Autocast&) = delete;
+  Bf16Autocast& operator=(const Bf16Autocast&) = delete;
+
+ private:
+  bool enabled_, previous_ = false;
+};
+
+}  // namespace lucid::util
+
+namespace lucid::util {
+
+struct CudaMemory {
+  double allocated_mib = 0, reserved_mib = 0, peak_allocated_mib = 0, peak_reserved_mib = 0;
+};
+// The caching allocator's figures for a device (zeros when CUDA is not usable).
+CudaMemory cuda_memory(int device = 0);
+
+}  // namespace lucid::util

@@ -1,0 +1,36 @@
+// Training checkpoints: model, EMA, optimizer state, pending (accumulated) gradients and the loop
+// state, in one safetensors file written to a temporary name and renamed. The bytes depend only on
+// the training state (no dates, paths or timings), so an interrupted and resumed run writes the
+// same bytes as one that never stopped.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "lucid/model/model.h"
+#include "lucid/optim/optimizer.h"
+
+namespace lucid::engine {
+
+struct LoopState {
+  int64_t epoch = 0;  // epochs finished
+  double best_fitness = -1;
+  int64_t ema_updates = 0;
+  int64_t optimizer_steps = 0;
+  int64_t last_opt_step = -1;
+  int64_t accumulate = 1;
+  int64_t epochs_without_improvement = 0;
+  nlohmann::ordered_json args;   // the run's options
+  nlohmann::ordered_json names;  // class names
+};
+
+void save_checkpoint(const std::string& path, model::SegmentationModelImpl& model, model::SegmentationModelImpl* ema,
+                     optim::Optimizer* optimizer, const LoopState& state);
+
+// Reads the loop state only (to learn the run's options before building anything).
+LoopState read_checkpoint_state(const std::string& path);
+
+// Restores model, EMA and optimizer (each optional) and returns the loop state.
+LoopState load_checkpoint(const std::string& path, model::SegmentationModelImpl& model,
+                          model::SegmentationModelImpl* ema, optim::Optimizer* optimizer);
+
+}  // namespace lucid::engine

@@ -1,0 +1,130 @@
+#include "lucid/engine/train_options.h"
+
+#include "lucid/util/error.h"
+
+namespace lucid::engine {
+
+config::Options train_options() {
+  return config::Options(
+      "train",
+      {
+          {"data", "", "dataset YAML or COCO JSON (empty: the embedded synthetic dataset)"},
+          {"model", "yolo26n-seg.yaml", "model YAML (scale letter picks the scale)"},
+          {"epochs", "", "epochs to train (default 100; 10 for the synthetic dataset)"},
+          {"imgsz", "", "training image size, a multiple of 32 (default 640; 160 for the synthetic dataset)"},
+          {"batch", "16", "images per batch"},
+          {"device", "", "cpu, cuda, cuda:N or N (default: cuda:0 if usable, else cpu)"},
+          {"workers", "8", "data loader worker threads"},
+          {"cache", "ram", "prepared-image cache: ram, disk or False"},
+          {"optimizer", "auto", "auto, SGD, AdamW or MuSGD"},
+          {"seed", "0", "random seed"},
+          {"deterministic", "True", "deterministic algorithms"},
+          {"lr0", "0.01", "initial learning rate (ignored by optimizer=auto)"},
+          {"lrf", "0.01", "final learning rate as a fraction of lr0"},
+          {"momentum", "0.937", "SGD momentum / Adam beta1 (ignored by optimizer=auto)"},
+          {"weight_decay", "0.0005", "weight decay at the nominal batch size"},
+          {"warmup_epochs", "3.0", "warmup epochs (fractions allowed)"},
+          {"warmup_momentum", "0.8", "initial warmup momentum"},
+          {"warmup_bias_lr", "0.1", "initial warmup learning rate of biases"},
+          {"cos_lr", "False", "cosine learning-rate schedule"},
+          {"nbs", "64", "nominal batch size (gradient accumulation)"},
+          {"box", "7.5", "box (and mask, semantic) loss gain"},
+          {"cls", "0.5", "class loss gain"},
+          {"dfl", "1.5", "DFL / L1 loss gain"},
+          {"overlap_mask", "True", "one overlap mask per image (False: one mask per instance)"},
+          {"close_mosaic", "10", "turn mosaic off for the last N epochs"},
+          {"mosaic", "1.0", "mosaic probability"},
+          {"hsv_h", "0.015", "HSV hue gain"},
+          {"hsv_s", "0.7", "HSV saturation gain"},
+          {"hsv_v", "0.4", "HSV value gain"},
+          {"degrees", "0.0", "rotation (+/- degrees)"},
+          {"translate", "0.1", "translation (+/- fraction)"},
+          {"scale", "0.5", "scale gain (+/-)"},
+          {"shear", "0.0", "shear (+/- degrees)"},
+          {"perspective", "0.0", "perspective (+/- fraction)"},
+          {"flipud", "0.0", "vertical flip probability"},
+          {"fliplr", "0.5", "horizontal flip probability"},
+          {"freeze", "", "freeze the first N layers, or a comma-separated list of layer indices"},
+          {"amp", "True", "BF16 autocast on CUDA"},
+          {"val", "True", "validate after every epoch"},
+          {"plots", "True", "write plots"},
+          {"patience", "100", "epochs without fitness improvement before stopping"},
+          {"save_period", "-1", "also keep a checkpoint every N epochs"},
+          {"project", "runs/segment", "parent directory of run directories"},
+          {"name", "train", "run directory name (numbered if it exists)"},
+          {"exist_ok", "False", "reuse an existing run directory"},
+          {"resume", "", "resume from a last checkpoint (path, or True for the newest run)"},
+      });
+}
+
+TrainSettings TrainSettings::from(const config::Options& o) {
+  TrainSettings s;
+  s.data = o.str("data");
+  s.model = o.str("model");
+  s.device = o.str("device");
+  s.optimizer = o.str("optimizer");
+  s.project = o.str("project");
+  s.name = o.str("name");
+  s.resume = o.str("resume");
+  s.cache = o.str("cache");
+  s.freeze = o.str("freeze");
+  const bool synthetic = s.data.empty();
+  s.epochs = o.str("epochs").empty() ? (synthetic ? 10 : 100) : o.integer("epochs");
+  s.imgsz = o.str("imgsz").empty() ? (synthetic ? 160 : 640) : o.integer("imgsz");
+  s.batch = o.integer("batch");
+  s.workers = o.integer("workers");
+  s.seed = o.integer("seed");
+  s.nbs = o.integer("nbs");
+  s.close_mosaic = o.integer("close_mosaic");
+  s.patience = o.integer("patience");
+  s.save_period = o.integer("save_period");
+  s.lr0 = o.number("lr0");
+  s.lrf = o.number("lrf");
+  s.momentum = o.number("momentum");
+  s.weight_decay = o.number("weight_decay");
+  s.warmup_epochs = o.number("warmup_epochs");
+  s.warmup_momentum = o.number("warmup_momentum");
+  s.warmup_bias_lr = o.number("warmup_bias_lr");
+  s.box = o.number("box");
+  s.cls = o.number("cls");
+  s.dfl = o.number("dfl");
+  s.hsv_h = o.number("hsv_h");
+  s.hsv_s = o.number("hsv_s");
+  s.hsv_v = o.number("hsv_v");
+  s.degrees = o.number("degrees");
+  s.translate = o.number("translate");
+  s.scale = o.number("scale");
+  s.shear = o.number("shear");
+  s.perspective = o.number("perspective");
+  s.flipud = o.number("flipud");
+  s.fliplr = o.number("fliplr");
+  s.mosaic = o.number("mosaic");
+  s.cos_lr = o.flag("cos_lr");
+  s.overlap_mask = o.flag("overlap_mask");
+  s.val = o.flag("val");
+  s.amp = o.flag("amp");
+  s.deterministic = o.flag("deterministic");
+  s.exist_ok = o.flag("exist_ok");
+  s.plots = o.flag("plots");
+  auto require = [](bool ok, const std::string& key, const std::string& why) {
+    if (!ok) throw UserError("option " + key + ": " + why);
+  };
+  require(s.epochs >= 1, "epochs", "must be at least 1");
+  require(s.imgsz >= 32 && s.imgsz % 32 == 0, "imgsz", "must be a positive multiple of 32");
+  require(s.batch >= 1, "batch", "must be at least 1");
+  require(s.workers >= 0, "workers", "must not be negative");
+  require(s.nbs >= 1, "nbs", "must be at least 1");
+  require(s.lr0 > 0, "lr0", "must be positive");
+  require(s.lrf > 0 && s.lrf <= 1, "lrf", "must be in (0, 1]");
+  require(s.momentum >= 0 && s.momentum < 1, "momentum", "must be in [0, 1)");
+  require(s.weight_decay >= 0, "weight_decay", "must not be negative");
+  require(s.warmup_epochs >= 0, "warmup_epochs", "must not be negative");
+  require(s.close_mosaic >= 0, "close_mosaic", "must not be negative");
+  for (auto [k, v] : {std::pair{"mosaic", s.mosaic}, {"flipud", s.flipud}, {"fliplr", s.fliplr}})
+    require(v >= 0 && v <= 1, k, "must be a probability in [0, 1]");
+  require(s.cache == "ram" || s.cache == "disk" || s.cache == "False" || s.cache == "True", "cache",
+          "expected ram, disk, True or False");
+  return s;
+}
+
+}  // namespace lucid::engine

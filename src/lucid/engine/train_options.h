@@ -1,0 +1,23 @@
+// The options of `lucid train` (reference names and defaults) and their typed view.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "lucid/config/options.h"
+
+namespace lucid::engine {
+
+config::Options train_options();
+
+struct TrainSettings {
+  std::string data, model, device, optimizer, project, name, resume, cache;
+  int64_t epochs, imgsz, batch, workers, seed, nbs, close_mosaic, patience, save_period;
+  double lr0, lrf, momentum, weight_decay, warmup_epochs, warmup_momentum, warmup_bias_lr;
+  double box, cls, dfl, hsv_h, hsv_s, hsv_v, degrees, translate, scale, shear, perspective, flipud, fliplr, mosaic;
+  bool cos_lr, overlap_mask, val, amp, deterministic, exist_ok, plots;
+  std::string freeze;
+
+  static TrainSettings from(const config::Options& o);  // validates ranges; errors name the key
+};
+
+}  // namespace lucid::engine

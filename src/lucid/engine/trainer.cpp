@@ -1,0 +1,286 @@
+#include "lucid/engine/trainer.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "lucid/engine/progress.h"
+#include "lucid/optim/schedule.h"
+#include "lucid/util/device.h"
+#include "lucid/util/error.h"
+#include "lucid/util/files.h"
+
+namespace lucid::engine {
+
+namespace fs = std::filesystem;
+
+fs::path make_run_dir(const std::string& project, const std::string& name, bool exist_ok) {
+  fs::path base = fs::path(project) / name;
+  if (exist_ok || !fs::exists(base)) {
+    fs::create_directories(base / "weights");
+    return base;
+  }
+  for (int n = 2;; ++n) {
+    fs::path p = fs::path(project) / (name + std::to_string(n));
+    if (!fs::exists(p)) {
+      fs::create_directories(p / "weights");
+      return p;
+    }
+  }
+}
+
+namespace {
+
+std::string yaml_scalar(const std::string& v) {
+  if (v.empty()) return "''";
+  if (v.find_first_of(":#{}[],&*!|>'\"%@`") != std::string::npos) return "'" + v + "'";
+  return v;
+}
+
+void freeze_layers(model::SegmentationModelImpl& m, const std::string& spec) {
+  if (spec.empty()) return;
+  std::vector<int> layers;
+  if (spec.find(',') == std::string::npos) {
+    int n = 0;
+    try {
+      n = std::stoi(spec);
+    } catch (const std::exception&) {
+      throw UserError("option freeze=" + spec + ": expected N or a comma-separated list of layer indices");
+    }
+    for (int i = 0; i < n; ++i) layers.push_back(i);
+  } else {
+    std::stringstream ss(spec);
+    std::string item;
+    while (std::getline(ss, item, ',')) layers.push_back(std::stoi(item));
+  }
+  for (auto& p : m.named_parameters()) {
+    for (int i : layers)
+      if (p.key().rfind("model." + std::to_string(i) + ".", 0) == 0) p.value().set_requires_grad(false);
+  }
+}
+
+}  // namespace
+
+Trainer::Trainer(const config::Options& options, DatasetInfo dataset, std::unique_ptr<BatchSource> train,
+                 Validate validate, const std::string& resume_from)
+    : s_(TrainSettings::from(options)), dataset_(std::move(dataset)), train_(std::move(train)),
+      validate_(std::move(validate)) {
+  for (const auto& spec : options.specs()) args_[spec.key] = options.str(spec.key);
+  device_ = s_.device.empty() ? (util::cuda_usable() ? torch::Device("cuda:0") : torch::Device(torch::kCPU))
+                              : util::parse_device(s_.device);
+  autocast_ = device_.is_cuda() && s_.amp;
+  if (s_.deterministic) {
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
+    at::globalContext().setDeterministicCuDNN(true);
+    at::globalContext().setBenchmarkCuDNN(false);
+  }
+  torch::manual_seed(static_cast<uint64_t>(s_.seed));
+  model_ = model::SegmentationModel(config::load_model_spec(s_.model, static_cast<int>(dataset_.nc)));
+  model_->to(device_);
+  if (device_.is_cuda()) model::use_channels_last(*model_);
+  freeze_layers(*model_, s_.freeze);
+
+  loss::LossOptions lo;
+  lo.box = s_.box;
+  lo.cls = s_.cls;
+  lo.dfl = s_.dfl;
+  lo.overlap_mask = s_.overlap_mask;
+  lo.epochs = s_.epochs;
+  loss_ = std::make_unique<loss::SegmentationLoss>(loss::loss_options_for(*model_, lo));
+
+  const int64_t accumulate = std::max<int64_t>(std::llround(static_cast<double>(s_.nbs) / s_.batch), 1);
+  const double decay = s_.weight_decay * static_cast<double>(s_.batch * accumulate) / static_cast<double>(s_.nbs);
+  const int64_t per_epoch = (train_->size() + std::max(s_.batch, s_.nbs) - 1) / std::max(s_.batch, s_.nbs);
+  auto choice = optim::choose_optimizer(s_.optimizer, s_.lr0, s_.momentum, dataset_.nc, per_epoch * s_.epochs);
+  if (choice.auto_chosen) s_.warmup_bias_lr = 0.0;
+  optimizer_ = std::make_unique<optim::Optimizer>(
+      choice.kind, optim::build_param_groups(*model_, choice.kind, choice.lr, choice.momentum, decay));
+  for (size_t g = 0; g < optimizer_->groups().size(); ++g)
+    optimizer_->set_hyper(g, optimizer_->groups()[g].initial_lr, choice.momentum);
+  ema_ = std::make_unique<optim::ModelEMA>(model_);
+  state_.accumulate = accumulate;
+  state_.args = args_;
+  state_.names = dataset_.names;
+  std::printf("optimizer: %s(lr=%g, momentum=%g) with %zu parameter groups, weight_decay=%g\n",
+              optim::kind_name(choice.kind).c_str(), choice.lr, choice.momentum, optimizer_->groups().size(), decay);
+
+  if (!resume_from.empty()) {
+    state_ = load_checkpoint(resume_from, *model_, &*ema_->model(), optimizer_.get());
+    ema_->set_updates(state_.ema_updates);
+    run_dir_ = fs::path(resume_from).parent_path().parent_path();
+    std::ifstream in(run_dir_ / "results.csv");
+    std::string line;
+    std::getline(in, line);  // header, rewritten with the next row
+    for (int64_t e = 0; e < state_.epoch && std::getline(in, line); ++e) results_rows_.push_back(line);
+    std::ifstream losses(run_dir_ / "step_losses.f32", std::ios::binary);
+    float v;
+    while (losses.read(reinterpret_cast<char*>(&v), sizeof v)) step_losses_.push_back(v);
+    std::printf("resuming %s from epoch %lld\n", resume_from.c_str(), static_cast<long long>(state_.epoch + 1));
+  } else {
+    run_dir_ = make_run_dir(s_.project, s_.name, s_.exist_ok);
+  }
+  util::write_atomically((run_dir_ / "args.yaml").string(), [&](std::ostream& out) {
+    for (const auto& spec : options.specs()) out << spec.key << ": " << yaml_scalar(options.str(spec.key)) << "\n";
+  });
+}
+
+void Trainer::save(const fs::path& path) {
+  state_.ema_updates = ema_->updates();
+  state_.optimizer_steps = optimizer_->steps_taken();
+  save_checkpoint(path.string(), *model_, &*ema_->model(), optimizer_.get(), state_);
+}
+
+void Trainer::write_results_row(int64_t epoch, double seconds, const std::array<double, 5>& tl,
+                                const ValidationResult& val) {
+  auto names = loss_->item_names();
+  std::string header = "epoch,time";
+  for (const auto& n : names) header += ",train/" + n;
+  for (const char* m : {"precision(B)", "recall(B)", "mAP50(B)", "mAP50-95(B)", "precision(M)", "recall(M)",
+                        "mAP50(M)", "mAP50-95(M)"})
+    header += std::string(",metrics/") + m;
+  for (const auto& n : names) header += ",val/" + n;
+  for (size_t g = 0; g < optimizer_->groups().size(); ++g) header += ",lr/pg" + std::to_string(g);
+  char buf[64];
+  auto fmt = [&](double v) {
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    return std::string(buf);
+  };
+  std::string row = fmt(static_cast<double>(epoch + 1)) + "," + fmt(seconds);
+  for (double v : tl) row += "," + fmt(v);
+  for (double v : val.metrics) row += "," + fmt(v);
+  for (double v : val.losses) row += "," + fmt(v);
+  for (const auto& g : optimizer_->groups()) row += "," + fmt(g.current_lr);
+  results_rows_.push_back(row);
+  util::write_atomically((run_dir_ / "results.csv").string(), [&](std::ostream& out) {
+    out << header << "\n";
+    for (const auto& r : results_rows_) out << r << "\n";
+  });
+}
+
+ValidationResult Trainer::fit() {
+  const int64_t nb = train_->batches_per_epoch();
+  optim::ScheduleOptions so;
+  so.epochs = s_.epochs;
+  so.lrf = s_.lrf;
+  so.cos_lr = s_.cos_lr;
+  so.warmup_epochs = s_.warmup_epochs;
+  so.warmup_momentum = s_.warmup_momentum;
+  so.warmup_bias_lr = s_.warmup_bias_lr;
+  so.momentum = s_.momentum;
+  so.nbs = s_.nbs;
+  so.batch = s_.batch;
+  optim::Schedule sched(so, nb);
+  sched.restore(state_.accumulate);
+  loss_->set_epoch(state_.epoch);
+  std::vector<torch::Tensor> params;
+  for (const auto& p : model_->parameters())
+    if (p.requires_grad()) params.push_back(p);
+  const auto names = loss_->item_names();
+  char line[512];
+  std::snprintf(line, sizeof line, "%11s%11s", "Epoch", device_.is_cuda() ? "GPU_mem" : "CPU");
+  std::string header = line;
+  for (const auto& n : names) {
+    std::snprintf(line, sizeof line, "%11s", n.c_str());
+    header += line;
+  }
+  std::snprintf(line, sizeof line, "%11s%11s", "Instances", "Size");
+  header += line;
+  const auto start = std::chrono::steady_clock::now();
+  ValidationResult val;
+  std::printf("Starting training for %lld epochs, %lld batches per epoch, run %s\n", static_cast<long long>(s_.epochs),
+              static_cast<long long>(nb), run_dir_.string().c_str());
+  for (int64_t epoch = state_.epoch; epoch < s_.epochs; ++epoch) {
+    sched.begin_epoch(*optimizer_, epoch);
+    const bool mosaic = s_.mosaic > 0 && !(s_.close_mosaic > 0 && epoch >= s_.epochs - s_.close_mosaic);
+    train_->start_epoch(epoch, mosaic);
+    model_->train();
+    Progress progress(header, nb);
+    std::array<double, 5> mean{};
+    int64_t i = 0;
+    while (auto batch = train_->next()) {
+      const int64_t ni = i + nb * epoch;
+      sched.begin_batch(*optimizer_, epoch, ni);
+      auto x = loss::upload(batch->images, device_).to(torch::kFloat).div_(255.0);
+      if (device_.is_cuda()) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+      model::HeadOutputs out;
+      {
+        util::Bf16Autocast ac(autocast_);
+        out = model_->forward(x);
+      }
+      auto result = (*loss_)(out, batch->targets);
+      result.total.sum().backward();
+      if (ni - state_.last_opt_step >= sched.accumulate()) {
+        optim::clip_grad_norm(params, 10.0);
+        optimizer_->step();
+        optimizer_->zero_grad();
+        ema_->update(model_);
+        state_.last_opt_step = ni;
+      }
+      // One host read per step, for the progress line and the finiteness check.
+      auto items = result.items.to(torch::kCPU, torch::kFloat).contiguous();
+      const float* v = items.data_ptr<float>();
+      for (int k = 0; k < 5; ++k) {
+        if (!std::isfinite(v[k]))
+          throw UserError("non-finite " + names[k] + " at epoch " + std::to_string(epoch + 1) + " batch " +
+                          std::to_string(i + 1) + "; the last good checkpoint is " +
+                          (run_dir_ / "weights" / "last.safetensors").string());
+        mean[k] = (mean[k] * static_cast<double>(i) + v[k]) / static_cast<double>(i + 1);
+        step_losses_.push_back(v[k]);
+      }
+      ++i;
+      char mem[32] = "-";
+      if (device_.is_cuda()) std::snprintf(mem, sizeof mem, "%.3gG", util::cuda_memory().reserved_mib / 1024.0);
+      std::snprintf(line, sizeof line, "%11s%11s", (std::to_string(epoch + 1) + "/" + std::to_string(s_.epochs)).c_str(), mem);
+      std::string cols = line;
+      for (double m : mean) {
+        std::snprintf(line, sizeof line, "%11.4g", m);
+        cols += line;
+      }
+      std::snprintf(line, sizeof line, "%11lld%11lld", static_cast<long long>(batch->targets.size()),
+                    static_cast<long long>(batch->images.size(3)));
+      cols += line;
+      progress.update(i, cols);
+    }
+    progress.finish();
+    loss_->update_epoch();
+    {
+      torch::NoGradGuard no_grad;
+      for (const auto& p : model_->parameters())
+        if (!torch::isfinite(p).all().item<bool>())
+          throw UserError("non-finite weights after epoch " + std::to_string(epoch + 1) + "; the last good checkpoint is " +
+                          (run_dir_ / "weights" / "last.safetensors").string());
+    }
+    const bool final_epoch = epoch + 1 == s_.epochs;
+    val = ValidationResult{};
+    if (validate_ && (s_.val || final_epoch)) val = validate_(ema_->model(), *loss_);
+    state_.epoch = epoch + 1;
+    const bool best = val.fitness > state_.best_fitness;
+    if (best) {
+      state_.best_fitness = val.fitness;
+      state_.epochs_without_improvement = 0;
+    } else {
+      ++state_.epochs_without_improvement;
+    }
+    state_.accumulate = sched.accumulate();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    write_results_row(epoch, secs, mean, val);
+    util::write_atomically((run_dir_ / "step_losses.f32").string(), [&](std::ostream& out) {
+      out.write(reinterpret_cast<const char*>(step_losses_.data()),
+                static_cast<std::streamsize>(step_losses_.size() * sizeof(float)));
+    });
+    save(run_dir_ / "weights" / "last.safetensors");
+    if (best) save(run_dir_ / "weights" / "best.safetensors");
+    if (s_.save_period > 0 && (epoch + 1) % s_.save_period == 0)
+      save(run_dir_ / "weights" / ("epoch" + std::to_string(epoch + 1) + ".safetensors"));
+    if (state_.epochs_without_improvement >= s_.patience && !final_epoch) {
+      std::printf("Stopping early: no improvement in the last %lld epochs\n", static_cast<long long>(s_.patience));
+      break;
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("%lld epochs completed in %.3f hours; results in %s\n", static_cast<long long>(state_.epoch), secs / 3600.0,
+              run_dir_.string().c_str());
+  return val;
+}
+
+}  // namespace lucid::engine

@@ -1,0 +1,71 @@
+// The fit: builds the model, loss, optimizer, schedule and EMA for a run, trains epoch by epoch on
+// a BatchSource, validates the EMA model after each epoch, and writes results.csv and checkpoints
+// (weights/last and weights/best, atomically) into the run directory. resume continues from
+// weights/last exactly as if the run had not stopped.
+#pragma once
+#include <array>
+#include <filesystem>
+#include <functional>
+#include <memory>
+
+#include "lucid/engine/batch_source.h"
+#include "lucid/engine/checkpoint.h"
+#include "lucid/engine/train_options.h"
+#include "lucid/loss/segmentation_loss.h"
+#include "lucid/optim/ema.h"
+
+namespace lucid::engine {
+
+struct ValidationResult {
+  std::array<double, 8> metrics{};  // P R mAP50 mAP50-95 for boxes, then for masks
+  std::array<double, 5> losses{};
+  double fitness = 0;
+};
+
+using Validate = std::function<ValidationResult(model::SegmentationModel& ema, loss::SegmentationLoss& loss)>;
+
+struct DatasetInfo {
+  int64_t nc;
+  std::vector<std::string> names;
+};
+
+class Trainer {
+ public:
+  // options: the parsed `lucid train` options (written to args.yaml and into checkpoints).
+  Trainer(const config::Options& options, DatasetInfo dataset, std::unique_ptr<BatchSource> train, Validate validate,
+          const std::string& resume_from = "");
+
+  // Trains to the last epoch; returns the final validation result.
+  ValidationResult fit();
+
+  const std::filesystem::path& run_dir() const { return run_dir_; }
+  model::SegmentationModel& model() { return model_; }
+  // Loss items (5 floats) of every training step so far in this process, as raw bytes.
+  const std::vector<float>& step_losses() const { return step_losses_; }
+
+ private:
+  void write_results_row(int64_t epoch, double seconds, const std::array<double, 5>& train_loss,
+                         const ValidationResult& val);
+  void save(const std::filesystem::path& path);
+
+  TrainSettings s_;
+  nlohmann::ordered_json args_;
+  DatasetInfo dataset_;
+  std::unique_ptr<BatchSource> train_;
+  Validate validate_;
+  torch::Device device_{torch::kCPU};
+  bool autocast_ = false;
+  model::SegmentationModel model_{nullptr};
+  std::unique_ptr<loss::SegmentationLoss> loss_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<optim::ModelEMA> ema_;
+  LoopState state_;
+  std::filesystem::path run_dir_;
+  std::vector<std::string> results_rows_;
+  std::vector<float> step_losses_;
+};
+
+// The run directory: project/name, or project/name2, name3, ... if it exists (unless exist_ok).
+std::filesystem::path make_run_dir(const std::string& project, const std::string& name, bool exist_ok);
+
+}  // namespace lucid::engine
