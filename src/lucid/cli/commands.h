@@ -6,5 +6,6 @@
 namespace lucid::cli {
 
 int model_command(const std::vector<std::string>& args);
+int data_command(const std::vector<std::string>& args);
 
 }  // namespace lucid::cli

@@ -11,6 +11,7 @@ const char* kUsage =
     "usage: lucid <command> [args]\n"
     "commands:\n"
     "  model info|save   inspect a model YAML, save its weights\n"
+    "  data check|synth|convert  inspect a dataset, write the synthetic one, convert formats\n"
     "  version           print the version\n";
 
 }  // namespace
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> rest(args.begin() + 1, args.end());
   try {
     if (cmd == "model") return lucid::cli::model_command(rest);
+    if (cmd == "data") return lucid::cli::data_command(rest);
     if (cmd == "version") {
       std::cout << "lucid-yolo " << LUCID_VERSION << "\n";
       return 0;
@@ -36,6 +38,9 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const c10::Error& e) {
     std::cerr << "lucid " << cmd << ": error: " << e.what_without_backtrace() << "\n";
+    return 1;
+  } catch (const std::exception& e) {  // file-system and other library errors: still one line, no abort
+    std::cerr << "lucid " << cmd << ": error: " << e.what() << "\n";
     return 1;
   }
 }
