@@ -102,6 +102,10 @@ ConvertReport write_ultralytics(const DatasetIndex& index, const std::string& ou
       const fs::path img = root / "images" / split.name / names[i];
       place_image(im.path, img);
       std::string text;
+      // A label file with any polygon is read as polygons throughout, so boxes there are written as
+      // their 4 corners (a box line would read as a 2-point polygon).
+      const bool polygon_file = std::any_of(im.instances.begin(), im.instances.end(),
+                                            [](const Instance& i) { return !i.crowd && !i.polygons.empty(); });
       for (const auto& inst : im.instances) {
         if (inst.crowd) {
           ++r.crowd_dropped;
@@ -124,7 +128,15 @@ ConvertReport write_ultralytics(const DatasetIndex& index, const std::string& ou
           ++r.parts_merged;
         } else {
           if (inst.rle) ++r.rle_as_box;
-          text += format_yolo_line(inst.cls, nullptr, inst.box) + "\n";
+          if (polygon_file) {
+            const float x1 = inst.box[0] - inst.box[2] / 2, y1 = inst.box[1] - inst.box[3] / 2;
+            const float x2 = inst.box[0] + inst.box[2] / 2, y2 = inst.box[1] + inst.box[3] / 2;
+            const Polygon corners = {x1, y1, x2, y1, x2, y2, x1, y2};
+            text += format_yolo_line(inst.cls, &corners, inst.box) + "\n";
+            ++r.boxes_as_polygons;
+          } else {
+            text += format_yolo_line(inst.cls, nullptr, inst.box) + "\n";
+          }
         }
         ++r.instances;
       }
@@ -144,6 +156,9 @@ ConvertReport write_ultralytics(const DatasetIndex& index, const std::string& ou
   write_file((root / "data.yaml").string(), y + names_yaml(index));
   if (r.crowd_dropped) r.notes.push_back(std::to_string(r.crowd_dropped) + " crowd annotation(s) left out (label files have no crowd flag)");
   if (r.rle_as_box) r.notes.push_back(std::to_string(r.rle_as_box) + " RLE mask(s) written as boxes (no polygon)");
+  if (r.boxes_as_polygons)
+    r.notes.push_back(std::to_string(r.boxes_as_polygons) +
+                      " box(es) written as 4-corner polygons (their label files also hold polygons)");
   if (r.parts_merged) r.notes.push_back(std::to_string(r.parts_merged) + " multi-part polygon(s) joined into one outline");
   return r;
 }
@@ -174,7 +189,11 @@ ConvertReport write_coco(const DatasetIndex& index, const std::string& out_dir) 
       for (const auto& inst : im.instances) {
         json seg = json::array();
         double area = 0, x1 = 1e300, y1 = 1e300, x2 = -1e300, y2 = -1e300;
-        for (const auto& p : inst.polygons) {
+        // COCO polygons need 3 points; a degenerate outline (as a 2-point label line) becomes a box.
+        const bool degenerate = std::any_of(inst.polygons.begin(), inst.polygons.end(),
+                                            [](const Polygon& p) { return p.size() < 6; });
+        if (degenerate) ++r.degenerate_as_box;
+        for (const auto& p : degenerate ? std::vector<Polygon>{} : inst.polygons) {
           std::vector<double> xy(p.size());
           for (size_t k = 0; k < p.size(); k += 2) {
             xy[k] = round3(p[k] * W), xy[k + 1] = round3(p[k + 1] * H);
@@ -185,7 +204,7 @@ ConvertReport write_coco(const DatasetIndex& index, const std::string& out_dir) 
           seg.push_back(xy);
         }
         std::array<double, 4> bbox;
-        if (!inst.polygons.empty()) {
+        if (!seg.empty()) {
           bbox = {x1, y1, round3(x2 - x1), round3(y2 - y1)};
         } else if (inst.rle) {
           seg = {{"size", {inst.rle->height, inst.rle->width}}, {"counts", rle_counts_to_string(inst.rle->counts)}};
@@ -215,6 +234,8 @@ ConvertReport write_coco(const DatasetIndex& index, const std::string& out_dir) 
                 {"categories", categories}};
     write_file((root / "annotations" / ("instances_" + split.name + ".json")).string(), doc.dump() + "\n");
   }
+  if (r.degenerate_as_box)
+    r.notes.push_back(std::to_string(r.degenerate_as_box) + " polygon(s) with fewer than 3 points written as boxes");
   std::string y = "# Written by `lucid data convert` from " + index.source + " (COCO form)\n";
   for (const auto& [key, splits] : yaml_keys(index)) {
     if (splits.size() > 1)

@@ -494,6 +494,7 @@ CocoFile parse_coco_json(std::string_view text, const std::string& path) {
     if (a.contains("segmentation") && !a["segmentation"].is_null()) {
       const auto& s = a["segmentation"];
       if (s.is_array()) {
+        std::vector<std::string> dropped;
         for (size_t p = 0; p < s.size() && !bad; ++p) {
           const auto& part = s[p];
           std::vector<double> xy;
@@ -516,21 +517,25 @@ CocoFile parse_coco_json(std::string_view text, const std::string& path) {
             break;
           }
           if (xy.size() % 2) {
-            warn(which + ": polygon part " + std::to_string(p + 1) + " has an odd number of coordinates (" +
-                 std::to_string(xy.size()) + "): part dropped");
+            dropped.push_back("polygon part " + std::to_string(p + 1) + " has an odd number of coordinates (" +
+                              std::to_string(xy.size()) + ")");
             continue;
           }
           if (xy.size() < 6) {
-            warn(which + ": polygon part " + std::to_string(p + 1) + " has " + std::to_string(xy.size() / 2) +
-                 " point(s), fewer than 3: part dropped");
+            dropped.push_back("polygon part " + std::to_string(p + 1) + " has " + std::to_string(xy.size() / 2) +
+                              " point(s), fewer than 3");
             continue;
           }
           ann.polygons.push_back(std::move(xy));
         }
-        if (!bad && !s.empty() && ann.polygons.empty()) {
-          warn(which + ": no usable polygon part: ignored");
+        if (bad) continue;
+        if (!s.empty() && ann.polygons.empty()) {  // nothing usable: one message for the annotation
+          std::string why;
+          for (const auto& d : dropped) why += (why.empty() ? "" : "; ") + d;
+          warn(which + ": " + why + ": ignored");
           continue;
         }
+        for (const auto& d : dropped) warn(which + ": " + d + ": part dropped");
       } else if (s.is_object()) {
         Rle rle;
         const json* size = s.contains("size") ? &s["size"] : nullptr;

@@ -255,8 +255,8 @@ SynthReport write_synth_dataset(const SynthOptions& o) {
         labels += format_yolo_line(inst.cls, &inst.polygons[0], inst.box) + "\n";
         std::vector<double> xy;
         for (size_t k = 0; k < inst.polygons[0].size(); k += 2)
-          xy.push_back(std::round(inst.polygons[0][k] * W * 100) / 100),
-              xy.push_back(std::round(inst.polygons[0][k + 1] * H * 100) / 100);
+          xy.push_back(std::round(inst.polygons[0][k] * W * 1000) / 1000),
+              xy.push_back(std::round(inst.polygons[0][k + 1] * H * 1000) / 1000);
         double x1 = xy[0], y1 = xy[1], x2 = xy[0], y2 = xy[1];
         for (size_t k = 0; k < xy.size(); k += 2)
           x1 = std::min(x1, xy[k]), x2 = std::max(x2, xy[k]), y1 = std::min(y1, xy[k + 1]), y2 = std::max(y2, xy[k + 1]);
@@ -264,8 +264,8 @@ SynthReport write_synth_dataset(const SynthOptions& o) {
                                        {"image_id", i + 1},
                                        {"category_id", inst.cls + 1},
                                        {"segmentation", nlohmann::json::array({xy})},
-                                       {"area", std::round(polygon_area(xy) * 100) / 100},
-                                       {"bbox", {x1, y1, std::round((x2 - x1) * 100) / 100, std::round((y2 - y1) * 100) / 100}},
+                                       {"area", std::round(polygon_area(xy) * 1000) / 1000},
+                                       {"bbox", {x1, y1, std::round((x2 - x1) * 1000) / 1000, std::round((y2 - y1) * 1000) / 1000}},
                                        {"iscrowd", 0}});
       }
       write_file((root / "labels" / split / (std::string(stem) + ".txt")).string(), labels);
