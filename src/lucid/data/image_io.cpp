@@ -177,7 +177,6 @@ bool jpeg_decode(const uint8_t* data, size_t size, Image* out, char* message) {
   out->width = int(cinfo.output_width);
   out->channels = 3;
   out->pixels.resize(size_t(out->height) * out->width * 3);
-  const bool adobe = cinfo.saw_Adobe_marker;
   // CMYK rows go through a libjpeg-managed scratch row (freed by jpeg_destroy).
   JSAMPARRAY scratch = cmyk ? (*cinfo.mem->alloc_sarray)(reinterpret_cast<j_common_ptr>(&cinfo), JPOOL_IMAGE,
                                                          JDIMENSION(out->width * oc), 1)
@@ -190,13 +189,14 @@ bool jpeg_decode(const uint8_t* data, size_t size, Image* out, char* message) {
       continue;
     }
     jpeg_read_scanlines(&cinfo, scratch, 1);
+    // OpenCV's CMYK conversion (k - (255 - c) * k / 256 on the stored values), so that pixels
+    // match the reference's cv2.imread exactly.
     const uint8_t* s = scratch[0];
     for (int x = 0; x < out->width; ++x, s += 4, dst += 3) {
-      int c0 = s[0], c1 = s[1], c2 = s[2], k = s[3];
-      if (!adobe) c0 = 255 - c0, c1 = 255 - c1, c2 = 255 - c2, k = 255 - k;
-      dst[0] = uint8_t(c0 * k / 255);
-      dst[1] = uint8_t(c1 * k / 255);
-      dst[2] = uint8_t(c2 * k / 255);
+      const int k = s[3];
+      dst[0] = uint8_t(k - (((255 - s[0]) * k) >> 8));
+      dst[1] = uint8_t(k - (((255 - s[1]) * k) >> 8));
+      dst[2] = uint8_t(k - (((255 - s[2]) * k) >> 8));
     }
   }
   jpeg_finish_decompress(&cinfo);
