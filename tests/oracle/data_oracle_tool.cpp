@@ -1,6 +1,7 @@
 // Exposes the data layer to the data oracle test (tests/oracle/test_data_index.py):
 //   data_oracle_tool index DATA OUT.json   the dataset index (every split, image, instance, problem)
 //   data_oracle_tool decode IMAGE OUT.png  our decoded RGB pixels, written losslessly
+//   data_oracle_tool resize IMAGE WxH:OUT.png[,WxH:OUT.png...]  our bilinear resizes of IMAGE
 // Exit code 1 with the message on stderr for a UserError.
 #include <nlohmann/json.hpp>
 
@@ -9,6 +10,7 @@
 
 #include "lucid/data/dataset.h"
 #include "lucid/data/image_io.h"
+#include "lucid/data/resize.h"
 #include "lucid/util/error.h"
 
 using namespace lucid;
@@ -45,7 +47,7 @@ nlohmann::json index_json(const data::DatasetIndex& index) {
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    std::cerr << "usage: data_oracle_tool index DATA OUT.json | decode IMAGE OUT.png\n";
+    std::cerr << "usage: data_oracle_tool index DATA OUT.json | decode IMAGE OUT.png | resize IMAGE WxH:OUT.png,...\n";
     return 2;
   }
   const std::string cmd = argv[1];
@@ -57,6 +59,18 @@ int main(int argc, char** argv) {
       std::ofstream(argv[3]) << index_json(data::build_index(argv[2], o)).dump(1) << "\n";
     } else if (cmd == "decode") {
       data::write_file(argv[3], data::encode_png(data::decode_image(argv[2])));
+    } else if (cmd == "resize") {  // resize IN.png WxH:OUT.png,WxH:OUT.png,...
+      const auto im = data::decode_image(argv[2]);
+      std::string spec = argv[3];
+      for (size_t at = 0; at < spec.size();) {
+        size_t end = spec.find(',', at);
+        if (end == std::string::npos) end = spec.size();
+        const std::string item = spec.substr(at, end - at);
+        const auto x = item.find('x'), colon = item.find(':');
+        const int w = std::stoi(item.substr(0, x)), h = std::stoi(item.substr(x + 1, colon - x - 1));
+        data::write_file(item.substr(colon + 1), data::encode_png(data::resize_linear(im, w, h)));
+        at = end + 1;
+      }
     } else {
       std::cerr << "unknown command " << cmd << "\n";
       return 2;

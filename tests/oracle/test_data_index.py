@@ -5,6 +5,7 @@ reference package (ultralytics 8.4.114: verify_image_label, convert_coco; OpenCV
 Agreement required:
 - decoding: pixel-exact with cv2.imread(IMREAD_COLOR) (RGB order) for baseline, progressive, gray,
   CMYK and EXIF-oriented JPEGs and RGB, gray, 16-bit, RGBA and palette PNGs;
+- resizing: pixel-exact with cv2.resize(INTER_LINEAR) for down- and up-scaling, halving included;
 - labels: the same usable images, classes, boxes (1e-6) and polygons, the same background count,
   on a dataset holding every label problem both implementations treat alike, and on coco128-seg;
 - COCO -> Ultralytics labels: the same lines as convert_coco (1e-5), multi-part polygons included.
@@ -111,6 +112,25 @@ class DataOracle(unittest.TestCase):
                 ref = cv2.imread(str(f), cv2.IMREAD_COLOR)
                 self.assertEqual(ours.shape, ref.shape, f.name)
                 np.testing.assert_array_equal(ours, ref, err_msg=f.name)
+
+    def test_resize_matches_cv2_inter_linear(self):
+        rng = np.random.default_rng(0)
+        with tempfile.TemporaryDirectory() as t:
+            t = Path(t)
+            for case in range(12):
+                h, w = (int(v) for v in rng.integers(1, 300, 2))
+                img = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+                if case % 2:
+                    img = cv2.GaussianBlur(img, (5, 5), 1.5)
+                cv2.imwrite(str(t / "src.png"), img)
+                sizes = [tuple(int(v) for v in rng.integers(1, 400, 2)) for _ in range(5)]
+                sizes += [(max(1, w // 2), max(1, h // 2)), (2 * w, 2 * h), (640, 640)]
+                spec = ",".join(f"{a}x{b}:{t / f'o{i}.png'}" for i, (a, b) in enumerate(sizes))
+                subprocess.run([str(TOOL), "resize", str(t / "src.png"), spec], check=True)
+                for i, (a, b) in enumerate(sizes):
+                    ref = cv2.resize(img, (a, b), interpolation=cv2.INTER_LINEAR)
+                    ours = cv2.imread(str(t / f"o{i}.png"), cv2.IMREAD_COLOR)
+                    np.testing.assert_array_equal(ours, ref, err_msg=f"{(h, w)} -> {(b, a)}")
 
     def test_label_checks_match_verify_image_label(self):
         with tempfile.TemporaryDirectory() as t:
