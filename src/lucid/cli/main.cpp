@@ -12,6 +12,7 @@ const char* kUsage =
     "commands:\n"
     "  model info|save   inspect a model YAML, save its weights\n"
     "  coco-eval         COCO box/mask mAP of a results JSON (as pycocotools)\n"
+    "  data check|synth|convert  inspect a dataset, write the synthetic one, convert formats\n"
     "  version           print the version\n";
 
 }  // namespace
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "model") return lucid::cli::model_command(rest);
     if (cmd == "coco-eval") return lucid::cli::coco_eval_command(rest);
+    if (cmd == "data") return lucid::cli::data_command(rest);
     if (cmd == "version") {
       std::cout << "lucid-yolo " << LUCID_VERSION << "\n";
       return 0;
@@ -38,6 +40,9 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const c10::Error& e) {
     std::cerr << "lucid " << cmd << ": error: " << e.what_without_backtrace() << "\n";
+    return 1;
+  } catch (const std::exception& e) {  // file-system and other library errors: still one line, no abort
+    std::cerr << "lucid " << cmd << ": error: " << e.what() << "\n";
     return 1;
   }
 }

@@ -1,0 +1,655 @@
+// Building the dataset index: resolving the dataset description (YAML, folder or COCO JSON) into
+// splits, listing their images, and verifying each image and its labels (in parallel, merged in a
+// fixed order so the result and the reported problems never depend on timing).
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "lucid/data/dataset.h"
+#include "lucid/data/image_io.h"
+#include "lucid/data/labels.h"
+#include "lucid/util/error.h"
+
+namespace lucid::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::set<std::string> kImageExtensions = {"avif", "bmp", "dng", "heic", "heif", "jp2", "jpeg",
+                                                "jpg",  "mpo", "png", "tif",  "tiff", "webp"};
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return s;
+}
+
+std::string trim(const std::string& s) {
+  size_t a = s.find_first_not_of(" \t\r\n\v\f");
+  if (a == std::string::npos) return "";
+  size_t b = s.find_last_not_of(" \t\r\n\v\f");
+  return s.substr(a, b - a + 1);
+}
+
+std::string norm(const fs::path& p) { return fs::absolute(p).lexically_normal().string(); }
+
+bool path_exists(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(p, ec);
+}
+
+bool path_is_dir(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec);
+}
+
+bool path_is_file(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+
+// ---- where the splits come from ---------------------------------------------------------------
+
+struct SplitSource {
+  std::string name;
+  std::vector<std::string> paths;  // Ultralytics: folders and list files (absolute)
+  bool coco = false;
+  std::string json;                      // COCO: the annotation file
+  std::vector<std::string> image_roots;  // COCO: candidate folders for file_name, first match wins
+};
+
+struct Spec {
+  std::string source;
+  std::vector<std::string> names;  // empty: take them from the COCO categories
+  std::vector<SplitSource> splits;
+};
+
+std::vector<std::string> read_class_file(const std::string& path) {
+  std::vector<std::string> names;
+  std::string text = read_file(path), line;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i == text.size() || text[i] == '\n') {
+      line = trim(line);
+      if (!line.empty()) names.push_back(line);
+      line.clear();
+    } else {
+      line += text[i];
+    }
+  }
+  return names;
+}
+
+std::vector<std::string> coco_image_roots(const fs::path& root, const fs::path& json) {
+  std::string stem = json.stem().string();
+  if (stem.rfind("instances_", 0) == 0) stem = stem.substr(10);
+  return {norm(root / "images" / stem), norm(root / stem), norm(root / "images"), norm(root),
+          norm(json.parent_path())};
+}
+
+Spec spec_from_yaml(const std::string& yaml_path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(yaml_path);
+  } catch (const YAML::BadFile&) {
+    throw error_at(yaml_path, 0, "cannot open dataset YAML");
+  } catch (const YAML::Exception& e) {
+    throw error_at(yaml_path, e.mark.line >= 0 ? e.mark.line + 1 : 0, e.msg);
+  }
+  if (!root.IsMap()) throw error_at(yaml_path, 0, "a dataset YAML is a mapping (path, train, val, names)");
+  auto line_of = [](const YAML::Node& n) { return n.Mark().line >= 0 ? n.Mark().line + 1 : 0; };
+  Spec spec;
+  spec.source = norm(yaml_path);
+  try {
+    // names / nc
+    if (root["names"] && !root["names"].IsNull()) {
+      const auto n = root["names"];
+      if (n.IsSequence()) {
+        for (const auto& v : n) spec.names.push_back(v.IsScalar() ? v.as<std::string>() : "");
+      } else if (n.IsMap()) {
+        std::map<long long, std::string> m;
+        for (const auto& kv : n) {
+          long long k;
+          try {
+            k = kv.first.as<long long>();
+          } catch (const YAML::Exception&) {
+            throw error_at(yaml_path, line_of(kv.first), "names: key '" + kv.first.as<std::string>() + "' is not a class index");
+          }
+          m[k] = kv.second.IsScalar() ? kv.second.as<std::string>() : "";
+        }
+        long long expect = 0;
+        for (const auto& [k, v] : m) {
+          if (k != expect)
+            throw error_at(yaml_path, line_of(n), "names: class indices must be 0.." + std::to_string(m.size() - 1) +
+                                                      " without gaps (found " + std::to_string(k) + ")");
+          spec.names.push_back(v);
+          ++expect;
+        }
+      } else {
+        throw error_at(yaml_path, line_of(n), "names must be a list or a mapping index: name");
+      }
+    }
+    if (root["nc"] && !root["nc"].IsNull()) {
+      double nc_d;
+      try {
+        nc_d = root["nc"].as<double>();
+      } catch (const YAML::Exception&) {
+        throw error_at(yaml_path, line_of(root["nc"]), "nc must be an integer");
+      }
+      if (nc_d != double(static_cast<long long>(nc_d)) || nc_d < 1)
+        throw error_at(yaml_path, line_of(root["nc"]), "nc must be a positive integer");
+      const auto nc = static_cast<size_t>(nc_d);
+      if (spec.names.empty()) {
+        for (size_t i = 0; i < nc; ++i) spec.names.push_back("class_" + std::to_string(i));
+      } else if (spec.names.size() != nc) {
+        throw error_at(yaml_path, line_of(root["nc"]), "nc " + std::to_string(nc) + " does not match the " +
+                                                           std::to_string(spec.names.size()) + " names");
+      }
+    }
+    // root folder
+    const fs::path yaml_dir = fs::absolute(yaml_path).parent_path();
+    fs::path base = yaml_dir;
+    if (root["path"] && root["path"].IsScalar() && !root["path"].as<std::string>().empty()) {
+      fs::path p = root["path"].as<std::string>();
+      if (p.is_absolute()) base = p;
+      else if (path_exists(yaml_dir / p)) base = yaml_dir / p;
+      else if (path_exists(fs::current_path() / p)) base = fs::current_path() / p;
+      else base = yaml_dir / p;
+    }
+    auto resolve = [&](const YAML::Node& node, const std::string& split, bool must_exist) {
+      std::string v = trim(node.as<std::string>());
+      fs::path p = fs::path(v).is_absolute() ? fs::path(v) : base / v;
+      if (!path_exists(p) && v.rfind("../", 0) == 0) p = base / v.substr(3);  // the reference's fallback
+      if (must_exist && !path_exists(p))
+        throw error_at(yaml_path, line_of(node), "split '" + split + "': path not found: " + norm(p));
+      return norm(p);
+    };
+    bool any = false, coco = false;
+    for (const char* key : {"train", "val", "test"}) {
+      YAML::Node node = root[key];
+      if ((!node || node.IsNull()) && std::string(key) == "val") node = root["validation"];
+      if (!node || node.IsNull()) continue;
+      any = true;
+      SplitSource s;
+      s.name = key;
+      if (node.IsMap()) {
+        YAML::Node j = node["json"] ? node["json"] : node["annotations"];
+        if (!j || !j.IsScalar())
+          throw error_at(yaml_path, line_of(node), std::string("split '") + key +
+                                                       "': a mapping needs json: (COCO annotations) and images:");
+        s.coco = true;
+        s.json = resolve(j, key, true);
+        if (node["images"] && node["images"].IsScalar()) s.image_roots = {resolve(node["images"], key, true)};
+        else s.image_roots = coco_image_roots(base, s.json);
+      } else if (node.IsScalar()) {
+        std::string p = resolve(node, key, true);
+        if (lower(fs::path(p).extension().string()) == ".json") {
+          s.coco = true;
+          s.json = p;
+          s.image_roots = coco_image_roots(base, p);
+        } else {
+          s.paths.push_back(p);
+        }
+      } else if (node.IsSequence()) {
+        for (const auto& item : node) {
+          if (!item.IsScalar()) throw error_at(yaml_path, line_of(item), std::string("split '") + key + "': expected paths");
+          s.paths.push_back(resolve(item, key, true));
+        }
+        if (s.paths.empty()) continue;
+      }
+      coco = coco || s.coco;
+      spec.splits.push_back(std::move(s));
+    }
+    if (!any) throw error_at(yaml_path, 0, "no 'train' or 'val' key: a dataset YAML names its splits");
+    if (spec.names.empty() && !coco)
+      throw error_at(yaml_path, 0, "no 'names' (or 'nc'): the class names are required");
+  } catch (const YAML::Exception& e) {
+    throw error_at(yaml_path, e.mark.line >= 0 ? e.mark.line + 1 : 0, e.msg);
+  }
+  return spec;
+}
+
+Spec spec_from_folder(const std::string& dir) {
+  std::vector<fs::path> yamls;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const auto ext = lower(e.path().extension().string());
+    if (e.is_regular_file() && (ext == ".yaml" || ext == ".yml")) yamls.push_back(e.path());
+  }
+  std::sort(yamls.begin(), yamls.end());
+  if (yamls.size() == 1) return spec_from_yaml(yamls[0].string());
+  if (yamls.size() > 1) {
+    const std::string own = fs::absolute(dir).lexically_normal().filename().string();
+    for (const auto& want : {std::string("data"), own})
+      for (const auto& y : yamls)
+        if (y.stem() == want) return spec_from_yaml(y.string());
+    std::string list;
+    for (const auto& y : yamls) list += " " + y.filename().string();
+    throw error_at(dir, 0, "several dataset YAMLs (" + list.substr(1) + "): name one with data=");
+  }
+  // No YAML: an images/ tree (one split per subfolder) with labels/ beside it and classes.txt.
+  const fs::path images = fs::path(dir) / "images";
+  if (!path_is_dir(images)) throw error_at(dir, 0, "no dataset YAML and no images/ folder");
+  Spec spec;
+  spec.source = norm(dir);
+  if (path_is_file(fs::path(dir) / "classes.txt")) spec.names = read_class_file((fs::path(dir) / "classes.txt").string());
+  if (spec.names.empty()) throw error_at(dir, 0, "no dataset YAML and no classes.txt (one class name per line)");
+  std::vector<fs::path> subdirs;
+  bool loose_images = false;
+  for (const auto& e : fs::directory_iterator(images)) {
+    if (e.path().filename().string().rfind('.', 0) == 0) continue;
+    if (e.is_directory()) subdirs.push_back(e.path());
+    else if (has_image_extension(e.path().string())) loose_images = true;
+  }
+  std::sort(subdirs.begin(), subdirs.end());
+  if (loose_images || subdirs.empty()) {
+    spec.splits.push_back({"all", {norm(images)}, false, "", {}});
+  } else {
+    for (const auto& d : subdirs) spec.splits.push_back({d.filename().string(), {norm(d)}, false, "", {}});
+  }
+  return spec;
+}
+
+Spec spec_from_json(const std::string& json, const std::string& images) {
+  Spec spec;
+  spec.source = norm(json);
+  SplitSource s;
+  s.name = fs::path(json).stem().string();
+  if (s.name.rfind("instances_", 0) == 0) s.name = s.name.substr(10);
+  s.coco = true;
+  s.json = norm(json);
+  if (!images.empty()) {
+    if (!path_is_dir(images)) throw error_at(images, 0, "images folder not found");
+    s.image_roots = {norm(images)};
+  } else {
+    s.image_roots = coco_image_roots(fs::path(json).parent_path().parent_path(), json);
+  }
+  spec.splits.push_back(std::move(s));
+  return spec;
+}
+
+// ---- listing images ---------------------------------------------------------------------------
+
+struct Listing {
+  std::vector<std::string> images;
+  std::vector<std::string> label_roots;  // folders to scan recursively for orphan label files
+  std::vector<std::string> label_dirs;   // folders to scan (not recursively) for orphan label files
+  std::vector<Problem> problems;
+};
+
+void list_folder(const fs::path& dir, std::vector<std::string>& out) {
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink |
+                                               fs::directory_options::skip_permission_denied, ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const auto name = it->path().filename().string();
+    if (!name.empty() && name[0] == '.') {  // hidden, as glob skips them
+      if (it->is_directory()) it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_regular_file() && has_image_extension(name)) out.push_back(norm(it->path()));
+  }
+}
+
+Listing list_split(const SplitSource& s) {
+  Listing l;
+  for (const auto& p : s.paths) {
+    if (path_is_dir(p)) {
+      list_folder(p, l.images);
+      const std::string root = label_path_for(p + "/x.jpg");  // the folder's label counterpart
+      const std::string label_root = fs::path(root).parent_path().string();
+      if (label_root != p) l.label_roots.push_back(label_root);
+    } else {
+      std::string text = read_file(p);
+      const fs::path parent = fs::path(p).parent_path();
+      int line = 0;
+      size_t i = 0;
+      while (i <= text.size()) {
+        size_t j = text.find('\n', i);
+        if (j == std::string::npos) j = text.size();
+        ++line;
+        std::string entry = trim(text.substr(i, j - i));
+        i = j + 1;
+        if (entry.empty()) continue;
+        if (!has_image_extension(entry)) {
+          l.problems.push_back({p, line, "not an image file name (by extension): " + entry.substr(0, 200)});
+          continue;
+        }
+        fs::path e = entry.rfind("./", 0) == 0 ? parent / entry.substr(2) : fs::path(entry);
+        if (e.is_relative()) e = parent / e;
+        l.images.push_back(norm(e));
+      }
+      std::set<std::string> dirs;
+      for (const auto& im : l.images) {
+        const auto d = fs::path(label_path_for(im)).parent_path().string();
+        if (d != fs::path(im).parent_path().string()) dirs.insert(d);
+      }
+      l.label_dirs.insert(l.label_dirs.end(), dirs.begin(), dirs.end());
+    }
+  }
+  std::sort(l.images.begin(), l.images.end());
+  l.images.erase(std::unique(l.images.begin(), l.images.end()), l.images.end());
+  return l;
+}
+
+// ---- verifying one image ----------------------------------------------------------------------
+
+struct Verified {
+  bool ok = false;
+  ImageRecord rec;
+  std::vector<Problem> problems;
+  int duplicates = 0;
+};
+
+// Header checks (and a full decode when asked or when a JPEG lacks its end marker). Returns false
+// with the problem recorded when the image is unusable.
+bool check_image(const std::string& path, bool decode, ImageInfo& info, std::vector<Problem>& problems) {
+  try {
+    info = read_image_info(path);
+    if (info.width() < 10 || info.height() < 10)
+      throw error_at(path, 0, "image size " + std::to_string(info.width()) + "x" + std::to_string(info.height()) +
+                                  " is below 10 pixels");
+    if (decode || (info.format == ImageFormat::Jpeg && !jpeg_ends_with_eoi(path))) decode_image(path);
+    return true;
+  } catch (const std::exception& e) {
+    const std::string what = e.what(), prefix = path + ": ";
+    problems.push_back({path, 0, (what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what) + "; image skipped"});
+    return false;
+  }
+}
+
+Verified verify_yolo(const std::string& image, int nc, bool decode) {
+  Verified v;
+  v.rec.path = image;
+  v.rec.label_path = label_path_for(image);
+  ImageInfo info;
+  if (!check_image(image, decode, info, v.problems)) return v;
+  v.rec.width = info.width();
+  v.rec.height = info.height();
+  if (path_is_file(v.rec.label_path)) {
+    std::string text;
+    try {
+      text = read_file(v.rec.label_path);
+    } catch (const std::exception& e) {
+      v.problems.push_back({v.rec.label_path, 0, "cannot read label file; image skipped"});
+      return v;
+    }
+    auto parsed = parse_yolo_labels(text, nc, v.rec.label_path);
+    v.problems.insert(v.problems.end(), parsed.problems.begin(), parsed.problems.end());
+    if (!parsed.ok) return v;
+    v.rec.instances = std::move(parsed.instances);
+    v.duplicates = parsed.duplicates_removed;
+  }
+  v.ok = true;
+  return v;
+}
+
+template <class F>
+void parallel_for(size_t n, F&& f) {
+  const size_t threads = std::min<size_t>({size_t(std::max(1u, std::thread::hardware_concurrency())), 16, n / 8 + 1});
+  if (threads <= 1) {
+    for (size_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (size_t i; (i = next.fetch_add(1)) < n;) f(i);
+    });
+  for (auto& th : pool) th.join();
+}
+
+void add_problem(Split& split, Problem p, const IndexOptions& o) {
+  if (o.on_problem) o.on_problem(p);
+  split.problems.push_back(std::move(p));
+}
+
+void tally(Split& split) {
+  auto& c = split.counts;
+  c.images = int64_t(split.images.size());
+  for (const auto& im : split.images) {
+    int64_t n = 0;
+    for (const auto& inst : im.instances) {
+      if (inst.crowd) {
+        ++c.crowd;
+        continue;
+      }
+      ++n;
+      if (inst.polygons.empty() && !inst.rle) ++c.box_only;
+    }
+    c.instances += n;
+    if (n == 0) ++c.backgrounds;
+  }
+}
+
+Split index_yolo_split(const SplitSource& s, int nc, const IndexOptions& o) {
+  Split split;
+  split.name = s.name;
+  for (const auto& p : s.paths) split.source += (split.source.empty() ? "" : ", ") + p;
+  Listing l = list_split(s);
+  for (auto& p : l.problems) add_problem(split, std::move(p), o);
+  std::vector<Verified> results(l.images.size());
+  parallel_for(l.images.size(), [&](size_t i) { results[i] = verify_yolo(l.images[i], nc, o.decode); });
+  std::set<std::string> used_labels;
+  for (auto& r : results) {
+    used_labels.insert(r.rec.label_path);
+    for (auto& p : r.problems) add_problem(split, std::move(p), o);
+    split.counts.duplicates_removed += r.duplicates;
+    if (r.ok) split.images.push_back(std::move(r.rec));
+    else ++split.counts.skipped;
+  }
+  // Orphan label files: .txt files where this split's labels live that no image points at.
+  std::set<std::string> orphans;
+  auto consider = [&](const fs::path& p) {
+    if (lower(p.extension().string()) == ".txt" && !used_labels.count(norm(p))) orphans.insert(norm(p));
+  };
+  for (const auto& root : l.label_roots) {
+    if (!path_is_dir(root)) continue;
+    std::error_code ec;
+    for (fs::recursive_directory_iterator it(root, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+      if (it->is_regular_file()) consider(it->path());
+  }
+  for (const auto& d : l.label_dirs) {
+    if (!path_is_dir(d)) continue;
+    std::error_code ec;
+    for (fs::directory_iterator it(d, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+      if (it->is_regular_file()) consider(it->path());
+  }
+  for (const auto& p : orphans) add_problem(split, {p, 0, "orphan label file (no image for it)"}, o);
+  split.counts.orphan_labels = int64_t(orphans.size());
+  tally(split);
+  return split;
+}
+
+// ---- COCO -------------------------------------------------------------------------------------
+
+struct CocoClasses {
+  std::vector<std::string> names;
+  std::vector<int64_t> ids;
+  std::map<int64_t, int> index;
+};
+
+Split index_coco_split(const SplitSource& s, const CocoFile& coco, const CocoClasses& classes, const IndexOptions& o) {
+  Split split;
+  split.name = s.name;
+  split.source = s.json;
+  for (const auto& p : coco.problems) add_problem(split, p, o);
+  // The image folder: the first candidate holding the first image.
+  std::string root = s.image_roots.empty() ? "" : s.image_roots.front();
+  if (s.image_roots.size() > 1 && !coco.images.empty()) {
+    for (const auto& r : s.image_roots)
+      if (path_is_file(fs::path(r) / coco.images.front().file_name)) {
+        root = r;
+        break;
+      }
+  }
+  split.source += " (images " + root + ")";
+  std::map<int64_t, std::vector<const CocoAnnotation*>> by_image;
+  for (const auto& a : coco.annotations) by_image[a.image_id].push_back(&a);
+
+  std::vector<Verified> results(coco.images.size());
+  parallel_for(coco.images.size(), [&](size_t i) {
+    const CocoImage& ci = coco.images[i];
+    Verified& v = results[i];
+    v.rec.path = norm(fs::path(root) / ci.file_name);
+    v.rec.coco_id = ci.id;
+    v.rec.file_name = ci.file_name;
+    ImageInfo info;
+    if (!check_image(v.rec.path, o.decode, info, v.problems)) return;
+    if (info.width() != ci.width || info.height() != ci.height) {
+      v.problems.push_back({v.rec.path, 0,
+                            "image is " + std::to_string(info.width()) + "x" + std::to_string(info.height()) +
+                                " but the JSON (image id " + std::to_string(ci.id) + ") says " +
+                                std::to_string(ci.width) + "x" + std::to_string(ci.height) + "; image skipped"});
+      return;
+    }
+    v.rec.width = ci.width;
+    v.rec.height = ci.height;
+    const float W = float(ci.width), H = float(ci.height);
+    std::vector<Instance> plain, crowd;
+    std::vector<int64_t> ann_ids;
+    auto it = by_image.find(ci.id);
+    if (it != by_image.end()) {
+      for (const CocoAnnotation* a : it->second) {
+        const std::string which = "annotation id " + std::to_string(a->id);
+        Instance inst;
+        inst.cls = classes.index.at(a->category_id);
+        inst.crowd = a->iscrowd;
+        for (const auto& part : a->polygons) {
+          Polygon p(part.size());
+          for (size_t k = 0; k < part.size(); k += 2) p[k] = float(part[k] / W), p[k + 1] = float(part[k + 1] / H);
+          inst.polygons.push_back(std::move(p));
+        }
+        inst.rle = a->rle;
+        if (!inst.polygons.empty()) {
+          inst.box = polygon_box(inst.polygons);
+        } else {
+          const auto b = a->rle ? rle_bbox(*a->rle) : *a->bbox;
+          inst.box = {float((b[0] + b[2] / 2) / W), float((b[1] + b[3] / 2) / H), float(b[2] / W), float(b[3] / H)};
+        }
+        if (!inst.crowd) {
+          if (a->bbox && ((*a->bbox)[2] <= 0 || (*a->bbox)[3] <= 0)) {
+            v.problems.push_back({s.json, 0, which + " (image " + ci.file_name + "): bbox has no area: ignored"});
+            continue;
+          }
+          bool out_of_bounds = false;
+          for (float b : inst.box) out_of_bounds = out_of_bounds || b > 1.01f || b < -0.01f;
+          if (out_of_bounds) {
+            v.problems.push_back({s.json, 0, which + " (image " + ci.file_name + "): outside the image: ignored"});
+            continue;
+          }
+          plain.push_back(std::move(inst));
+          ann_ids.push_back(a->id);
+        } else {
+          crowd.push_back(std::move(inst));
+        }
+      }
+    }
+    std::vector<std::array<float, 5>> rows;
+    for (const auto& inst : plain) rows.push_back({float(inst.cls), inst.box[0], inst.box[1], inst.box[2], inst.box[3]});
+    auto keep = unique_rows(rows);
+    if (keep.size() < rows.size()) {
+      v.duplicates = int(rows.size() - keep.size());
+      v.problems.push_back({s.json, 0, "image " + ci.file_name + ": " + std::to_string(v.duplicates) +
+                                           " duplicate annotation(s) (same class and box) removed"});
+      for (auto k : keep) v.rec.instances.push_back(std::move(plain[k]));
+    } else {
+      v.rec.instances = std::move(plain);
+    }
+    for (auto& c : crowd) v.rec.instances.push_back(std::move(c));
+    v.ok = true;
+  });
+  std::vector<size_t> order(results.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return results[a].rec.path < results[b].rec.path; });
+  for (size_t i : order) {
+    auto& r = results[i];
+    for (auto& p : r.problems) add_problem(split, std::move(p), o);
+    split.counts.duplicates_removed += r.duplicates;
+    if (r.ok) split.images.push_back(std::move(r.rec));
+    else ++split.counts.skipped;
+  }
+  tally(split);
+  return split;
+}
+
+}  // namespace
+
+std::string label_path_for(const std::string& image_path) {
+  std::string p = image_path;
+  const auto at = p.rfind("/images/");
+  if (at != std::string::npos) p.replace(at, 8, "/labels/");
+  const auto dot = p.rfind('.');
+  const auto slash = p.rfind('/');
+  if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) p.resize(dot);
+  return p + ".txt";
+}
+
+bool has_image_extension(const std::string& path) {
+  const auto dot = path.rfind('.');
+  if (dot == std::string::npos) return false;
+  return kImageExtensions.count(lower(path.substr(dot + 1))) > 0;
+}
+
+DatasetIndex build_index(const std::string& data, const IndexOptions& options) {
+  if (data.empty()) throw UserError("no dataset given (data=PATH: a dataset YAML, folder or COCO JSON)");
+  if (!path_exists(data)) throw error_at(data, 0, "dataset not found");
+  Spec spec;
+  const std::string ext = lower(fs::path(data).extension().string());
+  if (path_is_dir(data)) spec = spec_from_folder(data);
+  else if (ext == ".json") spec = spec_from_json(data, options.coco_images);
+  else spec = spec_from_yaml(data);
+  if (!options.coco_images.empty() && ext != ".json")
+    throw UserError("images= applies to a COCO JSON given as data=FILE.json");
+
+  DatasetIndex index;
+  index.source = spec.source;
+  index.names = spec.names;
+  // COCO splits: their category lists must agree; they define the classes.
+  std::map<std::string, CocoFile> coco_files;
+  CocoClasses classes;
+  bool have_classes = false;
+  for (const auto& s : spec.splits) {
+    if (!s.coco) continue;
+    index.format = DatasetFormat::Coco;
+    CocoFile f = parse_coco_json(read_file(s.json), s.json);
+    CocoClasses c;
+    for (const auto& cat : f.categories) {
+      c.index[cat.id] = int(c.names.size());
+      c.names.push_back(cat.name);
+      c.ids.push_back(cat.id);
+    }
+    if (c.names.empty()) throw error_at(s.json, 0, "COCO JSON has no categories");
+    if (!have_classes) {
+      classes = c;
+      have_classes = true;
+    } else if (c.ids != classes.ids || c.names != classes.names) {
+      throw error_at(s.json, 0, "categories differ from those of the other splits");
+    }
+    coco_files[s.json] = std::move(f);
+  }
+  if (have_classes) {
+    if (!index.names.empty() && index.names != classes.names)
+      throw error_at(spec.source, 0, "names in the YAML differ from the COCO categories (" +
+                                         std::to_string(classes.names.size()) + " classes)");
+    index.names = classes.names;
+    index.category_ids = classes.ids;
+  }
+  for (const auto& s : spec.splits) {
+    Split split = s.coco ? index_coco_split(s, coco_files.at(s.json), classes, options)
+                         : index_yolo_split(s, index.nc(), options);
+    if (split.images.empty() && options.require_images) {
+      std::string first = split.problems.empty() ? std::string("no image files found") : split.problems.front().str();
+      throw UserError("split '" + split.name + "' (" + split.source + "): no usable image (" +
+                      std::to_string(split.counts.skipped) + " skipped); first problem: " + first);
+    }
+    index.splits.push_back(std::move(split));
+  }
+  return index;
+}
+
+}  // namespace lucid::data

@@ -1,0 +1,18 @@
+// Image resizing as the reference resizes: OpenCV's cv2.resize with INTER_LINEAR on 8-bit images,
+// reproduced to the bit (11-bit fixed-point weights, the vector path's rounding, and the switch to
+// 2x2 averaging for an exact halving), plus the reference's long-side rule of load_image.
+#pragma once
+#include <utility>
+
+#include "lucid/data/image_io.h"
+
+namespace lucid::data {
+
+// Bilinear resize to out_width x out_height, bit-exact with cv2.resize(..., INTER_LINEAR) for uint8.
+Image resize_linear(const Image& src, int out_width, int out_height);
+
+// The reference's load_image size: r = imgsz / max(h, w); when r != 1 the new size is
+// min(ceil(w r), imgsz) x min(ceil(h r), imgsz) (down- and up-scaling alike). Returns {w, h}.
+std::pair<int, int> long_side_size(int width, int height, int imgsz);
+
+}  // namespace lucid::data
