@@ -1,0 +1,308 @@
+#include "lucid/data/augment.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <numeric>
+#include <stdexcept>
+
+#include "lucid/data/polygon.h"
+
+namespace lucid::data {
+
+namespace {
+
+void check_sample(const Sample& s, const char* what) {
+  if (!s.image.defined() || s.image.dim() != 3 || s.image.scalar_type() != torch::kUInt8 || !s.image.is_cpu())
+    throw std::invalid_argument(std::string(what) + ": sample image must be a uint8 (H, W, C) CPU tensor");
+  const size_t n = s.instances.cls.size();
+  if (s.instances.polygons.size() != n || s.instances.boxes.size() != n)
+    throw std::invalid_argument(std::string(what) + ": instance arrays disagree in length");
+}
+
+Matrix3 mul(const Matrix3& a, const Matrix3& b) {
+  Matrix3 c{};
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) c[i * 3 + j] = a[i * 3] * b[j] + a[i * 3 + 1] * b[3 + j] + a[i * 3 + 2] * b[6 + j];
+  return c;
+}
+
+constexpr Matrix3 kIdentity = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+
+}  // namespace
+
+// ---- Mosaic ----------------------------------------------------------------------------------------
+
+MosaicDraw draw_mosaic(SampleRng& rng, double p, int imgsz, int64_t dataset_size) {
+  MosaicDraw d;
+  const double u = rng.uniform();
+  d.apply = p >= 1.0 || (p > 0.0 && u < p);
+  // U(-border, 2s + border) with border = floor(-s / 2).
+  const double lo = (imgsz + 1) / 2, hi = 2.0 * imgsz - (imgsz + 1) / 2;
+  d.yc = int(rng.uniform(lo, hi));
+  d.xc = int(rng.uniform(lo, hi));
+  for (auto& o : d.others) o = dataset_size > 0 ? rng.below(dataset_size) : 0;
+  return d;
+}
+
+Sample mosaic4(std::array<Sample, 4>&& tiles, int xc, int yc, int imgsz, uint8_t pad_value) {
+  const int s2 = 2 * imgsz;
+  for (const auto& t : tiles) check_sample(t, "mosaic4");
+  const int cn = int(tiles[0].image.size(2));
+  Sample out;
+  out.index = tiles[0].index;
+  out.orig_height = tiles[0].orig_height;
+  out.orig_width = tiles[0].orig_width;
+  out.image = torch::empty({s2, s2, cn}, torch::kUInt8);
+  uint8_t* canvas = out.image.data_ptr<uint8_t>();
+  std::memset(canvas, pad_value, size_t(s2) * s2 * cn);
+  for (int i = 0; i < 4; ++i) {
+    auto& t = tiles[i];
+    auto img = t.image.contiguous();
+    const int h = int(img.size(0)), w = int(img.size(1));
+    if (img.size(2) != cn) throw std::invalid_argument("mosaic4: tiles differ in channels");
+    int x1a, y1a, x2a, y2a, x1b, y1b, x2b, y2b;
+    if (i == 0) {  // ends at the centre
+      x1a = std::max(xc - w, 0), y1a = std::max(yc - h, 0), x2a = xc, y2a = yc;
+      x1b = w - (x2a - x1a), y1b = h - (y2a - y1a), x2b = w, y2b = h;
+    } else if (i == 1) {  // right of the centre
+      x1a = xc, y1a = std::max(yc - h, 0), x2a = std::min(xc + w, s2), y2a = yc;
+      x1b = 0, y1b = h - (y2a - y1a), x2b = std::min(w, x2a - x1a), y2b = h;
+    } else if (i == 2) {  // below the centre
+      x1a = std::max(xc - w, 0), y1a = yc, x2a = xc, y2a = std::min(s2, yc + h);
+      x1b = w - (x2a - x1a), y1b = 0, x2b = w, y2b = std::min(y2a - y1a, h);
+    } else {  // diagonal
+      x1a = xc, y1a = yc, x2a = std::min(xc + w, s2), y2a = std::min(s2, yc + h);
+      x1b = 0, y1b = 0, x2b = std::min(w, x2a - x1a), y2b = std::min(y2a - y1a, h);
+    }
+    const uint8_t* src = img.data_ptr<uint8_t>();
+    const int rows = y2a - y1a, cols = x2a - x1a;
+    if (rows > 0 && cols > 0 && rows == y2b - y1b && cols == x2b - x1b)
+      for (int r = 0; r < rows; ++r)
+        std::memcpy(canvas + (size_t(y1a + r) * s2 + x1a) * cn, src + (size_t(y1b + r) * w + x1b) * cn,
+                    size_t(cols) * cn);
+    const float padw = float(x1a - x1b), padh = float(y1a - y1b);
+    auto& in = t.instances;
+    for (auto& b : in.boxes) b = {b[0] + padw, b[1] + padh, b[2] + padw, b[3] + padh};
+    for (auto& p : in.polygons)
+      for (size_t k = 0; k + 1 < p.size(); k += 2) p[k] += padw, p[k + 1] += padh;
+    out.instances.append(std::move(in));
+  }
+  // Clip to the canvas and drop boxes without area.
+  auto& in = out.instances;
+  const float lim = float(s2);
+  std::vector<bool> keep(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    auto& b = in.boxes[i];
+    for (auto& v : b) v = std::clamp(v, 0.f, lim);
+    for (auto& v : in.polygons[i]) v = std::clamp(v, 0.f, lim);
+    keep[i] = (b[2] - b[0]) * (b[3] - b[1]) > 0.f;
+  }
+  in.keep(keep);
+  return out;
+}
+
+// ---- Random perspective --------------------------------------------------------------------------
+
+AffineDraw draw_affine(SampleRng& rng, const AugmentOptions& o) {
+  AffineDraw d;
+  d.perspective_x = rng.uniform(-o.perspective, o.perspective);
+  d.perspective_y = rng.uniform(-o.perspective, o.perspective);
+  d.degrees = rng.uniform(-o.degrees, o.degrees);
+  d.scale = rng.uniform(1 - o.scale, 1 + o.scale);
+  d.shear_x = rng.uniform(-o.shear, o.shear);
+  d.shear_y = rng.uniform(-o.shear, o.shear);
+  d.translate_x = rng.uniform(0.5 - o.translate, 0.5 + o.translate);
+  d.translate_y = rng.uniform(0.5 - o.translate, 0.5 + o.translate);
+  return d;
+}
+
+Matrix3 affine_matrix(const AffineDraw& d, int in_h, int in_w, int out_h, int out_w) {
+  const Matrix3 C = {1, 0, -in_w / 2.0, 0, 1, -in_h / 2.0, 0, 0, 1};
+  const Matrix3 P = {1, 0, 0, 0, 1, 0, d.perspective_x, d.perspective_y, 1};
+  const double a = d.degrees * std::numbers::pi / 180.0;
+  const double alpha = d.scale * std::cos(a), beta = d.scale * std::sin(a);
+  const Matrix3 R = {alpha, beta, 0, -beta, alpha, 0, 0, 0, 1};
+  const Matrix3 S = {1, std::tan(d.shear_x * std::numbers::pi / 180.0), 0,
+                     std::tan(d.shear_y * std::numbers::pi / 180.0), 1, 0, 0, 0, 1};
+  const Matrix3 T = {1, 0, d.translate_x * out_w, 0, 1, d.translate_y * out_h, 0, 0, 1};
+  return mul(T, mul(S, mul(R, mul(P, C))));
+}
+
+Sample random_perspective(Sample&& s, const Matrix3& M, double scale, int out_h, int out_w, bool perspective,
+                          uint8_t pad_value) {
+  check_sample(s, "random_perspective");
+  if (out_h != s.height() || out_w != s.width() || M != kIdentity)
+    s.image = perspective ? warp_perspective(s.image, M, out_h, out_w, pad_value)
+                          : warp_affine(s.image, M, out_h, out_w, pad_value);
+  auto& in = s.instances;
+  const size_t n = in.size();
+  bool any_polygon = false;
+  for (const auto& p : in.polygons) any_polygon |= !p.empty();
+  auto apply = [&](double x, double y, float& ox, float& oy) {
+    const double X = M[0] * x + M[1] * y + M[2], Y = M[3] * x + M[4] * y + M[5];
+    const double W = M[6] * x + M[7] * y + M[8];
+    ox = float(X / W);
+    oy = float(Y / W);
+  };
+  const float W = float(out_w), H = float(out_h);
+  std::vector<bool> keep(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Box old = in.boxes[i];
+    Box nb;
+    auto& poly = in.polygons[i];
+    if (!poly.empty()) {
+      for (size_t k = 0; k + 1 < poly.size(); k += 2) apply(poly[k], poly[k + 1], poly[k], poly[k + 1]);
+      nb = polygon_box(poly, W, H);
+      for (size_t k = 0; k + 1 < poly.size(); k += 2) {
+        poly[k] = std::clamp(poly[k], nb[0], nb[2]);
+        poly[k + 1] = std::clamp(poly[k + 1], nb[1], nb[3]);
+      }
+    } else {
+      float xs[4], ys[4];
+      apply(old[0], old[1], xs[0], ys[0]);
+      apply(old[2], old[3], xs[1], ys[1]);
+      apply(old[0], old[3], xs[2], ys[2]);
+      apply(old[2], old[1], xs[3], ys[3]);
+      nb = {*std::min_element(xs, xs + 4), *std::min_element(ys, ys + 4), *std::max_element(xs, xs + 4),
+            *std::max_element(ys, ys + 4)};
+    }
+    nb = {std::clamp(nb[0], 0.f, W), std::clamp(nb[1], 0.f, H), std::clamp(nb[2], 0.f, W), std::clamp(nb[3], 0.f, H)};
+    for (size_t k = 0; k + 1 < poly.size(); k += 2) {
+      poly[k] = std::clamp(poly[k], 0.f, W);
+      poly[k + 1] = std::clamp(poly[k + 1], 0.f, H);
+    }
+    in.boxes[i] = nb;
+    // box_candidates against the old box scaled by the affine scale.
+    const double w1 = (double(old[2]) - old[0]) * scale, h1 = (double(old[3]) - old[1]) * scale;
+    const double w2 = double(nb[2]) - nb[0], h2 = double(nb[3]) - nb[1];
+    const double eps = 1e-16, area_thr = any_polygon ? 0.01 : 0.10;
+    const double ar = std::max(w2 / (h2 + eps), h2 / (w2 + eps));
+    keep[i] = w2 > 2 && h2 > 2 && w2 * h2 / (w1 * h1 + eps) > area_thr && ar < 100;
+  }
+  in.keep(keep);
+  return std::move(s);
+}
+
+// ---- Flips ---------------------------------------------------------------------------------------
+
+void flip_sample(Sample& s, bool horizontal) {
+  check_sample(s, "flip_sample");
+  s.image = flip_image(s.image, horizontal);
+  const float ext = float(horizontal ? s.width() : s.height());
+  const int c = horizontal ? 0 : 1;
+  for (auto& b : s.instances.boxes) {
+    const float lo = ext - b[c + 2], hi = ext - b[c];
+    b[c] = lo;
+    b[c + 2] = hi;
+  }
+  for (auto& p : s.instances.polygons)
+    for (size_t k = c; k < p.size(); k += 2) p[k] = ext - p[k];
+}
+
+// ---- Letterbox -------------------------------------------------------------------------------------
+
+Sample letterbox(Sample&& s, int new_h, int new_w, bool scaleup, uint8_t pad_value, Letterbox* info) {
+  check_sample(s, "letterbox");
+  const int h = s.height(), w = s.width(), cn = int(s.image.size(2));
+  double r = std::min(double(new_h) / h, double(new_w) / w);
+  if (!scaleup) r = std::min(r, 1.0);
+  const int uw = int(std::nearbyint(w * r)), uh = int(std::nearbyint(h * r));
+  const double dw = (new_w - uw) / 2.0, dh = (new_h - uh) / 2.0;
+  const int top = int(std::nearbyint(dh - 0.1)), bottom = int(std::nearbyint(dh + 0.1));
+  const int left = int(std::nearbyint(dw - 0.1)), right = int(std::nearbyint(dw + 0.1));
+  auto img = (uh != h || uw != w) ? resize_linear(s.image, uh, uw) : s.image.contiguous();
+  const int oh = uh + top + bottom, ow = uw + left + right;
+  auto out = torch::empty({oh, ow, cn}, torch::kUInt8);
+  const uint8_t* src = img.data_ptr<uint8_t>();
+  uint8_t* dst = out.data_ptr<uint8_t>();
+  std::memset(dst, pad_value, size_t(oh) * ow * cn);
+  for (int y = 0; y < uh; ++y)
+    std::memcpy(dst + (size_t(y + top) * ow + left) * cn, src + size_t(y) * uw * cn, size_t(uw) * cn);
+  s.image = out;
+  const float rf = float(r), lf = float(left), tf = float(top);
+  for (auto& b : s.instances.boxes) b = {b[0] * rf + lf, b[1] * rf + tf, b[2] * rf + lf, b[3] * rf + tf};
+  for (auto& p : s.instances.polygons)
+    for (size_t k = 0; k + 1 < p.size(); k += 2) p[k] = p[k] * rf + lf, p[k + 1] = p[k + 1] * rf + tf;
+  if (info) *info = {r, left, top, uh, uw};
+  return std::move(s);
+}
+
+RectPlan rect_batches(const std::vector<std::pair<int, int>>& sizes_hw, int batch, int imgsz, int stride, double pad) {
+  if (batch <= 0) throw std::invalid_argument("rect_batches: batch must be positive");
+  const size_t n = sizes_hw.size();
+  std::vector<double> ar(n);
+  for (size_t i = 0; i < n; ++i) ar[i] = double(sizes_hw[i].first) / double(sizes_hw[i].second);
+  RectPlan plan;
+  plan.order.resize(n);
+  std::iota(plan.order.begin(), plan.order.end(), 0);
+  std::stable_sort(plan.order.begin(), plan.order.end(), [&](int64_t a, int64_t b) { return ar[a] < ar[b]; });
+  for (size_t start = 0; start < n; start += batch) {
+    const size_t end = std::min(n, start + size_t(batch));
+    double mini = ar[plan.order[start]], maxi = mini;
+    for (size_t k = start; k < end; ++k) mini = std::min(mini, ar[plan.order[k]]), maxi = std::max(maxi, ar[plan.order[k]]);
+    double sh = 1, sw = 1;
+    if (maxi < 1) sh = maxi;
+    else if (mini > 1) sw = 1 / mini;
+    const int bh = int(std::ceil(sh * imgsz / stride + pad)) * stride;
+    const int bw = int(std::ceil(sw * imgsz / stride + pad)) * stride;
+    plan.shapes.emplace_back(bh, bw);
+  }
+  return plan;
+}
+
+// ---- HSV gains -------------------------------------------------------------------------------------
+
+std::array<float, 3> draw_hsv_gains(SampleRng& rng, const AugmentOptions& o) {
+  std::array<float, 3> g;
+  const double gains[3] = {o.hsv_h, o.hsv_s, o.hsv_v};
+  for (int k = 0; k < 3; ++k) g[k] = float(rng.uniform(-1.0, 1.0) * gains[k]);
+  return g;
+}
+
+// ---- Pipelines -------------------------------------------------------------------------------------
+
+namespace {
+Sample load(const SampleSource& source, int64_t index, const AugmentOptions& o) {
+  Sample s = source(index);
+  check_sample(s, "sample source");
+  s.index = index;
+  resample_polygons(s.instances, o.polygon_points);
+  return s;
+}
+}  // namespace
+
+Sample augment_sample(const SampleSource& source, int64_t dataset_size, int64_t index, const AugmentOptions& o,
+                      uint64_t seed, int64_t epoch, std::array<float, 3>* hsv_gains) {
+  SampleRng mosaic_rng(seed, epoch, index, Purpose::Mosaic);
+  const auto md = draw_mosaic(mosaic_rng, o.mosaic, o.imgsz, dataset_size);
+  Sample s = load(source, index, o);
+  if (md.apply) {
+    std::array<Sample, 4> tiles{std::move(s), load(source, md.others[0], o), load(source, md.others[1], o),
+                                load(source, md.others[2], o)};
+    s = mosaic4(std::move(tiles), md.xc, md.yc, o.imgsz, o.pad_value);
+  }
+  SampleRng affine_rng(seed, epoch, index, Purpose::Perspective);
+  const auto ad = draw_affine(affine_rng, o);
+  const auto M = affine_matrix(ad, s.height(), s.width(), o.imgsz, o.imgsz);
+  s = random_perspective(std::move(s), M, ad.scale, o.imgsz, o.imgsz, o.perspective != 0.0, o.pad_value);
+  SampleRng flip_rng(seed, epoch, index, Purpose::Flip);
+  const bool flip_ud = flip_rng.uniform() < o.flipud;
+  const bool flip_lr = flip_rng.uniform() < o.fliplr;
+  if (flip_ud) flip_sample(s, /*horizontal=*/false);
+  if (flip_lr) flip_sample(s, /*horizontal=*/true);
+  if (hsv_gains) {
+    SampleRng hsv_rng(seed, epoch, index, Purpose::Hsv);
+    *hsv_gains = draw_hsv_gains(hsv_rng, o);
+  }
+  return s;
+}
+
+Sample validation_sample(const SampleSource& source, int64_t index, int out_h, int out_w, const AugmentOptions& o,
+                         Letterbox* info) {
+  Sample s = load(source, index, o);
+  return letterbox(std::move(s), out_h, out_w, /*scaleup=*/false, o.pad_value, info);
+}
+
+}  // namespace lucid::data

@@ -1,0 +1,264 @@
+#include "lucid/data/loader.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+
+#include "lucid/data/masks.h"
+#include "lucid/util/device.h"
+
+namespace lucid::data {
+
+namespace {
+
+torch::Tensor host_empty(torch::IntArrayRef shape, torch::ScalarType dtype, bool pin) {
+  return torch::empty(shape, torch::TensorOptions().dtype(dtype).pinned_memory(pin));
+}
+
+}  // namespace
+
+std::vector<int64_t> epoch_permutation(int64_t size, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> perm(size);
+  std::iota(perm.begin(), perm.end(), 0);
+  SampleRng rng(seed, epoch, 0, Purpose::Shuffle);
+  for (int64_t i = size - 1; i > 0; --i) std::swap(perm[i], perm[rng.below(i + 1)]);
+  return perm;
+}
+
+Batch make_batch(const SampleSource& source, const LoaderOptions& o, int64_t epoch, int64_t number,
+                 const std::vector<int64_t>& indices, int H, int W, bool mosaic, bool pin) {
+  const int64_t B = int64_t(indices.size());
+  const int ratio = o.mask_ratio;
+  if (H % ratio || W % ratio) throw std::invalid_argument("make_batch: image size must be a multiple of mask_ratio");
+  const int mh = H / ratio, mw = W / ratio;
+  AugmentOptions aug = o.aug;
+  aug.imgsz = o.imgsz;
+  if (!mosaic) aug.mosaic = 0.0;
+
+  Batch batch;
+  batch.epoch = epoch;
+  batch.number = number;
+  batch.indices = indices;
+  batch.images = host_empty({B, 3, H, W}, torch::kUInt8, pin);
+  batch.hsv_gains = host_empty({B, 3}, torch::kFloat, pin);
+  float* gains = batch.hsv_gains.data_ptr<float>();
+  std::memset(gains, 0, sizeof(float) * B * 3);
+
+  std::vector<SampleInstances> instances(B);
+  std::vector<MaskTargets> masks(B);
+  for (int64_t i = 0; i < B; ++i) {
+    Sample s;
+    if (o.augment) {
+      std::array<float, 3> g{};
+      s = augment_sample(source, o.dataset_size, indices[i], aug, o.seed, epoch, &g);
+      std::copy(g.begin(), g.end(), gains + i * 3);
+    } else {
+      Letterbox lb;
+      s = validation_sample(source, indices[i], H, W, aug, &lb);
+      batch.letterbox.push_back(lb);
+    }
+    if (s.height() != H || s.width() != W || s.image.size(2) != 3)
+      throw std::runtime_error("make_batch: sample " + std::to_string(indices[i]) + " came out " +
+                               std::to_string(s.height()) + "x" + std::to_string(s.width()) + ", expected " +
+                               std::to_string(H) + "x" + std::to_string(W) + "x3");
+    batch.orig_sizes.emplace_back(s.orig_height, s.orig_width);
+    // HWC -> CHW into the batch.
+    const uint8_t* src = s.image.data_ptr<uint8_t>();
+    uint8_t* dst = batch.images.data_ptr<uint8_t>() + i * 3 * int64_t(H) * W;
+    const size_t plane = size_t(H) * W;
+    for (size_t p = 0; p < plane; ++p) {
+      dst[p] = src[3 * p];
+      dst[plane + p] = src[3 * p + 1];
+      dst[2 * plane + p] = src[3 * p + 2];
+    }
+    masks[i] = make_mask_targets(s.instances, H, W, ratio, o.overlap_mask);
+    if (o.overlap_mask) s.instances.reorder(masks[i].order);
+    instances[i] = std::move(s.instances);
+  }
+
+  int64_t N = 0;
+  bool wide = false;
+  for (int64_t i = 0; i < B; ++i) {
+    N += int64_t(instances[i].size());
+    wide |= masks[i].masks.scalar_type() == torch::kInt32;
+  }
+  auto& t = batch.targets;
+  t.batch_idx = host_empty({N}, torch::kLong, pin);
+  t.cls = host_empty({N}, torch::kFloat, pin);
+  t.bboxes = host_empty({N, 4}, torch::kFloat, pin);
+  t.sem_masks = host_empty({B, mh, mw}, torch::kInt32, pin);
+  const size_t mplane = size_t(mh) * mw;
+  if (o.overlap_mask)
+    t.masks = host_empty({B, mh, mw}, wide ? torch::kInt32 : torch::kUInt8, pin);
+  else
+    t.masks = host_empty({N, mh, mw}, torch::kUInt8, pin);
+  int64_t* bi = t.batch_idx.data_ptr<int64_t>();
+  float* cls = t.cls.data_ptr<float>();
+  float* box = t.bboxes.data_ptr<float>();
+  int64_t k = 0;
+  for (int64_t i = 0; i < B; ++i) {
+    const auto& in = instances[i];
+    for (size_t j = 0; j < in.size(); ++j, ++k) {
+      bi[k] = i;
+      cls[k] = float(in.cls[j]);
+      const auto& b = in.boxes[j];
+      // xyxy -> normalised cxcywh, in single precision as the reference's Format.
+      const float w = b[2] - b[0], h = b[3] - b[1];
+      box[4 * k + 0] = (b[0] + w / 2) / float(W);
+      box[4 * k + 1] = (b[1] + h / 2) / float(H);
+      box[4 * k + 2] = w / float(W);
+      box[4 * k + 3] = h / float(H);
+    }
+    std::memcpy(t.sem_masks.data_ptr<int32_t>() + i * mplane, masks[i].sem.data_ptr<int32_t>(),
+                mplane * sizeof(int32_t));
+    if (o.overlap_mask) {
+      const auto& m = masks[i].masks;
+      if (wide) {
+        int32_t* d = t.masks.data_ptr<int32_t>() + i * mplane;
+        if (m.scalar_type() == torch::kInt32)
+          std::memcpy(d, m.data_ptr<int32_t>(), mplane * sizeof(int32_t));
+        else
+          std::copy_n(m.data_ptr<uint8_t>(), mplane, d);
+      } else {
+        std::memcpy(t.masks.data_ptr<uint8_t>() + i * mplane, m.data_ptr<uint8_t>(), mplane);
+      }
+    }
+  }
+  if (!o.overlap_mask) {
+    uint8_t* d = t.masks.data_ptr<uint8_t>();
+    for (int64_t i = 0; i < B; ++i) {
+      const auto& m = masks[i].masks;
+      const size_t bytes = size_t(m.numel());
+      if (bytes) std::memcpy(d, m.data_ptr<uint8_t>(), bytes);
+      d += bytes;
+    }
+  }
+  return batch;
+}
+
+Loader::Loader(SampleSource source, LoaderOptions options) : source_(std::move(source)), opts_(std::move(options)) {
+  if (!source_) throw std::invalid_argument("Loader: no sample source");
+  if (opts_.dataset_size <= 0) throw std::invalid_argument("Loader: empty dataset");
+  if (opts_.batch <= 0) throw std::invalid_argument("Loader: batch must be positive");
+  if (opts_.imgsz <= 0 || opts_.imgsz % opts_.mask_ratio)
+    throw std::invalid_argument("Loader: imgsz must be a positive multiple of mask_ratio");
+  opts_.aug.imgsz = opts_.imgsz;
+  mosaic_ = opts_.mosaic;
+  pin_ = opts_.pin_memory < 0 ? util::cuda_usable() : opts_.pin_memory != 0;
+  if (!opts_.augment && opts_.rect) {
+    if (int64_t(opts_.image_sizes.size()) != opts_.dataset_size)
+      throw std::invalid_argument("Loader: rect batches need the size of every image");
+    auto plan = rect_batches(opts_.image_sizes, opts_.batch, opts_.imgsz, opts_.stride, opts_.rect_pad);
+    rect_order_ = std::move(plan.order);
+    rect_shapes_ = std::move(plan.shapes);
+  }
+  if (opts_.prefetch <= 0) opts_.prefetch = std::max(2, 2 * opts_.workers);
+  for (int i = 0; i < opts_.workers; ++i) threads_.emplace_back([this] { worker_loop(); });
+}
+
+Loader::~Loader() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+int64_t Loader::batches_per_epoch() const { return (opts_.dataset_size + opts_.batch - 1) / opts_.batch; }
+
+void Loader::set_mosaic(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  mosaic_ = on;
+}
+
+Loader::Plan Loader::make_plan(int64_t epoch) const {
+  Plan p;
+  p.epoch = epoch;
+  p.mosaic = mosaic_;
+  std::vector<int64_t> order;
+  if (!rect_order_.empty()) {
+    order = rect_order_;
+  } else if (opts_.augment && opts_.shuffle) {
+    order = epoch_permutation(opts_.dataset_size, opts_.seed, epoch);
+  } else {
+    order.resize(opts_.dataset_size);
+    std::iota(order.begin(), order.end(), 0);
+  }
+  for (size_t start = 0, k = 0; start < order.size(); start += opts_.batch, ++k) {
+    const size_t end = std::min(order.size(), start + size_t(opts_.batch));
+    p.batches.emplace_back(order.begin() + start, order.begin() + end);
+    if (!rect_shapes_.empty())
+      p.shapes.push_back(rect_shapes_[k]);
+    else
+      p.shapes.emplace_back(opts_.imgsz, opts_.imgsz);
+  }
+  return p;
+}
+
+Batch Loader::build(const Plan& plan, int64_t k) const {
+  const auto [h, w] = plan.shapes[k];
+  return make_batch(source_, opts_, plan.epoch, k, plan.batches[k], h, w, plan.mosaic, pin_);
+}
+
+void Loader::start_epoch(int64_t epoch) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto plan = std::make_shared<Plan>(make_plan(epoch));
+  plan_ = std::move(plan);
+  ++generation_;
+  next_claim_ = 0;
+  next_deliver_ = 0;
+  ready_.clear();
+  lock.unlock();
+  work_cv_.notify_all();
+}
+
+std::optional<Batch> Loader::next() {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!plan_) throw std::logic_error("Loader::next before start_epoch");
+  const auto plan = plan_;
+  const int64_t k = next_deliver_;
+  if (k >= int64_t(plan->batches.size())) return std::nullopt;
+  if (threads_.empty()) {
+    ++next_deliver_;
+    lock.unlock();
+    return build(*plan, k);
+  }
+  ready_cv_.wait(lock, [&] { return ready_.count(k) > 0; });
+  Slot slot = std::move(ready_[k]);
+  ready_.erase(k);
+  ++next_deliver_;
+  lock.unlock();
+  work_cv_.notify_all();
+  if (slot.error) std::rethrow_exception(slot.error);
+  return std::move(slot.batch);
+}
+
+void Loader::worker_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] {
+      return stop_ || (plan_ && next_claim_ < int64_t(plan_->batches.size()) &&
+                       next_claim_ < next_deliver_ + opts_.prefetch);
+    });
+    if (stop_) return;
+    const auto plan = plan_;
+    const uint64_t gen = generation_;
+    const int64_t k = next_claim_++;
+    lock.unlock();
+    Slot slot;
+    try {
+      slot.batch = build(*plan, k);
+    } catch (...) {
+      slot.error = std::current_exception();
+    }
+    lock.lock();
+    if (gen == generation_) {
+      ready_[k] = std::move(slot);
+      ready_cv_.notify_all();
+    }
+  }
+}
+
+}  // namespace lucid::data

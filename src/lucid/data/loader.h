@@ -1,0 +1,115 @@
+// The batch loader: persistent worker threads build whole batches (load, augment or letterbox,
+// mask targets, collate) into a bounded window of batches ahead of the consumer, who receives them
+// in order. A batch's bytes depend only on (seed, epoch, the batch's indices), never on the number
+// of workers or their timing: every random draw comes from the samples' counter-based streams and
+// the epoch order from a seeded permutation.
+#pragma once
+#include <torch/torch.h>
+
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "lucid/data/augment.h"
+#include "lucid/loss/targets.h"
+
+namespace lucid::data {
+
+struct LoaderOptions {
+  int64_t dataset_size = 0;
+  int imgsz = 640;
+  int batch = 16;
+  int workers = 4;       // 0: batches are built on the consumer's thread
+  int prefetch = 0;      // batches built ahead of the consumer (0: 2 per worker, at least 2)
+  bool augment = true;   // training pipeline; false: validation letterbox
+  bool mosaic = true;    // training: mosaic on (probability aug.mosaic) or off (close_mosaic)
+  bool shuffle = true;   // training order: a seeded permutation per epoch; else index order
+  bool rect = false;     // validation: aspect-sorted batches of their own shape (needs image_sizes)
+  double rect_pad = 0.5;
+  int stride = 32;
+  std::vector<std::pair<int, int>> image_sizes;  // original (h, w) per index, for rect
+  bool overlap_mask = true;
+  int mask_ratio = 4;
+  uint64_t seed = 0;
+  int pin_memory = -1;  // -1: when CUDA is usable
+  AugmentOptions aug;   // its imgsz is replaced by `imgsz`
+};
+
+struct Batch {
+  int64_t epoch = 0, number = 0;  // position in the epoch
+  torch::Tensor images;           // (B, 3, H, W) uint8 RGB
+  loss::SegTargets targets;       // batch_idx int64 (N), cls float (N), bboxes float (N, 4) normalised
+                                  // cxcywh; masks (B, Hm, Wm) uint8/int32 overlap map or (N, Hm, Wm)
+                                  // uint8; sem_masks (B, Hm, Wm) int32
+  torch::Tensor hsv_gains;        // (B, 3) float (r_h, r_s, r_v) for hsv_augment; zeros without augment
+  std::vector<int64_t> indices;   // dataset index of each image
+  std::vector<std::pair<int, int>> orig_sizes;  // decoded image (h, w)
+  std::vector<Letterbox> letterbox;             // validation: resize ratio and padding per image
+  int64_t size() const { return int64_t(indices.size()); }
+};
+
+// One batch from already planned indices (the loader's unit of work; also usable directly).
+Batch make_batch(const SampleSource& source, const LoaderOptions& o, int64_t epoch, int64_t number,
+                 const std::vector<int64_t>& indices, int height, int width, bool mosaic, bool pin);
+
+// The epoch order of a training dataset: a Fisher-Yates permutation from the Shuffle stream of
+// (seed, epoch).
+std::vector<int64_t> epoch_permutation(int64_t size, uint64_t seed, int64_t epoch);
+
+class Loader {
+ public:
+  Loader(SampleSource source, LoaderOptions options);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  int64_t batches_per_epoch() const;
+  // Plans `epoch` (abandoning whatever is left of the previous one) and lets the workers start.
+  void start_epoch(int64_t epoch);
+  // The next batch of the epoch in order, waiting for it; nullopt after the last. Rethrows an
+  // error a worker met while building it.
+  std::optional<Batch> next();
+  // close_mosaic: takes effect at the next start_epoch.
+  void set_mosaic(bool on);
+  const LoaderOptions& options() const { return opts_; }
+  bool pinned() const { return pin_; }
+
+ private:
+  struct Plan {
+    int64_t epoch = 0;
+    bool mosaic = true;
+    std::vector<std::vector<int64_t>> batches;
+    std::vector<std::pair<int, int>> shapes;  // (h, w) per batch
+  };
+  struct Slot {
+    std::optional<Batch> batch;
+    std::exception_ptr error;
+  };
+  Plan make_plan(int64_t epoch) const;
+  Batch build(const Plan& plan, int64_t k) const;
+  void worker_loop();
+
+  SampleSource source_;
+  LoaderOptions opts_;
+  bool pin_ = false;
+  std::vector<std::pair<int, int>> rect_shapes_;
+  std::vector<int64_t> rect_order_;
+
+  std::mutex mu_;
+  std::condition_variable work_cv_, ready_cv_;
+  std::shared_ptr<const Plan> plan_;
+  uint64_t generation_ = 0;
+  int64_t next_claim_ = 0, next_deliver_ = 0;
+  std::map<int64_t, Slot> ready_;
+  bool stop_ = false;
+  bool mosaic_ = true;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace lucid::data

@@ -1,0 +1,35 @@
+// Pixel resampling of uint8 HWC images with OpenCV's 8-bit fixed-point conventions (the reference
+// pipeline resizes and warps with OpenCV, so the same arithmetic keeps our pixels within a grey level
+// of its pixels):
+//   resize_linear   cv2.resize(INTER_LINEAR): half-pixel centres, 11-bit weights, edge replication
+//   warp_affine     cv2.warpAffine(INTER_LINEAR, BORDER_CONSTANT): inverse map in 1/1024 pixel steps,
+//                   1/32-pixel bilinear weights of 15 bits, neighbours outside the source = border
+//   warp_perspective  the same for a 3x3 homography (cv2.warpPerspective)
+// Images are torch uint8 tensors (H, W, C), contiguous, on the CPU.
+#pragma once
+#include <torch/torch.h>
+
+#include <array>
+#include <cstdint>
+
+namespace lucid::data {
+
+using Matrix3 = std::array<double, 9>;  // row-major 3x3
+
+torch::Tensor resize_linear(const torch::Tensor& image, int out_height, int out_width);
+
+// Prepared-image resize of the reference dataset: long side to `imgsz` keeping the aspect ratio
+// (r = imgsz / max(h, w), new side = min(ceil(side * r), imgsz)), bilinear; unchanged when r == 1.
+torch::Tensor resize_long_side(const torch::Tensor& image, int imgsz);
+
+// Output pixel (x, y) samples the source at M^-1 (x, y) (M maps source to output pixels, as the
+// `M` argument of cv2.warpAffine without WARP_INVERSE_MAP). Only the first two rows of M are used.
+torch::Tensor warp_affine(const torch::Tensor& image, const Matrix3& M, int out_height, int out_width,
+                          uint8_t border = 114);
+torch::Tensor warp_perspective(const torch::Tensor& image, const Matrix3& M, int out_height, int out_width,
+                               uint8_t border = 114);
+
+// Horizontal / vertical mirror of an (H, W, C) image.
+torch::Tensor flip_image(const torch::Tensor& image, bool horizontal);
+
+}  // namespace lucid::data
