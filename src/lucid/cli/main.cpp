@@ -11,7 +11,7 @@ const char* kUsage =
     "usage: lucid <command> [args]\n"
     "commands:\n"
     "  model info|save   inspect a model YAML, save its weights\n"
-    "  data check|synth|convert  inspect a dataset, write the synthetic one, convert formats\n"
+    "  data check|synth|convert|prepare  inspect, synthesise, convert datasets; cache images\n"
     "  version           print the version\n";
 
 }  // namespace
