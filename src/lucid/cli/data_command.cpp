@@ -150,7 +150,7 @@ int prepare(const config::Options& o) {
 
 int data_command(const std::vector<std::string>& args) {
   const std::string usage =
-      "usage: lucid data check|synth|convert [key=value ...]\n"
+      "usage: lucid data check|synth|convert|prepare [key=value ...]\n"
       "  check    index a dataset, report counts per split and every problem (path:line)\n"
       "  synth    write the synthetic shapes dataset (Ultralytics and COCO forms), out=DIR\n"
       "  convert  write a dataset in the other format: data=SRC out=DIR [to=coco|yolo]\n"
