@@ -2,6 +2,8 @@
 //   data_oracle_tool index DATA OUT.json   the dataset index (every split, image, instance, problem)
 //   data_oracle_tool decode IMAGE OUT.png  our decoded RGB pixels, written losslessly
 //   data_oracle_tool resize IMAGE WxH:OUT.png[,WxH:OUT.png...]  our bilinear resizes of IMAGE
+//   data_oracle_tool prepare DATA IMGSZ:N:OUTDIR   the first N prepared images of the first split as
+//                                                  OUTDIR/<i>.png (RAM store)
 // Exit code 1 with the message on stderr for a UserError.
 #include <nlohmann/json.hpp>
 
@@ -10,6 +12,7 @@
 
 #include "lucid/data/dataset.h"
 #include "lucid/data/image_io.h"
+#include "lucid/data/prepared.h"
 #include "lucid/data/resize.h"
 #include "lucid/util/error.h"
 
@@ -59,6 +62,21 @@ int main(int argc, char** argv) {
       std::ofstream(argv[3]) << index_json(data::build_index(argv[2], o)).dump(1) << "\n";
     } else if (cmd == "decode") {
       data::write_file(argv[3], data::encode_png(data::decode_image(argv[2])));
+    } else if (cmd == "prepare") {
+      const std::string spec = argv[3];
+      const auto a = spec.find(':'), b = spec.find(':', a + 1);
+      data::PreparedOptions po;
+      po.imgsz = std::stoi(spec.substr(0, a));
+      po.store = data::PreparedStore::Ram;
+      const size_t n = std::stoul(spec.substr(a + 1, b - a - 1));
+      const auto index = data::build_index(argv[2]);
+      const auto p = data::PreparedImages::build(index.splits.at(0), po);
+      for (size_t i = 0; i < std::min(n, p.size()); ++i) {
+        const auto v = p.view(i);
+        data::Image im(v.height, v.width, 3);
+        std::copy(v.data, v.data + im.pixels.size(), im.pixels.begin());
+        data::write_file(spec.substr(b + 1) + "/" + std::to_string(i) + ".png", data::encode_png(im));
+      }
     } else if (cmd == "resize") {  // resize IN.png WxH:OUT.png,WxH:OUT.png,...
       const auto im = data::decode_image(argv[2]);
       std::string spec = argv[3];

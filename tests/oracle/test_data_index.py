@@ -6,6 +6,7 @@ Agreement required:
 - decoding: pixel-exact with cv2.imread(IMREAD_COLOR) (RGB order) for baseline, progressive, gray,
   CMYK and EXIF-oriented JPEGs and RGB, gray, 16-bit, RGBA and palette PNGs;
 - resizing: pixel-exact with cv2.resize(INTER_LINEAR) for down- and up-scaling, halving included;
+- prepared images: pixel-exact with the reference dataset's load_image (long side = imgsz);
 - labels: the same usable images, classes, boxes (1e-6) and polygons, the same background count,
   on a dataset holding every label problem both implementations treat alike, and on coco128-seg;
 - COCO -> Ultralytics labels: the same lines as convert_coco (1e-5), multi-part polygons included.
@@ -131,6 +132,36 @@ class DataOracle(unittest.TestCase):
                     ref = cv2.resize(img, (a, b), interpolation=cv2.INTER_LINEAR)
                     ours = cv2.imread(str(t / f"o{i}.png"), cv2.IMREAD_COLOR)
                     np.testing.assert_array_equal(ours, ref, err_msg=f"{(h, w)} -> {(b, a)}")
+
+    def check_prepared(self, data, img_path, names, imgsz, n):
+        from ultralytics.data.dataset import YOLODataset
+
+        ref = YOLODataset(img_path=str(img_path), data={"names": names, "channels": 3}, task="segment", imgsz=imgsz,
+                          augment=False, cache=False)
+        with tempfile.TemporaryDirectory() as t:
+            subprocess.run([str(TOOL), "prepare", str(data), f"{imgsz}:{n}:{t}"], check=True)
+            for i in range(min(n, len(ref.im_files))):
+                want, _, _ = ref.load_image(i)
+                ours = cv2.imread(str(Path(t) / f"{i}.png"), cv2.IMREAD_COLOR)
+                np.testing.assert_array_equal(ours, want, err_msg=f"{ref.im_files[i]} at imgsz {imgsz}")
+
+    @unittest.skipUnless(COCO128.is_dir(), f"{COCO128} not present")
+    def test_prepared_images_match_load_image(self):
+        names = {i: str(i) for i in range(80)}
+        with tempfile.TemporaryDirectory() as t:
+            # A mirror of symlinks: the reference dataset writes its label cache beside the label
+            # folder, which must not land in the shared fixture.
+            mirror = Path(t)
+            for sub in ("images", "labels"):
+                (mirror / sub).mkdir()
+                os.symlink(COCO128 / sub / "train2017", mirror / sub / "train2017")
+            os.symlink(COCO128 / "classes.txt", mirror / "classes.txt")
+            self.check_prepared(mirror, mirror / "images" / "train2017", names, 320, 24)
+            self.check_prepared(mirror, mirror / "images" / "train2017", names, 640, 8)
+        with tempfile.TemporaryDirectory() as t:
+            subprocess.run([str(LUCID), "data", "synth", f"out={t}", "n_train=6", "n_val=1", "imgsz=200"], check=True,
+                           capture_output=True)
+            self.check_prepared(Path(t) / "data.yaml", Path(t) / "images" / "train", {0: "a", 1: "b", 2: "c"}, 640, 6)
 
     def test_label_checks_match_verify_image_label(self):
         with tempfile.TemporaryDirectory() as t:

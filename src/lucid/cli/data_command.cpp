@@ -1,4 +1,6 @@
-// `lucid data check|synth|convert`: inspect a dataset, write the synthetic one, convert formats.
+// `lucid data check|synth|convert|prepare`: inspect a dataset, write the synthetic one, convert
+// formats, fill the prepared-image cache.
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 
@@ -6,6 +8,7 @@
 #include "lucid/config/options.h"
 #include "lucid/data/convert.h"
 #include "lucid/data/dataset.h"
+#include "lucid/data/prepared.h"
 #include "lucid/data/synth.h"
 #include "lucid/util/error.h"
 
@@ -29,6 +32,15 @@ config::Options data_options(const std::string& action) {
                                              {"seed", "0", "random seed (same seed, same dataset)"},
                                              {"quality", "92", "JPEG quality"},
                                          });
+  if (action == "prepare")
+    return config::Options("data prepare", {
+                                               {"data", "", "dataset YAML, folder, or COCO instances JSON"},
+                                               {"images", "", "image folder of a COCO JSON given as data="},
+                                               {"imgsz", "640", "long side of the prepared images"},
+                                               {"cache", "disk", "disk (memory-mapped file, reused) or ram"},
+                                               {"cache_dir", "", "cache folder (default $LUCID_CACHE_DIR or ~/.cache/lucid)"},
+                                               {"split", "", "only this split (default: all)"},
+                                           });
   return config::Options("data convert", {
                                              {"data", "", "dataset YAML, folder, or COCO instances JSON"},
                                              {"images", "", "image folder of a COCO JSON given as data="},
@@ -104,20 +116,51 @@ int convert(const config::Options& o) {
   return 0;
 }
 
+int prepare(const config::Options& o) {
+  data::IndexOptions io;
+  io.coco_images = o.str("images");
+  io.on_problem = [](const data::Problem& p) { std::cerr << "warning: " << p.str() << "\n"; };
+  const auto index = data::build_index(o.str("data"), io);
+  data::PreparedOptions po;
+  po.imgsz = int(o.integer("imgsz"));
+  po.cache_dir = o.str("cache_dir");
+  const std::string store = o.str("cache");
+  if (store != "disk" && store != "ram") throw UserError("option cache=" + store + ": expected disk or ram");
+  po.store = store == "ram" ? data::PreparedStore::Ram : data::PreparedStore::Disk;
+  po.on_problem = io.on_problem;
+  bool any = false;
+  for (const auto& s : index.splits) {
+    if (!o.str("split").empty() && s.name != o.str("split")) continue;
+    any = true;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto p = data::PreparedImages::build(s, po);
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    size_t ok = 0;
+    for (size_t i = 0; i < p.size(); ++i) ok += p.ok(i);
+    char line[256];
+    std::snprintf(line, sizeof line, "%s: %zu/%zu images at imgsz %d, %.1f MB, %s in %.2f s", s.name.c_str(), ok,
+                  p.size(), po.imgsz, double(p.bytes()) / 1e6, p.from_cache() ? "mapped from cache" : "decoded", sec);
+    std::cout << line << (p.cache_path().empty() ? std::string() : " (" + p.cache_path() + ")") << "\n";
+  }
+  if (!any) throw UserError("no split named '" + o.str("split") + "'");
+  return 0;
+}
+
 }  // namespace
 
 int data_command(const std::vector<std::string>& args) {
   const std::string usage =
-      "usage: lucid data check|synth|convert [key=value ...]\n"
+      "usage: lucid data check|synth|convert|prepare [key=value ...]\n"
       "  check    index a dataset, report counts per split and every problem (path:line)\n"
       "  synth    write the synthetic shapes dataset (Ultralytics and COCO forms), out=DIR\n"
-      "  convert  write a dataset in the other format: data=SRC out=DIR [to=coco|yolo]\n";
+      "  convert  write a dataset in the other format: data=SRC out=DIR [to=coco|yolo]\n"
+      "  prepare  decode and resize every image once into the prepared-image cache, imgsz=N\n";
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << usage;
     return args.empty() ? 2 : 0;
   }
   const auto& action = args[0];
-  if (action != "check" && action != "synth" && action != "convert")
+  if (action != "check" && action != "synth" && action != "convert" && action != "prepare")
     throw UserError("unknown data action '" + action + "'\n" + usage);
   auto o = data_options(action);
   std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -128,6 +171,7 @@ int data_command(const std::vector<std::string>& args) {
   o.parse(rest);
   if (action == "check") return check(o);
   if (action == "synth") return synth(o);
+  if (action == "prepare") return prepare(o);
   return convert(o);
 }
 

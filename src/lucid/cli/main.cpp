@@ -12,7 +12,7 @@ const char* kUsage =
     "commands:\n"
     "  model info|save   inspect a model YAML, save its weights\n"
     "  coco-eval         COCO box/mask mAP of a results JSON (as pycocotools)\n"
-    "  data check|synth|convert  inspect a dataset, write the synthetic one, convert formats\n"
+    "  data check|synth|convert|prepare  inspect, synthesise, convert datasets; cache images\n"
     "  version           print the version\n";
 
 }  // namespace

@@ -4,16 +4,15 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
 #include <map>
 #include <set>
-#include <thread>
 
 #include "lucid/data/dataset.h"
 #include "lucid/data/image_io.h"
 #include "lucid/data/labels.h"
 #include "lucid/util/error.h"
+#include "lucid/util/parallel.h"
 
 namespace lucid::data {
 
@@ -387,21 +386,7 @@ Verified verify_yolo(const std::string& image, int nc, bool decode) {
   return v;
 }
 
-template <class F>
-void parallel_for(size_t n, F&& f) {
-  const size_t threads = std::min<size_t>({size_t(std::max(1u, std::thread::hardware_concurrency())), 16, n / 8 + 1});
-  if (threads <= 1) {
-    for (size_t i = 0; i < n; ++i) f(i);
-    return;
-  }
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> pool;
-  for (size_t t = 0; t < threads; ++t)
-    pool.emplace_back([&] {
-      for (size_t i; (i = next.fetch_add(1)) < n;) f(i);
-    });
-  for (auto& th : pool) th.join();
-}
+using util::parallel_for;
 
 void add_problem(Split& split, Problem p, const IndexOptions& o) {
   if (o.on_problem) o.on_problem(p);

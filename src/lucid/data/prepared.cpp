@@ -1,0 +1,284 @@
+#include "lucid/data/prepared.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "lucid/data/image_io.h"
+#include "lucid/data/resize.h"
+#include "lucid/util/error.h"
+#include "lucid/util/parallel.h"
+
+namespace lucid::data {
+
+namespace {
+
+constexpr char kMagic[8] = {'L', 'U', 'C', 'I', 'D', 'P', 'I', '1'};
+constexpr uint32_t kVersion = 1;  // bump when the layout or the pixels (decode, resize) change
+constexpr uint64_t kAlign = 64;
+
+struct Header {
+  char magic[8];
+  uint32_t version;
+  uint32_t imgsz;
+  uint64_t count;
+  uint64_t key;
+  uint64_t data_offset;
+  uint64_t total_size;
+  uint32_t complete;
+  uint32_t reserved[3];
+};
+static_assert(sizeof(Header) == 64);
+
+struct Entry {
+  uint64_t offset;
+  int32_t height, width, original_height, original_width;
+  uint32_t ok;
+  uint32_t reserved;
+};
+static_assert(sizeof(Entry) == 32);
+
+uint64_t align(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+struct Fnv {
+  uint64_t h = 1469598103934665603ULL;
+  void bytes(const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 1099511628211ULL;
+  }
+  template <class T>
+  void value(T v) {
+    bytes(&v, sizeof v);
+  }
+  void str(const std::string& s) {
+    value(uint64_t(s.size()));
+    bytes(s.data(), s.size());
+  }
+};
+
+// The key: what the pixels depend on (paths, file sizes and times, indexed sizes, imgsz, version).
+uint64_t cache_key(const Split& split, int imgsz) {
+  Fnv f;
+  f.bytes(kMagic, sizeof kMagic);
+  f.value(kVersion);
+  f.value(int32_t(imgsz));
+  f.value(uint64_t(split.images.size()));
+  for (const auto& im : split.images) {
+    f.str(im.path);
+    struct stat st {};
+    if (::stat(im.path.c_str(), &st) == 0) {
+      f.value(int64_t(st.st_size));
+      f.value(int64_t(st.st_mtim.tv_sec));
+      f.value(int64_t(st.st_mtim.tv_nsec));
+    }
+    f.value(int32_t(im.width));
+    f.value(int32_t(im.height));
+  }
+  return f.h;
+}
+
+std::vector<Entry> plan(const Split& split, int imgsz, uint64_t& data_offset, uint64_t& total) {
+  std::vector<Entry> e(split.images.size());
+  data_offset = align(sizeof(Header) + sizeof(Entry) * e.size());
+  uint64_t at = data_offset;
+  for (size_t i = 0; i < e.size(); ++i) {
+    const auto& im = split.images[i];
+    const auto [w, h] = long_side_size(im.width, im.height, imgsz);
+    e[i] = {at, h, w, im.height, im.width, 0, 0};
+    at = align(at + uint64_t(w) * uint64_t(h) * 3);
+  }
+  total = at;
+  return e;
+}
+
+std::string hex(uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+}  // namespace
+
+struct PreparedImages::State {
+  std::vector<Entry> entries;
+  const uint8_t* base = nullptr;  // start of the layout (header at 0)
+  std::vector<uint8_t> ram;
+  void* map = nullptr;
+  size_t map_size = 0;
+  int imgsz = 0;
+  std::vector<Problem> problems;
+  bool from_cache = false;
+  std::string path;
+  uint64_t bytes = 0;
+  ~State() {
+    if (map) ::munmap(map, map_size);
+  }
+};
+
+namespace {
+
+// Maps a finished cache file read-only if it is exactly what `expect` describes.
+bool map_existing(const std::string& path, uint64_t key, int imgsz, const std::vector<Entry>& expect, uint64_t total,
+                  void*& map, size_t& map_size, std::vector<Entry>& entries) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  bool good = ::fstat(fd, &st) == 0 && uint64_t(st.st_size) == total;
+  void* m = good ? ::mmap(nullptr, total, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+  ::close(fd);
+  if (m == MAP_FAILED) return false;
+  const auto* h = static_cast<const Header*>(m);
+  good = std::memcmp(h->magic, kMagic, 8) == 0 && h->version == kVersion && h->imgsz == uint32_t(imgsz) &&
+         h->count == expect.size() && h->key == key && h->total_size == total && h->complete == 1;
+  const auto* e = reinterpret_cast<const Entry*>(static_cast<const uint8_t*>(m) + sizeof(Header));
+  for (size_t i = 0; good && i < expect.size(); ++i)
+    good = e[i].offset == expect[i].offset && e[i].height == expect[i].height && e[i].width == expect[i].width;
+  if (!good) {
+    ::munmap(m, total);
+    return false;
+  }
+  entries.assign(e, e + expect.size());
+  map = m;
+  map_size = total;
+  return true;
+}
+
+}  // namespace
+
+std::string default_cache_dir() {
+  if (const char* d = std::getenv("LUCID_CACHE_DIR"); d && *d) return std::string(d) + "/prepared";
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/lucid/prepared";
+  if (const char* d = std::getenv("HOME"); d && *d) return std::string(d) + "/.cache/lucid/prepared";
+  return "/tmp/lucid-cache/prepared";
+}
+
+PreparedImages::PreparedImages(std::unique_ptr<State> s) : s_(std::move(s)) {}
+PreparedImages::PreparedImages(PreparedImages&&) noexcept = default;
+PreparedImages& PreparedImages::operator=(PreparedImages&&) noexcept = default;
+PreparedImages::~PreparedImages() = default;
+
+size_t PreparedImages::size() const { return s_->entries.size(); }
+bool PreparedImages::ok(size_t i) const { return s_->entries.at(i).ok != 0; }
+int PreparedImages::imgsz() const { return s_->imgsz; }
+const std::vector<Problem>& PreparedImages::problems() const { return s_->problems; }
+bool PreparedImages::from_cache() const { return s_->from_cache; }
+const std::string& PreparedImages::cache_path() const { return s_->path; }
+uint64_t PreparedImages::bytes() const { return s_->bytes; }
+
+ImageView PreparedImages::view(size_t i) const {
+  const Entry& e = s_->entries.at(i);
+  return {e.height, e.width, 3, s_->base + e.offset, e.original_height, e.original_width};
+}
+
+PreparedImages PreparedImages::build(const Split& split, const PreparedOptions& o) {
+  if (o.imgsz < 1) throw UserError("imgsz must be positive");
+  auto s = std::make_unique<State>();
+  s->imgsz = o.imgsz;
+  uint64_t data_offset = 0, total = 0;
+  const std::vector<Entry> layout = plan(split, o.imgsz, data_offset, total);
+  s->bytes = total - data_offset;
+  auto report = [&](Problem p) {
+    if (o.on_problem) o.on_problem(p);
+    s->problems.push_back(std::move(p));
+  };
+
+  const uint64_t key = cache_key(split, o.imgsz);
+  std::string dir = o.cache_dir.empty() ? default_cache_dir() : o.cache_dir;
+  std::string path, tmp;
+  uint8_t* target = nullptr;  // writable layout being filled
+  int fd = -1;
+  if (o.store == PreparedStore::Disk) {
+    path = dir + "/" + hex(key) + "-" + std::to_string(o.imgsz) + ".bin";
+    if (map_existing(path, key, o.imgsz, layout, total, s->map, s->map_size, s->entries)) {
+      s->base = static_cast<const uint8_t*>(s->map);
+      s->from_cache = true;
+      s->path = path;
+      for (size_t i = 0; i < s->entries.size(); ++i)
+        if (!s->entries[i].ok)
+          report({split.images[i].path, 0,
+                  "could not be prepared when the cache was built; delete " + path + " to retry"});
+      return PreparedImages(std::move(s));
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    tmp = path + ".tmp." + std::to_string(::getpid());
+    fd = ec ? -1 : ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    void* m = MAP_FAILED;
+    if (fd >= 0 && ::ftruncate(fd, off_t(total)) == 0)
+      m = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+      if (fd >= 0) ::close(fd), ::unlink(tmp.c_str());
+      fd = -1;
+      report({dir, 0, "cannot write the prepared-image cache here; images are kept in memory for this run"});
+    } else {
+      s->map = m;
+      s->map_size = total;
+      target = static_cast<uint8_t*>(m);
+    }
+  }
+  if (!target) {
+    s->ram.assign(total, 0);
+    target = s->ram.data();
+    path.clear();
+  }
+
+  // Decode and resize every image into its slot.
+  std::vector<Entry> entries = layout;
+  std::vector<std::string> failures(entries.size());
+  util::parallel_for(
+      entries.size(),
+      [&](size_t i) {
+        const auto& rec = split.images[i];
+        Entry& e = entries[i];
+        try {
+          Image im = decode_image(rec.path);
+          if (im.width != rec.width || im.height != rec.height)
+            throw error_at(rec.path, 0, "is " + std::to_string(im.width) + "x" + std::to_string(im.height) +
+                                            " now, indexed as " + std::to_string(rec.width) + "x" +
+                                            std::to_string(rec.height) + " (changed since indexing?)");
+          if (im.width != e.width || im.height != e.height) im = resize_linear(im, e.width, e.height);
+          std::memcpy(target + e.offset, im.pixels.data(), im.pixels.size());
+          e.ok = 1;
+        } catch (const std::exception& ex) {
+          const std::string what = ex.what(), prefix = rec.path + ": ";
+          failures[i] = (what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what) + "; image not prepared";
+        }
+      },
+      o.threads);
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (!entries[i].ok) report({split.images[i].path, 0, failures[i]});
+
+  Header h{};
+  std::memcpy(h.magic, kMagic, 8);
+  h.version = kVersion;
+  h.imgsz = uint32_t(o.imgsz);
+  h.count = entries.size();
+  h.key = key;
+  h.data_offset = data_offset;
+  h.total_size = total;
+  std::memcpy(target + sizeof(Header), entries.data(), sizeof(Entry) * entries.size());
+  h.complete = 1;
+  std::memcpy(target, &h, sizeof h);
+  s->entries = std::move(entries);
+  if (fd >= 0) {
+    ::mprotect(s->map, total, PROT_READ);
+    // Make the file durable, then publish it under its final name; keep the mapping we filled.
+    const bool synced = ::msync(s->map, total, MS_SYNC) == 0 && ::fsync(fd) == 0;
+    ::close(fd);
+    if (synced && ::rename(tmp.c_str(), path.c_str()) == 0) {
+      s->path = path;
+    } else {
+      ::unlink(tmp.c_str());
+      report({path, 0, "cannot finish the prepared-image cache file; it will be rebuilt next time"});
+    }
+  }
+  s->base = target;
+  return PreparedImages(std::move(s));
+}
+
+}  // namespace lucid::data

@@ -1,0 +1,136 @@
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstring>
+
+#include "data_test_util.h"
+#include "lucid/data/prepared.h"
+#include "lucid/data/resize.h"
+#include "lucid/data/synth.h"
+
+using namespace lucid;
+using namespace lucid::data;
+using lucid::testing::TempDir;
+
+namespace {
+
+Split synth_split(const TempDir& d, int n = 6) {
+  SynthOptions o;
+  o.out = d.str("ds");
+  o.n_train = n;
+  o.n_val = 1;
+  o.imgsz = 96;
+  write_synth_dataset(o);
+  return build_index(d.str("ds/data.yaml")).splits[0];
+}
+
+void expect_prepared_as_reference(const PreparedImages& p, const Split& s, int imgsz) {
+  ASSERT_EQ(p.size(), s.images.size());
+  for (size_t i = 0; i < p.size(); ++i) {
+    ASSERT_TRUE(p.ok(i));
+    const Image im = decode_image(s.images[i].path);
+    const auto [w, h] = long_side_size(im.width, im.height, imgsz);
+    const Image want = resize_linear(im, w, h);
+    const ImageView v = p.view(i);
+    ASSERT_EQ(v.width, w);
+    ASSERT_EQ(v.height, h);
+    EXPECT_EQ(v.original_width, im.width);
+    EXPECT_EQ(std::max(v.width, v.height), imgsz);
+    EXPECT_EQ(std::memcmp(v.data, want.pixels.data(), want.pixels.size()), 0) << s.images[i].path;
+  }
+}
+
+}  // namespace
+
+TEST(Prepared, DiskCacheIsBuiltOnceThenMapped) {
+  TempDir d;
+  const Split s = synth_split(d);
+  PreparedOptions o;
+  o.imgsz = 64;  // downscale
+  o.cache_dir = d.str("cache");
+  auto first = PreparedImages::build(s, o);
+  EXPECT_FALSE(first.from_cache());
+  EXPECT_FALSE(first.cache_path().empty());
+  EXPECT_TRUE(first.problems().empty());
+  expect_prepared_as_reference(first, s, 64);
+  auto second = PreparedImages::build(s, o);
+  EXPECT_TRUE(second.from_cache());
+  EXPECT_EQ(second.cache_path(), first.cache_path());
+  expect_prepared_as_reference(second, s, 64);
+  // Another size is another file; upscaling works the same way.
+  o.imgsz = 160;
+  auto up = PreparedImages::build(s, o);
+  EXPECT_FALSE(up.from_cache());
+  EXPECT_NE(up.cache_path(), first.cache_path());
+  expect_prepared_as_reference(up, s, 160);
+  // RAM store: same pixels, no file.
+  o.store = PreparedStore::Ram;
+  auto ram = PreparedImages::build(s, o);
+  EXPECT_TRUE(ram.cache_path().empty());
+  expect_prepared_as_reference(ram, s, 160);
+}
+
+TEST(Prepared, ChangedImageOrDamagedCacheIsRebuilt) {
+  TempDir d;
+  Split s = synth_split(d, 3);
+  PreparedOptions o;
+  o.imgsz = 48;
+  o.cache_dir = d.str("cache");
+  const std::string path = PreparedImages::build(s, o).cache_path();
+  // A damaged file (cut short) is ignored and rebuilt under the same name.
+  ASSERT_EQ(::truncate(path.c_str(), 100), 0);
+  auto rebuilt = PreparedImages::build(s, o);
+  EXPECT_FALSE(rebuilt.from_cache());
+  EXPECT_EQ(rebuilt.cache_path(), path);
+  expect_prepared_as_reference(rebuilt, s, 48);
+  EXPECT_TRUE(PreparedImages::build(s, o).from_cache());
+  // A rewritten image (new size and time) gives a new key.
+  const Image other = lucid::testing::pattern(s.images[0].height, s.images[0].width);
+  write_file(s.images[0].path, encode_png(other));
+  s = build_index(d.str("ds/data.yaml")).splits[0];
+  auto changed = PreparedImages::build(s, o);
+  EXPECT_FALSE(changed.from_cache());
+  EXPECT_NE(changed.cache_path(), path);
+  expect_prepared_as_reference(changed, s, 48);
+}
+
+TEST(Prepared, UndecodableImagesAreReportedNotFatal) {
+  TempDir d;
+  Split s = synth_split(d, 3);
+  // Break the pixel data of one image after indexing (the index read only its header).
+  std::string bytes = read_file(s.images[1].path);
+  write_file(s.images[1].path, bytes.substr(0, bytes.size() * 2 / 3));
+  std::vector<Problem> seen;
+  PreparedOptions o;
+  o.imgsz = 64;
+  o.cache_dir = d.str("cache");
+  o.on_problem = [&](const Problem& p) { seen.push_back(p); };
+  auto p = PreparedImages::build(s, o);
+  EXPECT_TRUE(p.ok(0));
+  EXPECT_FALSE(p.ok(1));
+  EXPECT_TRUE(p.ok(2));
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].path, s.images[1].path);
+  EXPECT_NE(seen[0].message.find("not prepared"), std::string::npos);
+  // The cached failure is reported again from the cache.
+  seen.clear();
+  auto again = PreparedImages::build(s, o);
+  EXPECT_TRUE(again.from_cache());
+  EXPECT_FALSE(again.ok(1));
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_NE(seen[0].message.find("delete"), std::string::npos);
+}
+
+TEST(Prepared, UnwritableCacheFallsBackToMemory) {
+  TempDir d;
+  const Split s = synth_split(d, 2);
+  lucid::testing::write(d.str("file"), "x");
+  PreparedOptions o;
+  o.imgsz = 32;
+  o.cache_dir = d.str("file/cache");  // below a regular file: cannot be created
+  auto p = PreparedImages::build(s, o);
+  EXPECT_TRUE(p.cache_path().empty());
+  ASSERT_EQ(p.problems().size(), 1u);
+  EXPECT_NE(p.problems()[0].message.find("kept in memory"), std::string::npos);
+  expect_prepared_as_reference(p, s, 32);
+}
