@@ -1,0 +1,84 @@
+#include "lucid/engine/training_data.h"
+
+#include <cstdio>
+
+#include "lucid/util/error.h"
+
+namespace lucid::engine {
+
+data::SampleSource make_sample_source(const PreparedSplit& ps) {
+  return [split = ps.split, prepared = ps.images, usable = ps.usable](int64_t k) {
+    const auto index = static_cast<size_t>(usable.at(static_cast<size_t>(k)));
+    const auto& rec = split->images.at(index);
+    auto view = prepared->view(index);
+    data::Sample s;
+    s.index = k;
+    s.orig_height = view.original_height;
+    s.orig_width = view.original_width;
+    s.image = torch::from_blob(const_cast<uint8_t*>(view.data), {view.height, view.width, view.channels}, torch::kUInt8)
+                  .clone();
+    const float w = static_cast<float>(view.width), h = static_cast<float>(view.height);
+    for (const auto& inst : rec.instances) {
+      if (inst.crowd) continue;
+      const auto& b = inst.box;  // normalised cx, cy, w, h
+      data::Box box{(b[0] - b[2] / 2) * w, (b[1] - b[3] / 2) * h, (b[0] + b[2] / 2) * w, (b[1] + b[3] / 2) * h};
+      std::vector<float> poly;
+      if (!inst.polygons.empty()) {
+        // Multi-part polygons arrive merged into one by the index (the reference's rule).
+        const auto& p = inst.polygons.front();
+        poly.resize(p.size());
+        for (size_t k = 0; k + 1 < p.size(); k += 2) {
+          poly[k] = p[k] * w;
+          poly[k + 1] = p[k + 1] * h;
+        }
+      }
+      s.instances.push_back(inst.cls, std::move(poly), box);
+    }
+    return s;
+  };
+}
+
+std::vector<std::pair<int, int>> image_sizes(const PreparedSplit& ps) {
+  std::vector<std::pair<int, int>> out;
+  for (auto i : ps.usable) out.emplace_back(ps.split->images[static_cast<size_t>(i)].height, ps.split->images[static_cast<size_t>(i)].width);
+  return out;
+}
+
+LoaderSource::LoaderSource(data::SampleSource source, data::LoaderOptions options)
+    : loader_(std::move(source), std::move(options)) {}
+
+void LoaderSource::start_epoch(int64_t epoch, bool mosaic) {
+  loader_.set_mosaic(mosaic);
+  loader_.start_epoch(epoch);
+}
+
+std::optional<TrainBatch> LoaderSource::next() {
+  auto b = loader_.next();
+  if (!b) return std::nullopt;
+  TrainBatch t;
+  t.images = b->images;
+  t.targets = b->targets;
+  t.hsv_gains = b->hsv_gains;
+  return t;
+}
+
+PreparedSplit prepare_split(const data::Split& split, int imgsz, bool disk_cache, int threads) {
+  data::PreparedOptions po;
+  po.imgsz = imgsz;
+  po.store = disk_cache ? data::PreparedStore::Disk : data::PreparedStore::Ram;
+  po.threads = threads;
+  po.on_problem = [](const data::Problem& p) { std::fprintf(stderr, "warning: %s\n", p.str().c_str()); };
+  const auto t0 = std::chrono::steady_clock::now();
+  auto prepared = std::make_shared<data::PreparedImages>(data::PreparedImages::build(split, po));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("%s: %zu prepared images at %d px, %.1f MiB %s, %.2f s%s\n", split.name.c_str(), prepared->size(), imgsz,
+              static_cast<double>(prepared->bytes()) / (1024.0 * 1024.0), disk_cache ? "memory-mapped" : "in RAM", secs,
+              prepared->from_cache() ? " (from cache)" : "");
+  PreparedSplit out{std::make_shared<const data::Split>(split), prepared, {}};
+  for (size_t i = 0; i < prepared->size(); ++i)
+    if (prepared->ok(i)) out.usable.push_back(static_cast<int64_t>(i));
+  if (out.usable.empty()) throw UserError(split.source + ": no usable images in split '" + split.name + "'");
+  return out;
+}
+
+}  // namespace lucid::engine

@@ -1,0 +1,42 @@
+// Connects the dataset index and its prepared images to the batch loader: the sample source that
+// turns an indexed image into a Sample (pixels and instances in prepared-image pixels), and the
+// fit's BatchSource over a training Loader.
+#pragma once
+#include <memory>
+
+#include "lucid/data/dataset.h"
+#include "lucid/data/loader.h"
+#include "lucid/data/prepared.h"
+#include "lucid/engine/batch_source.h"
+
+namespace lucid::engine {
+
+// A split's prepared images and the usable ones among them (preparation failures were reported
+// and are left out); loader index k is image usable[k] of the split.
+struct PreparedSplit {
+  std::shared_ptr<const data::Split> split;
+  std::shared_ptr<const data::PreparedImages> images;
+  std::vector<int64_t> usable;
+  int64_t size() const { return static_cast<int64_t>(usable.size()); }
+};
+PreparedSplit prepare_split(const data::Split& split, int imgsz, bool disk_cache, int threads);
+
+// Samples in loader order (pixels and instances in prepared-image pixels).
+data::SampleSource make_sample_source(const PreparedSplit& prepared);
+
+// Original (h, w) of each usable image, for rect validation batches.
+std::vector<std::pair<int, int>> image_sizes(const PreparedSplit& prepared);
+
+class LoaderSource : public BatchSource {
+ public:
+  LoaderSource(data::SampleSource source, data::LoaderOptions options);
+  int64_t size() const override { return loader_.options().dataset_size; }
+  int64_t batches_per_epoch() const override { return loader_.batches_per_epoch(); }
+  void start_epoch(int64_t epoch, bool mosaic) override;
+  std::optional<TrainBatch> next() override;
+
+ private:
+  data::Loader loader_;
+};
+
+}  // namespace lucid::engine
