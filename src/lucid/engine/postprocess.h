@@ -1,0 +1,90 @@
+// Turning decoded model outputs into detections, as the reference's validator and predictor do:
+// - non-maximum suppression for one-to-many heads (candidates above conf, multi-label rows, top
+//   max_nms by confidence, class-aware through a per-class coordinate offset, greedy IoU
+//   suppression with torchvision's rule, first max_det kept);
+// - the end-to-end selection for one-to-one heads (the model's top-k rows, keep score > conf);
+// - instance masks from prototypes and coefficients, at prototype resolution or upsampled to the
+//   input, cropped to their boxes;
+// - mapping boxes and masks from the letterboxed input back to the original image.
+// Detections are rows [x1 y1 x2 y2 score class coef...] in input pixels.
+#pragma once
+#include <torch/torch.h>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace lucid::model {
+class SegmentationModelImpl;
+struct HeadOutputs;
+}  // namespace lucid::model
+
+namespace lucid::engine {
+
+using torch::Tensor;
+
+struct NmsOptions {
+  double conf = 0.001;      // candidates need a class score > conf
+  double iou = 0.7;         // suppress IoU > iou
+  int64_t max_det = 300;    // kept per image
+  bool multi_label = true;  // one row per (box, class) above conf; only when nc > 1
+  bool agnostic = false;    // no class offset
+  int64_t max_nms = 30000;  // candidates entering NMS, by confidence
+  double max_wh = 7680;     // class offset per class id
+  int64_t nc = 0;           // classes; 0: every channel after the 4 box channels is a class
+  bool xywh = true;         // input boxes are centre/size (the one-to-many decode), else xyxy
+  std::vector<int64_t> classes;  // keep only these classes (empty: all)
+};
+
+// Greedy NMS: indices of kept boxes (int64, on the boxes' device) in descending score order, as
+// torchvision.ops.nms (stable order for equal scores), stopping after max_keep kept boxes when
+// max_keep > 0. boxes (N, 4) xyxy, scores (N).
+Tensor nms(const Tensor& boxes, const Tensor& scores, double iou_threshold, int64_t max_keep = 0);
+
+// prediction (B, 4 + nc + extra, A) -> per image (n, 6 + extra), FP32, on the input's device.
+std::vector<Tensor> non_max_suppression(const Tensor& prediction, const NmsOptions& options);
+
+// End-to-end rows (B, k, 6 + extra) from the model's top-k decode -> per image the rows with
+// score > conf (first max_det), optionally only the given classes.
+std::vector<Tensor> select_end2end(const Tensor& rows, double conf, int64_t max_det = 300,
+                                   const std::vector<int64_t>& classes = {});
+
+// Detections of a batch: end-to-end selection for end2end heads unless use_one2many, else NMS over
+// the one-to-many decode. options.nc is taken from the model.
+std::vector<Tensor> postprocess(const model::SegmentationModelImpl& model, const model::HeadOutputs& out,
+                                NmsOptions options, bool use_one2many = false);
+
+// Zeroes mask pixels outside their boxes: keeps columns x1 <= x < x2 and rows y1 <= y < y2 (pixel
+// indices compared with the box coordinates). masks (N, H, W), boxes (N, 4) in mask pixels. In place
+// on masks, which are returned.
+Tensor crop_mask(Tensor masks, const Tensor& boxes);
+
+// Binary masks (N, mh, mw) uint8 at prototype resolution: coefficients (N, nm) times prototypes
+// (nm, mh, mw), > 0, cropped to boxes (N, 4, input pixels of an input of size shape = {H, W}) scaled
+// to the prototype grid.
+Tensor process_mask(const Tensor& protos, const Tensor& coefs, const Tensor& boxes, std::array<int64_t, 2> shape);
+
+// Binary masks (N, H, W) uint8 at input resolution: mask logits upsampled bilinearly to shape
+// (in chunks bounded by pixel count), > 0, then cropped to boxes in input pixels.
+Tensor process_mask_native(const Tensor& protos, const Tensor& coefs, const Tensor& boxes,
+                           std::array<int64_t, 2> shape);
+
+// Where the original image sits in the letterboxed input: input = original * gain + pad.
+struct Letterbox {
+  double gain = 1.0;
+  double pad_w = 0.0, pad_h = 0.0;  // left and top padding in input pixels
+};
+
+// Boxes (N, 4) xyxy from input pixels to original-image pixels (pad removed, divided by gain,
+// clipped to the image of size orig = {h, w}). Returns a new tensor.
+Tensor scale_boxes(const Tensor& boxes, const Letterbox& lb, std::array<int64_t, 2> orig);
+
+// Masks (N, H, W) of the input to the original image: the padding cut (top/left round(pad - 0.1),
+// bottom/right size - round(pad + 0.1)), bilinear resize to orig = {h, w}. Returns FP32 values; the
+// reference's saved masks take the integer part (.byte()).
+Tensor scale_masks(const Tensor& masks, const Letterbox& lb, std::array<int64_t, 2> orig);
+
+// (x, y, w, h) centre boxes -> (x1, y1, x2, y2), along the last dimension.
+Tensor xywh2xyxy(const Tensor& x);
+
+}  // namespace lucid::engine

@@ -1,0 +1,325 @@
+#include "lucid/engine/validator.h"
+
+#include <ATen/autocast_mode.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "lucid/metrics/rle.h"
+#include "lucid/model/model.h"
+#include "lucid/util/error.h"
+#include "lucid/util/files.h"
+
+namespace lucid::engine {
+
+namespace F = torch::nn::functional;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Autocast for the CUDA forward pass, restored on scope exit.
+class CudaAutocast {
+ public:
+  explicit CudaAutocast(bool on)
+      : prev_enabled_(at::autocast::is_autocast_enabled(at::kCUDA)),
+        prev_dtype_(at::autocast::get_autocast_dtype(at::kCUDA)) {
+    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+    at::autocast::set_autocast_enabled(at::kCUDA, on);
+  }
+  ~CudaAutocast() {
+    at::autocast::set_autocast_enabled(at::kCUDA, prev_enabled_);
+    at::autocast::set_autocast_dtype(at::kCUDA, prev_dtype_);
+    at::autocast::clear_cache();
+  }
+  CudaAutocast(const CudaAutocast&) = delete;
+  CudaAutocast& operator=(const CudaAutocast&) = delete;
+
+ private:
+  bool prev_enabled_;
+  at::ScalarType prev_dtype_;
+};
+
+class TrainingFlag {
+ public:
+  explicit TrainingFlag(torch::nn::Module& m) : m_(m), was_(m.is_training()) { m_.eval(); }
+  ~TrainingFlag() { m_.train(was_); }
+
+ private:
+  torch::nn::Module& m_;
+  bool was_;
+};
+
+model::BranchOutputs to_fp32(const model::BranchOutputs& b) {
+  auto f = [](const Tensor& t) { return t.defined() ? t.to(torch::kFloat32) : t; };
+  return {f(b.boxes), f(b.scores), f(b.mask_coefficient), f(b.proto), f(b.semantic)};
+}
+
+model::HeadOutputs to_fp32(const model::HeadOutputs& out) {
+  model::HeadOutputs r;
+  r.one2many = to_fp32(out.one2many);
+  if (out.one2one) r.one2one = to_fp32(*out.one2one);
+  for (const auto& f : out.feats) r.feats.push_back(f);  // only their shapes are used by decoding
+  return r;
+}
+
+double round_to(double v, int digits) {
+  const double s = std::pow(10.0, digits);
+  return std::nearbyint(v * s) / s;
+}
+
+nlohmann::json image_id_of(const std::string& file) {
+  const auto stem = std::filesystem::path(file).stem().string();
+  const bool numeric = !stem.empty() && std::all_of(stem.begin(), stem.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (numeric && stem.size() < 19) return std::stoll(stem);
+  return stem;
+}
+
+std::string cformat(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+std::string row(const std::string& name, int64_t images, int64_t instances, const std::array<double, 8>& v) {
+  char buf[64];
+  std::string s;
+  std::snprintf(buf, sizeof buf, "%22s%11lld%11lld", name.c_str(), static_cast<long long>(images),
+                static_cast<long long>(instances));
+  s += buf;
+  for (double x : v) s += cformat("%11.3g", x);
+  return s;
+}
+
+std::array<double, 8> eight(const metrics::SetResults& b, const metrics::SetResults& m) {
+  return {b.precision, b.recall, b.map50, b.map50_95, m.precision, m.recall, m.map50, m.map50_95};
+}
+
+}  // namespace
+
+std::array<double, 8> ValResults::mean_results() const { return eight(metrics.box, metrics.mask); }
+
+const std::array<std::string, 8>& ValResults::keys() {
+  static const std::array<std::string, 8> k{"metrics/precision(B)", "metrics/recall(B)", "metrics/mAP50(B)",
+                                            "metrics/mAP50-95(B)",  "metrics/precision(M)", "metrics/recall(M)",
+                                            "metrics/mAP50(M)",     "metrics/mAP50-95(M)"};
+  return k;
+}
+
+Validator::Validator(ValidatorOptions options) : options_(std::move(options)) {}
+
+std::string Validator::header() {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%22s%11s%11s%11s%11s%11s%11s%11s%11s%11s%11s", "Class", "Images", "Instances",
+                "Box(P", "R", "mAP50", "mAP50-95)", "Mask(P", "R", "mAP50", "mAP50-95)");
+  return buf;
+}
+
+std::string Validator::format_results(const metrics::SegmentationMetrics& m) const {
+  std::string s = row("all", m.images, m.instances, eight(m.box, m.mask)) + "\n";
+  if (m.instances == 0)
+    s += "WARNING no labels found in segment set, cannot compute metrics without labels\n";
+  const int64_t nc = static_cast<int64_t>(m.maps.size());
+  if (options_.verbose && nc > 1) {
+    for (const auto& c : m.per_class) {
+      const std::string name = c.cls >= 0 && c.cls < static_cast<int64_t>(options_.names.size())
+                                   ? options_.names[c.cls]
+                                   : std::to_string(c.cls);
+      s += row(name, c.images, c.instances, eight(c.box, c.mask)) + "\n";
+    }
+  }
+  return s;
+}
+
+std::string Validator::format_speed(const ValSpeed& sp) const {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "Speed: %.1fms preprocess, %.1fms inference, %.1fms loss, %.1fms postprocess per image",
+                sp.preprocess, sp.inference, sp.loss, sp.postprocess);
+  return buf;
+}
+
+ValResults Validator::run(model::SegmentationModelImpl& model, const torch::Device& device,
+                          const ValBatchSource& next, loss::SegmentationLoss* loss, std::ostream* log) {
+  const auto& o = options_;
+  torch::NoGradGuard no_grad;
+  TrainingFlag eval_mode(model);
+  const bool cuda = device.is_cuda();
+  const bool native = !o.save_json.empty();
+  const int64_t nc = model.nc();
+  if (log) *log << header() << "\n";
+
+  NmsOptions nms;
+  nms.conf = o.conf;
+  nms.iou = o.iou;
+  nms.max_det = o.max_det;
+  nms.multi_label = true;
+  nms.agnostic = o.single_cls || o.agnostic_nms;
+
+  metrics::SegmentationStats stats(nc);
+  ValResults res;
+  Tensor loss_sum;
+  nlohmann::json jdict = nlohmann::json::array();
+  double t_pre = 0, t_inf = 0, t_loss = 0, t_post = 0;
+  auto tick = [&](double& acc, Clock::time_point& t0) {
+    if (o.speed && cuda) torch::cuda::synchronize();
+    auto t1 = Clock::now();
+    acc += std::chrono::duration<double>(t1 - t0).count();
+    t0 = t1;
+  };
+
+  ValBatch batch;
+  while (next(batch)) {
+    auto t0 = Clock::now();
+    const int64_t bs = batch.images.size(0);
+    TORCH_CHECK(batch.images.dim() == 4 && batch.images.size(1) == 3, "validation images must be (B, 3, H, W)");
+    if (static_cast<int64_t>(batch.info.size()) != bs)
+      throw UserError("validation batch: " + std::to_string(batch.info.size()) + " image records for " +
+                      std::to_string(bs) + " images");
+    const int64_t H = batch.images.size(2), W = batch.images.size(3);
+    auto x = batch.images.to(device, /*non_blocking=*/true).to(torch::kFloat32).div_(255);
+    if (cuda) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+    tick(t_pre, t0);
+
+    model::HeadOutputs raw;
+    {
+      CudaAutocast ac(cuda && o.amp);
+      raw = model.forward(x);
+    }
+    tick(t_inf, t0);
+    if (loss) {
+      auto items = (*loss)(raw, batch.targets).items.detach().to(torch::kFloat64);
+      loss_sum = loss_sum.defined() ? loss_sum + items : items;
+      tick(t_loss, t0);
+    }
+
+    auto out = to_fp32(raw);
+    auto dets = postprocess(model, out, nms, /*use_one2many=*/!o.end2end);
+    const auto& proto = out.primary().proto;  // (B, nm, H/4, W/4)
+
+    // Ground truth per image, on the host for counts and on the device for IoUs.
+    auto bidx = batch.targets.batch_idx.defined() ? batch.targets.batch_idx.reshape({-1}).to(torch::kCPU, torch::kInt64)
+                                                  : torch::zeros({0}, torch::kInt64);
+    std::vector<int64_t> counts(bs, 0), first(bs, 0);
+    {
+      auto a = bidx.accessor<int64_t, 1>();
+      for (int64_t i = 0; i < a.size(0); ++i) {
+        TORCH_CHECK(a[i] >= 0 && a[i] < bs, "validation targets: batch_idx out of range");
+        ++counts[a[i]];
+      }
+      for (int64_t i = 1; i < bs; ++i) first[i] = first[i - 1] + counts[i - 1];
+    }
+    Tensor gt_cls_all = bidx.numel() == 0
+                            ? torch::zeros({0}, torch::kFloat32)
+                            : batch.targets.cls.reshape({-1}).to(torch::kFloat32);
+    Tensor gt_box_all = bidx.numel() ? batch.targets.bboxes.to(device, torch::kFloat32).reshape({-1, 4})
+                                     : torch::zeros({0, 4}, torch::TensorOptions().device(device));
+    Tensor gt_masks_all = bidx.numel() && batch.targets.masks.defined() ? batch.targets.masks.to(device) : Tensor();
+    const std::array<int64_t, 2> shape{H, W};
+    const int64_t mh = native ? H : H / 4, mw = native ? W : W / 4;
+    auto scale = torch::tensor({static_cast<float>(W), static_cast<float>(H), static_cast<float>(W),
+                                static_cast<float>(H)})
+                     .to(device);
+
+    for (int64_t si = 0; si < bs; ++si) {
+      auto pred = dets[si];
+      const int64_t nl = counts[si];
+      auto cls = gt_cls_all.narrow(0, first[si], nl);
+      auto pred_cls = pred.select(1, 5);
+      if (o.single_cls) pred_cls = pred_cls * 0;
+      auto pred_boxes = pred.narrow(1, 0, 4);
+      auto coefs = pred.narrow(1, 6, pred.size(1) - 6);
+      auto pred_masks = native ? process_mask_native(proto[si], coefs, pred_boxes, shape)
+                               : process_mask(proto[si], coefs, pred_boxes, shape);
+      Tensor tp, tp_m;
+      if (nl == 0 || pred.size(0) == 0) {
+        tp = torch::zeros({pred.size(0), metrics::kIouThresholds}, torch::kBool);
+        tp_m = tp;
+      } else {
+        auto gt_boxes = xywh2xyxy(gt_box_all.narrow(0, first[si], nl)) * scale;
+        tp = metrics::match_predictions(pred_cls, cls, metrics::box_iou(gt_boxes, pred_boxes));
+        Tensor gm;
+        if (o.overlap_mask) {
+          auto index = torch::arange(1, nl + 1, torch::TensorOptions().device(device)).view({nl, 1, 1});
+          gm = (gt_masks_all[si] == index).to(torch::kFloat32);
+        } else {
+          gm = gt_masks_all.narrow(0, first[si], nl).to(torch::kFloat32);
+        }
+        if (gm.size(1) != mh || gm.size(2) != mw)
+          gm = F::interpolate(gm.unsqueeze(0), F::InterpolateFuncOptions()
+                                                   .size(std::vector<int64_t>{mh, mw})
+                                                   .mode(torch::kBilinear)
+                                                   .align_corners(false))
+                   .squeeze(0)
+                   .gt(0.5)
+                   .to(torch::kFloat32);
+        tp_m = metrics::match_predictions(pred_cls, cls, metrics::mask_iou(gm.flatten(1), pred_masks.flatten(1)));
+      }
+      stats.add_image(tp, tp_m, pred.select(1, 4), pred_cls, cls);
+
+      if (native && pred.size(0)) {
+        const auto& info = batch.info[si];
+        const std::array<int64_t, 2> orig{info.orig_h, info.orig_w};
+        auto boxes = scale_boxes(pred_boxes, info.letterbox, orig);
+        auto xywh = torch::cat({(boxes.narrow(1, 0, 2) + boxes.narrow(1, 2, 2)) / 2,
+                                boxes.narrow(1, 2, 2) - boxes.narrow(1, 0, 2)},
+                               1);
+        auto tl = torch::cat({xywh.narrow(1, 0, 2) - xywh.narrow(1, 2, 2) / 2, xywh.narrow(1, 2, 2)}, 1)
+                      .to(torch::kCPU, torch::kFloat32)
+                      .contiguous();
+        auto masks = scale_masks(pred_masks, info.letterbox, orig).to(torch::kUInt8).to(torch::kCPU).contiguous();
+        auto conf = pred.select(1, 4).to(torch::kCPU, torch::kFloat32).contiguous();
+        auto pc = pred_cls.to(torch::kCPU, torch::kFloat32).contiguous();
+        const auto id = image_id_of(info.file);
+        const auto name = std::filesystem::path(info.file).filename().string();
+        const uint32_t h = static_cast<uint32_t>(masks.size(1)), w = static_cast<uint32_t>(masks.size(2));
+        auto tla = tl.accessor<float, 2>();
+        auto ca = conf.accessor<float, 1>();
+        auto pca = pc.accessor<float, 1>();
+        for (int64_t k = 0; k < pred.size(0); ++k) {
+          const auto c = static_cast<int64_t>(pca[k]);
+          const int64_t cat = c >= 0 && c < static_cast<int64_t>(o.class_map.size()) ? o.class_map[c] : c + 1;
+          auto rle = metrics::rle_encode(masks[k].data_ptr<uint8_t>(), h, w);
+          jdict.push_back({{"image_id", id},
+                           {"file_name", name},
+                           {"category_id", cat},
+                           {"bbox", {round_to(tla[k][0], 3), round_to(tla[k][1], 3), round_to(tla[k][2], 3),
+                                     round_to(tla[k][3], 3)}},
+                           {"score", round_to(ca[k], 5)},
+                           {"segmentation", {{"size", {h, w}}, {"counts", metrics::rle_to_string(rle)}}}});
+        }
+      }
+    }
+    tick(t_post, t0);
+    ++res.batches;
+  }
+
+  res.metrics = stats.compute();
+  if (loss_sum.defined() && res.batches > 0) {
+    auto mean = (loss_sum / static_cast<double>(res.batches)).to(torch::kCPU);
+    for (int64_t i = 0; i < mean.numel(); ++i) res.losses.push_back(mean[i].item<double>());
+  }
+  const double per_image = res.metrics.images > 0 ? 1e3 / static_cast<double>(res.metrics.images) : 0.0;
+  res.speed = {t_pre * per_image, t_inf * per_image, t_loss * per_image, t_post * per_image};
+  if (log) {
+    *log << format_results(res.metrics);
+    if (o.speed) *log << format_speed(res.speed) << "\n";
+  }
+  if (!o.save_json.empty()) {
+    util::write_atomically(o.save_json, [&](std::ostream& os) { os << jdict.dump(); });
+    if (log) *log << "Saved " << jdict.size() << " results to " << o.save_json << "\n";
+  }
+  return res;
+}
+
+std::vector<int64_t> coco80_to_coco91() {
+  return {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+          22, 23, 24, 25, 27, 28, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44,
+          46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65,
+          67, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 84, 85, 86, 87, 88, 89, 90};
+}
+
+}  // namespace lucid::engine

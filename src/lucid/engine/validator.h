@@ -1,0 +1,113 @@
+// The validator: runs a segmentation model over validation batches and computes the reference's
+// box and mask metrics (metrics/detection_metrics.h), optionally the validation losses and a COCO
+// results file.
+//
+// Per batch: images to the device, /255 (channels_last on CUDA); eval-mode forward without
+// gradients, under BF16 autocast on CUDA when amp is on; losses from the raw outputs (summed, divided
+// by the number of batches at the end); detections decoded in FP32 (end-to-end top-k with score >
+// conf for one-to-one heads, NMS over the one-to-many decode otherwise or when end2end is off); masks
+// from the prototypes at 1/4 input resolution (native resolution when a results file is written, as
+// the reference does); per image, matching against the ground truth in letterboxed input space.
+//
+// What it prints follows the reference: the header
+//   Class Images Instances Box(P R mAP50 mAP50-95) Mask(P R mAP50 mAP50-95)
+// (%22s then 10 x %11s), the "all" row (images, instances, 8 numbers as %11.3g), per-class rows when
+// verbose and nc > 1, and optionally the per-image speed line.
+#pragma once
+#include <array>
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "lucid/engine/postprocess.h"
+#include "lucid/loss/segmentation_loss.h"
+#include "lucid/loss/targets.h"
+#include "lucid/metrics/detection_metrics.h"
+
+namespace lucid::model {
+class SegmentationModelImpl;
+}
+
+namespace lucid::engine {
+
+// One validation image's place in its batch: the original size and how it was letterboxed into the
+// network input (input = original * gain + pad), and its file (image id of the results file: the
+// file stem, as a number when it is one).
+struct ValImage {
+  int64_t orig_h = 0, orig_w = 0;
+  Letterbox letterbox;
+  std::string file;
+};
+
+// A validation batch as the loader produces it.
+struct ValBatch {
+  Tensor images;             // (B, 3, H, W) uint8 RGB, any device (pinned CPU memory uploads without blocking)
+  loss::SegTargets targets;  // boxes normalised to the input; masks at (H/4, W/4): an overlap map per image
+                             // (values k+1) when overlap_mask, else one mask per instance
+  std::vector<ValImage> info;  // B entries
+};
+
+struct ValidatorOptions {
+  double conf = 0.001;
+  double iou = 0.7;
+  int64_t max_det = 300;
+  bool agnostic_nms = false;
+  bool single_cls = false;
+  bool overlap_mask = true;  // layout of targets.masks
+  bool end2end = true;       // false: an end2end model is validated through its one-to-many head and NMS
+  bool amp = true;           // BF16 autocast for the forward pass on CUDA
+  bool verbose = false;      // per-class rows (when nc > 1)
+  bool speed = false;        // time the phases (synchronising the device) and print the speed line
+  std::vector<std::string> names;  // class names; empty: the class ids
+  // COCO results file (written atomically at the end); empty: none. Writing it switches masks to
+  // native resolution, which also changes the mask metrics, as in the reference.
+  std::string save_json;
+  std::vector<int64_t> class_map;  // category id per class for the results file; empty: class + 1
+};
+
+struct ValSpeed {
+  double preprocess = 0, inference = 0, loss = 0, postprocess = 0;  // milliseconds per image
+};
+
+struct ValResults {
+  metrics::SegmentationMetrics metrics;
+  std::vector<double> losses;  // mean loss items per batch (empty when no loss was given)
+  int64_t batches = 0;
+  ValSpeed speed;
+
+  // P, R, mAP50, mAP50-95 of boxes, then of masks.
+  std::array<double, 8> mean_results() const;
+  double fitness() const { return metrics.fitness; }
+  // "metrics/precision(B)", ..., "metrics/mAP50-95(M)" in mean_results() order.
+  static const std::array<std::string, 8>& keys();
+};
+
+// Pulls the next batch into its argument; false when there are no more.
+using ValBatchSource = std::function<bool(ValBatch&)>;
+
+class Validator {
+ public:
+  explicit Validator(ValidatorOptions options = {});
+
+  // Validates `model` on `device` (the model must already live there). The model is put in eval
+  // mode and its training flag restored afterwards. With `loss`, also the validation losses. Prints
+  // to `log` when given.
+  ValResults run(model::SegmentationModelImpl& model, const torch::Device& device, const ValBatchSource& next,
+                 loss::SegmentationLoss* loss = nullptr, std::ostream* log = nullptr);
+
+  static std::string header();
+  // The "all" row and (verbose, nc > 1) the per-class rows, one per line.
+  std::string format_results(const metrics::SegmentationMetrics& m) const;
+  std::string format_speed(const ValSpeed& s) const;
+
+  const ValidatorOptions& options() const { return options_; }
+
+ private:
+  ValidatorOptions options_;
+};
+
+// The COCO category ids of the 80 COCO classes (1..90 with gaps).
+std::vector<int64_t> coco80_to_coco91();
+
+}  // namespace lucid::engine
