@@ -6,6 +6,7 @@
 namespace lucid::cli {
 
 int model_command(const std::vector<std::string>& args);
+int train_command(const std::vector<std::string>& args);
 int coco_eval_command(const std::vector<std::string>& args);
 int data_command(const std::vector<std::string>& args);
 

@@ -10,6 +10,7 @@ const char* kUsage =
     "lucid-yolo " LUCID_VERSION " - YOLO instance segmentation in C++\n"
     "usage: lucid <command> [args]\n"
     "commands:\n"
+    "  train             train a model (default: yolo26n-seg on the embedded synthetic dataset)\n"
     "  model info|save   inspect a model YAML, save its weights\n"
     "  coco-eval         COCO box/mask mAP of a results JSON (as pycocotools)\n"
     "  data check|synth|convert|prepare  inspect, synthesise, convert datasets; cache images\n"
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   const std::string cmd = args[0];
   std::vector<std::string> rest(args.begin() + 1, args.end());
   try {
+    if (cmd == "train") return lucid::cli::train_command(rest);
     if (cmd == "model") return lucid::cli::model_command(rest);
     if (cmd == "coco-eval") return lucid::cli::coco_eval_command(rest);
     if (cmd == "data") return lucid::cli::data_command(rest);

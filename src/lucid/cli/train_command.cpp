@@ -1,0 +1,156 @@
+// `lucid train`: dataset (or the embedded synthetic one), prepared images, loaders, validator and
+// the fit. `resume=` continues a run from its weights/last checkpoint with the run's own options.
+#include <filesystem>
+#include <iostream>
+
+#include "lucid/cli/commands.h"
+#include "lucid/data/synth.h"
+#include "lucid/engine/trainer.h"
+#include "lucid/engine/training_data.h"
+#include "lucid/engine/validator.h"
+#include "lucid/util/device.h"
+#include "lucid/util/error.h"
+
+namespace lucid::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The embedded default dataset: written once per seed into the cache folder.
+std::string synthetic_dataset() {
+  const char* env = std::getenv("LUCID_CACHE_DIR");
+  fs::path base = env && *env ? fs::path(env) : fs::path(std::getenv("HOME") ? std::getenv("HOME") : ".") / ".cache" / "lucid";
+  fs::path dir = base / "synth-v1";
+  if (!fs::exists(dir / "data.yaml")) {
+    data::SynthOptions so;
+    so.out = dir.string();
+    auto report = data::write_synth_dataset(so);
+    std::printf("synthetic dataset: %lld images, %lld instances -> %s\n", static_cast<long long>(report.images),
+                static_cast<long long>(report.instances), dir.string().c_str());
+  }
+  return (dir / "data.yaml").string();
+}
+
+std::string newest_last_checkpoint(const std::string& project) {
+  fs::path best;
+  fs::file_time_type newest{};
+  if (fs::exists(project))
+    for (const auto& d : fs::directory_iterator(project)) {
+      auto p = d.path() / "weights" / "last.safetensors";
+      if (fs::exists(p) && (best.empty() || fs::last_write_time(p) > newest)) {
+        best = p;
+        newest = fs::last_write_time(p);
+      }
+    }
+  if (best.empty()) throw UserError("resume=True: no weights/last.safetensors under " + project);
+  return best.string();
+}
+
+data::LoaderOptions loader_options(const engine::TrainSettings& s, int64_t size, bool train) {
+  data::LoaderOptions o;
+  o.dataset_size = size;
+  o.imgsz = static_cast<int>(s.imgsz);
+  o.batch = static_cast<int>(train ? s.batch : s.batch * 2);
+  o.workers = static_cast<int>(train ? s.workers : std::min<int64_t>(s.workers * 2, 16));
+  o.augment = train;
+  o.shuffle = train;
+  o.rect = !train;
+  o.overlap_mask = s.overlap_mask;
+  o.seed = static_cast<uint64_t>(s.seed);
+  o.aug.mosaic = s.mosaic;
+  o.aug.degrees = s.degrees;
+  o.aug.translate = s.translate;
+  o.aug.scale = s.scale;
+  o.aug.shear = s.shear;
+  o.aug.perspective = s.perspective;
+  o.aug.flipud = s.flipud;
+  o.aug.fliplr = s.fliplr;
+  o.aug.hsv_h = s.hsv_h;
+  o.aug.hsv_s = s.hsv_s;
+  o.aug.hsv_v = s.hsv_v;
+  return o;
+}
+
+}  // namespace
+
+int train_command(const std::vector<std::string>& args) {
+  auto options = engine::train_options();
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    std::cout << options.help();
+    return 0;
+  }
+  options.parse(args);
+  std::string resume;
+  if (!options.str("resume").empty() && options.str("resume") != "False") {
+    resume = options.str("resume") == "True" ? newest_last_checkpoint(options.str("project")) : options.str("resume");
+    // The run's own options, so it continues exactly as it started.
+    auto state = engine::read_checkpoint_state(resume);
+    std::vector<std::string> tokens;
+    for (auto it = state.args.begin(); it != state.args.end(); ++it)
+      if (it.key() != "resume") tokens.push_back(it.key() + "=" + it.value().get<std::string>());
+    options = engine::train_options();
+    options.parse(tokens);
+  }
+  auto settings = engine::TrainSettings::from(options);
+  const std::string data_path = settings.data.empty() ? synthetic_dataset() : settings.data;
+  data::IndexOptions io;
+  io.on_problem = [](const data::Problem& p) { std::fprintf(stderr, "warning: %s\n", p.str().c_str()); };
+  auto index = data::build_index(data_path, io);
+  const auto* train_split = index.find("train");
+  const auto* val_split = index.find("val");
+  if (!train_split) throw UserError(data_path + ": no 'train' split");
+  if (!val_split) val_split = train_split;
+  const bool disk = settings.cache == "disk";
+  auto train = engine::prepare_split(*train_split, static_cast<int>(settings.imgsz), disk, 0);
+  auto val = engine::prepare_split(*val_split, static_cast<int>(settings.imgsz), disk, 0);
+
+  auto train_source = std::make_unique<engine::LoaderSource>(engine::make_sample_source(train),
+                                                             loader_options(settings, train.size(), true));
+  auto val_opts = loader_options(settings, val.size(), false);
+  val_opts.image_sizes = engine::image_sizes(val);
+  auto val_loader = std::make_shared<data::Loader>(engine::make_sample_source(val), val_opts);
+
+  engine::ValidatorOptions vo;
+  vo.names = index.names;
+  vo.overlap_mask = settings.overlap_mask;
+  vo.amp = settings.amp;
+  auto validator = std::make_shared<engine::Validator>(vo);
+  std::vector<std::string> files;
+  for (auto i : val.usable) files.push_back(fs::path(val.split->images[static_cast<size_t>(i)].path).stem().string());
+  torch::Device device = settings.device.empty() ? (util::cuda_usable() ? torch::Device("cuda:0") : torch::Device(torch::kCPU))
+                                                 : util::parse_device(settings.device);
+  engine::Validate validate = [=](model::SegmentationModel& ema, loss::SegmentationLoss& loss) {
+    val_loader->start_epoch(0);
+    engine::ValBatchSource next = [&](engine::ValBatch& vb) {
+      auto b = val_loader->next();
+      if (!b) return false;
+      vb.images = b->images;
+      vb.targets = b->targets;
+      vb.info.clear();
+      for (int64_t k = 0; k < b->size(); ++k) {
+        engine::ValImage im;
+        im.orig_h = b->orig_sizes[static_cast<size_t>(k)].first;
+        im.orig_w = b->orig_sizes[static_cast<size_t>(k)].second;
+        const auto& lb = b->letterbox[static_cast<size_t>(k)];
+        im.letterbox.gain = lb.ratio;
+        im.letterbox.pad_w = lb.left;
+        im.letterbox.pad_h = lb.top;
+        im.file = files[static_cast<size_t>(b->indices[static_cast<size_t>(k)])];
+        vb.info.push_back(im);
+      }
+      return true;
+    };
+    auto r = validator->run(*ema, device, next, &loss, &std::cout);
+    engine::ValidationResult out;
+    out.metrics = r.mean_results();
+    for (size_t k = 0; k < out.losses.size() && k < r.losses.size(); ++k) out.losses[k] = r.losses[k];
+    out.fitness = r.fitness();
+    return out;
+  };
+  engine::Trainer trainer(options, {index.nc(), index.names}, std::move(train_source), validate, resume);
+  trainer.fit();
+  return 0;
+}
+
+}  // namespace lucid::cli
