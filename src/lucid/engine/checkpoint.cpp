@@ -24,7 +24,7 @@ nlohmann::ordered_json to_json(const LoopState& s) {
   return j;
 }
 
-LoopState from_json(const nlohmann::json& j, const std::string& path) {
+LoopState from_json(const nlohmann::ordered_json& j, const std::string& path) {
   if (j.value("format", "") != "lucid-checkpoint-1") throw UserError(path + ": not a lucid checkpoint");
   LoopState s;
   s.epoch = j.at("epoch");
@@ -39,7 +39,7 @@ LoopState from_json(const nlohmann::json& j, const std::string& path) {
   return s;
 }
 
-nlohmann::json read_header(const std::string& path) {
+nlohmann::ordered_json read_header(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(path + ": cannot open checkpoint");
   uint64_t len = 0;
@@ -49,7 +49,7 @@ nlohmann::json read_header(const std::string& path) {
   in.read(header.data(), static_cast<std::streamsize>(len));
   try {
     auto j = nlohmann::json::parse(header);
-    return nlohmann::json::parse(j.at("__metadata__").at("lucid").get<std::string>());
+    return nlohmann::ordered_json::parse(j.at("__metadata__").at("lucid").get<std::string>());
   } catch (const std::exception& e) {
     throw UserError(path + ": not a lucid checkpoint (" + e.what() + ")");
   }

@@ -65,7 +65,11 @@ Trainer::Trainer(const config::Options& options, DatasetInfo dataset, std::uniqu
                  Validate validate, const std::string& resume_from)
     : s_(TrainSettings::from(options)), dataset_(std::move(dataset)), train_(std::move(train)),
       validate_(std::move(validate)) {
-  for (const auto& spec : options.specs()) args_[spec.key] = options.str(spec.key);
+  // Where a run lives is not part of what it computes: checkpoints leave it out, so runs that differ
+  // only in location write the same bytes (args.yaml keeps everything).
+  for (const auto& spec : options.specs())
+    if (spec.key != "project" && spec.key != "name" && spec.key != "exist_ok" && spec.key != "resume")
+      args_[spec.key] = options.str(spec.key);
   device_ = s_.device.empty() ? (util::cuda_usable() ? torch::Device("cuda:0") : torch::Device(torch::kCPU))
                               : util::parse_device(s_.device);
   autocast_ = device_.is_cuda() && s_.amp;
@@ -106,6 +110,7 @@ Trainer::Trainer(const config::Options& options, DatasetInfo dataset, std::uniqu
 
   if (!resume_from.empty()) {
     state_ = load_checkpoint(resume_from, *model_, &*ema_->model(), optimizer_.get());
+    state_.args = args_;  // the same options, in their declared order
     ema_->set_updates(state_.ema_updates);
     run_dir_ = fs::path(resume_from).parent_path().parent_path();
     std::ifstream in(run_dir_ / "results.csv");
