@@ -10,9 +10,9 @@ config::Options train_options() {
       {
           {"data", "", "dataset YAML or COCO JSON (empty: the embedded synthetic dataset)"},
           {"model", "yolo26n-seg.yaml", "model YAML (scale letter picks the scale)"},
-          {"epochs", "", "epochs to train (default 100; 10 for the synthetic dataset)"},
+          {"epochs", "", "epochs to train (default 100; 30 for the synthetic dataset)"},
           {"imgsz", "", "training image size, a multiple of 32 (default 640; 160 for the synthetic dataset)"},
-          {"batch", "16", "images per batch"},
+          {"batch", "", "images per batch (default 16; 8 for the synthetic dataset)"},
           {"device", "", "cpu, cuda, cuda:N or N (default: cuda:0 if usable, else cpu)"},
           {"workers", "8", "data loader worker threads"},
           {"cache", "ram", "prepared-image cache: ram, disk or False"},
@@ -69,9 +69,9 @@ TrainSettings TrainSettings::from(const config::Options& o) {
   s.cache = o.str("cache");
   s.freeze = o.str("freeze");
   const bool synthetic = s.data.empty();
-  s.epochs = o.str("epochs").empty() ? (synthetic ? 10 : 100) : o.integer("epochs");
+  s.epochs = o.str("epochs").empty() ? (synthetic ? 30 : 100) : o.integer("epochs");
   s.imgsz = o.str("imgsz").empty() ? (synthetic ? 160 : 640) : o.integer("imgsz");
-  s.batch = o.integer("batch");
+  s.batch = o.str("batch").empty() ? (synthetic ? 8 : 16) : o.integer("batch");
   s.workers = o.integer("workers");
   s.seed = o.integer("seed");
   s.nbs = o.integer("nbs");

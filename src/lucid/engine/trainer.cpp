@@ -283,8 +283,12 @@ ValidationResult Trainer::fit() {
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("%lld epochs completed in %.3f hours; results in %s\n", static_cast<long long>(state_.epoch), secs / 3600.0,
-              run_dir_.string().c_str());
+  std::printf("%lld epochs completed in %.3f hours (%.3f s); results in %s\n", static_cast<long long>(state_.epoch),
+              secs / 3600.0, secs, run_dir_.string().c_str());
+  if (device_.is_cuda()) {
+    auto m = util::cuda_memory(device_.index() < 0 ? 0 : device_.index());
+    std::printf("peak GPU memory: %.0f MiB allocated, %.0f MiB reserved\n", m.peak_allocated_mib, m.peak_reserved_mib);
+  }
   return val;
 }
 

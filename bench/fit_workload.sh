@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The reference workload fit (../shared/bench/README.md): 512 training and 16 validation images from
+# coco128-seg, yolo26n-seg from scratch, 5 epochs, batch 4, 640 px, BF16, MuSGD, prepared-image cache
+# in RAM, 4 workers, mosaic throughout, 1 warmup epoch, validation every epoch. Native execution.
+#   bench/fit_workload.sh LUCID_BINARY WORKLOAD_DIR OUT_DIR [runs=1] [extra lucid options...]
+# Each run is a fresh process; prints complete-fit time, whole-process time, peak memory, the final
+# metrics and the SHA-256 of the last checkpoint and of the per-step loss bytes.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+lucid=${1:?lucid binary}; work=${2:?workload dir}; out=${3:?out dir}; runs=${4:-1}; shift 4 || shift $#
+shared=${LUCID_SHARED:-$here/../../shared}
+[ -f "$work/data.yaml" ] || bash "$shared/bench/make-workload.sh" "$work" > /dev/null
+export CUBLAS_WORKSPACE_CONFIG=:4096:8
+mkdir -p "$out"
+for ((r = 1; r <= runs; r++)); do
+  log="$out/fit-$r.log"
+  start=$(date +%s.%N)
+  "$lucid" train data="$work/data.yaml" model=yolo26n-seg.yaml epochs=5 batch=4 imgsz=640 optimizer=MuSGD \
+    close_mosaic=0 warmup_epochs=1 workers=4 cache=ram device=0 project="$out/runs" name="fit$r" exist_ok=True "$@" \
+    > "$log" 2>&1
+  end=$(date +%s.%N)
+  run="$out/runs/fit$r"
+  fit=$(grep -o 'completed in [0-9.]* hours ([0-9.]* s)' "$log" | grep -o '([0-9.]* s)' | tr -d '(s) ')
+  echo "run $r: complete fit ${fit} s, whole process $(echo "$end - $start" | bc) s, $(grep 'peak GPU memory' "$log")"
+  echo "  final: $(grep -A1 'Class     Images' "$log" | tail -1 | tr -s ' ')"
+  echo "  sha256 last checkpoint $(sha256sum "$run/weights/last.safetensors" | cut -c1-16), step losses $(sha256sum "$run/step_losses.f32" | cut -c1-16)"
+  grep -E "^ +[0-9]+/5 .*100%" "$log" | tail -1 | sed 's/^/  last epoch: /'
+done
