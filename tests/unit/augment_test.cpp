@@ -274,10 +274,10 @@ TEST(Warp, AffineTranslationScaleAndBorder) {
   EXPECT_TRUE(torch::equal(out.slice(0, 0, 18).slice(1, 3, 30), img.slice(0, 2, 20).slice(1, 0, 27)));
   EXPECT_EQ(out[5][2][0].item<uint8_t>(), 114);
   EXPECT_EQ(out[18][10][0].item<uint8_t>(), 114);
-  Matrix3 half = {1, 0, 0.5, 0, 1, 0, 0, 0, 1};  // samples x - 0.5: mean of two columns, rounded up
+  Matrix3 half = {1, 0, 0.5, 0, 1, 0, 0, 0, 1};  // samples x - 0.5: mean of two columns, half to even
   auto h = warp_affine(img, half, 20, 30, 114);
-  for (int x = 1; x < 30; ++x) EXPECT_EQ(int(h[4][x][2].item<uint8_t>()), (x - 1 + x + 1) / 2) << x;
-  EXPECT_EQ(int(h[4][0][2].item<uint8_t>()), (114 + 0 + 1) / 2);  // left neighbour is border
+  for (int x = 1; x < 30; ++x) EXPECT_EQ(int(h[4][x][2].item<uint8_t>()), int(std::nearbyint(x - 0.5))) << x;
+  EXPECT_EQ(int(h[4][0][2].item<uint8_t>()), 57);  // left neighbour is border: (114 + 0) / 2
   Matrix3 down = {0.5, 0, 0, 0, 0.5, 0, 0, 0, 1};
   auto dn = warp_affine(img, down, 10, 15, 114);
   for (int y = 0; y < 10; ++y)

@@ -83,26 +83,36 @@ Tensor hsv_augment(const Tensor& images, const Tensor& gains) {
   auto sq = flat.take(s.to(torch::kLong) + (base + 256)).to(torch::kFloat) * (1.0f / 255.0f);
   auto vq = flat.take(v.to(torch::kLong) + (base + 512)).to(torch::kFloat) * (1.0f / 255.0f);
 
-  // Sector formula in single precision.
+  // Sector formula in single precision, as OpenCV's vectorised 8-bit HSV -> RGB: s * h and
+  // s * (1 - h) fused with the subtraction from 1 (emulated in double precision), results scaled by 255
+  // and truncated; the last W % 32 pixels of each row take OpenCV's scalar path, which rounds.
   auto hh = hq * (6.0f / 180.0f);
-  auto sector = hh.floor();
+  auto sector = hh.trunc();
   auto frac = hh - sector;
-  auto sec = sector.to(torch::kInt32).clamp(0, 5);
+  auto sec = sector.to(torch::kInt32).remainder(6);
+  auto sd = sq.to(torch::kDouble);
   auto t0 = vq;
   auto t1 = vq * (1.0f - sq);
-  auto t2 = vq * (1.0f - sq * frac);
-  auto t3 = vq * (1.0f - sq * (1.0f - frac));
+  auto t2 = vq * (1.0 - sd * frac.to(torch::kDouble)).to(torch::kFloat);
+  auto t3 = vq * (1.0 - sd * (1.0f - frac).to(torch::kDouble)).to(torch::kFloat);
   const Tensor t[4] = {t0, t1, t2, t3};
   // OpenCV's sector table: which of t0..t3 feeds (b, g, r) in sectors 0..5.
   static const int kSector[6][3] = {{1, 3, 0}, {1, 0, 2}, {3, 0, 1}, {0, 2, 1}, {0, 1, 3}, {2, 1, 0}};
   auto pick = [&](int c) {
     Tensor out = t[kSector[5][c]];
     for (int k = 4; k >= 0; --k) out = torch::where(sec == k, t[kSector[k][c]], out);
-    return torch::where(sq == 0, vq, out);
+    return out;
   };
-  auto bo = pick(0), go = pick(1), ro = pick(2);
-  auto rgb = torch::stack({ro, go, bo}, 1);  // (B, 3, HW)
-  return (rgb * 255.0f).round().clamp(0, 255).to(torch::kUInt8).view({B, 3, H, W});
+  auto rgb = torch::stack({pick(2), pick(1), pick(0)}, 1) * 255.0f;  // (B, 3, HW)
+  const int64_t vec_w = (W / 32) * 32;
+  Tensor res;
+  if (vec_w == W) {
+    res = rgb.trunc();
+  } else {
+    auto col = torch::arange(H * W, iopts.dtype(torch::kLong)).remainder(W);
+    res = torch::where(col < vec_w, rgb.trunc(), rgb.round());
+  }
+  return res.clamp(0, 255).to(torch::kUInt8).view({B, 3, H, W});
 }
 
 }  // namespace lucid::data
