@@ -462,6 +462,12 @@ TEST(Hsv, TablesAndKnownColours) {
   EXPECT_EQ(lut[0][1][0].item<uint8_t>(), 0);
   EXPECT_EQ(lut[0][1][200].item<uint8_t>(), 255);
   EXPECT_EQ(lut[0][2][200].item<uint8_t>(), 119);  // 200 (1 + float(-0.4)) = 119.99999: truncated
+  // The per-pixel CPU form and the tensor form agree byte for byte (row tails included).
+  for (int64_t w : {64, 45}) {
+    auto im = torch::randint(0, 256, {2, 3, 5, w}, torch::kUInt8);
+    auto g = (torch::rand({2, 3}, torch::kDouble) * 2 - 1) * torch::tensor({0.015, 0.7, 0.4}, torch::kDouble);
+    EXPECT_TRUE(torch::equal(hsv_augment(im, g), hsv_augment_ops(im, g))) << w;
+  }
   // Zero gains: the 8-bit round trip changes colours by at most a few levels.
   auto rnd = torch::randint(0, 256, {1, 3, 16, 16}, torch::kUInt8);
   auto same = hsv_augment(rnd, torch::zeros({1, 3}));

@@ -1,5 +1,6 @@
 #include "lucid/data/hsv.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -51,7 +52,69 @@ Tensor hsv_tables(const Tensor& gains_in) {
   return luts;
 }
 
+namespace {
+
+void check_args(const Tensor& images, const Tensor& gains) {
+  if (images.dim() != 4 || images.size(1) != 3 || images.scalar_type() != torch::kUInt8)
+    throw std::invalid_argument("hsv_augment: images must be (B, 3, H, W) uint8");
+  if (gains.dim() != 2 || gains.size(0) != images.size(0) || gains.size(1) != 3)
+    throw std::invalid_argument("hsv_augment: gains must be (B, 3)");
+}
+
+// The same arithmetic as hsv_augment_ops, pixel by pixel.
+Tensor hsv_augment_cpu(const Tensor& images_in, const Tensor& gains) {
+  auto images = images_in.contiguous();
+  const int64_t B = images.size(0), H = images.size(2), W = images.size(3), plane = H * W;
+  auto luts = hsv_tables(gains);
+  auto sdiv = division_table(false), hdiv = division_table(true);
+  const int32_t* sd = sdiv.data_ptr<int32_t>();
+  const int32_t* hd = hdiv.data_ptr<int32_t>();
+  auto out = torch::empty_like(images);
+  const int64_t vec_w = (W / 32) * 32;
+  constexpr int half = 1 << (kHsvShift - 1);
+  static const int kSector[6][3] = {{1, 3, 0}, {1, 0, 2}, {3, 0, 1}, {0, 2, 1}, {0, 1, 3}, {2, 1, 0}};
+  for (int64_t b = 0; b < B; ++b) {
+    const uint8_t* lh = luts.data_ptr<uint8_t>() + b * 768;
+    const uint8_t* ls = lh + 256;
+    const uint8_t* lv = ls + 256;
+    const uint8_t* in = images.data_ptr<uint8_t>() + b * 3 * plane;
+    uint8_t* o = out.data_ptr<uint8_t>() + b * 3 * plane;
+    for (int64_t p = 0; p < plane; ++p) {
+      const int r = in[p], g = in[plane + p], bl = in[2 * plane + p];
+      const int v = std::max(std::max(r, g), bl), vmin = std::min(std::min(r, g), bl), diff = v - vmin;
+      const int s = (diff * sd[v] + half) >> kHsvShift;
+      int h = v == r ? g - bl : (v == g ? bl - r + 2 * diff : r - g + 4 * diff);
+      h = (h * hd[diff] + half) >> kHsvShift;
+      if (h < 0) h += 180;
+      const float hq = lh[h], sq = float(ls[s]) * (1.0f / 255.0f), vq = float(lv[v]) * (1.0f / 255.0f);
+      const float hh = hq * (6.0f / 180.0f);
+      const float sector = std::trunc(hh), frac = hh - sector;
+      const int sec = int(sector) % 6;
+      float t[4];
+      t[0] = vq;
+      t[1] = vq * (1.0f - sq);
+      t[2] = vq * float(1.0 - double(sq) * double(frac));
+      t[3] = vq * float(1.0 - double(sq) * double(1.0f - frac));
+      const bool vec = (p % W) < vec_w;
+      for (int c = 0; c < 3; ++c) {  // output r, g, b from the (b, g, r) table
+        const float x = t[kSector[sec][2 - c]] * 255.0f;
+        const float q = vec ? std::trunc(x) : std::nearbyint(x);
+        o[c * plane + p] = uint8_t(std::clamp(q, 0.0f, 255.0f));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Tensor hsv_augment(const Tensor& images, const Tensor& gains) {
+  check_args(images, gains);
+  if (images.is_cpu()) return hsv_augment_cpu(images, gains);
+  return hsv_augment_ops(images, gains);
+}
+
+Tensor hsv_augment_ops(const Tensor& images, const Tensor& gains) {
   if (images.dim() != 4 || images.size(1) != 3 || images.scalar_type() != torch::kUInt8)
     throw std::invalid_argument("hsv_augment: images must be (B, 3, H, W) uint8");
   const int64_t B = images.size(0), H = images.size(2), W = images.size(3);

@@ -33,19 +33,24 @@ inline float fmaf_(float a, float b, float c) { return float(double(a) * double(
 // takes a scalar path that computes the source position in another order.
 constexpr int kWarpLanes = 16;
 
-// One output pixel from the source position (sx, sy): bilinear in single precision with fused steps,
-// neighbours outside the source replaced by `border`, rounded half to even.
-inline void sample_bilinear(const uint8_t* src, int h, int w, int cn, float sx, float sy, uint8_t border,
-                            uint8_t* out) {
-  const float fx0 = std::floor(sx), fy0 = std::floor(sy);
-  // Positions far outside: every neighbour is border (also guards the int conversion).
-  if (!(fx0 >= -2.f && fx0 <= float(w) && fy0 >= -2.f && fy0 <= float(h))) {
-    for (int c = 0; c < cn; ++c) out[c] = border;
+// Bilinear value of one channel from its four neighbours, in single precision with fused steps
+// (OpenCV's order: along x first, then y), rounded half to even.
+inline uint8_t blend(float p00, float p01, float p10, float p11, float ax, float ay) {
+  const float v0 = fmaf_(ax, p01 - p00, p00), v1 = fmaf_(ax, p11 - p10, p10);
+  return sat_u8(round_int(fmaf_(ay, v1 - v0, v0)));
+}
+
+// One output pixel from the source cell (ix, iy) and fractions (ax, ay); neighbours outside the
+// source are `border`.
+inline void sample_cell(const uint8_t* src, int h, int w, int cn, int ix, int iy, float ax, float ay, uint8_t border,
+                        uint8_t* out) {
+  const size_t stride = size_t(w) * cn;
+  if (unsigned(ix) < unsigned(w - 1) && unsigned(iy) < unsigned(h - 1)) {
+    const uint8_t* r0 = src + size_t(iy) * stride + size_t(ix) * cn;
+    const uint8_t* r1 = r0 + stride;
+    for (int c = 0; c < cn; ++c) out[c] = blend(r0[c], r0[cn + c], r1[c], r1[cn + c], ax, ay);
     return;
   }
-  const int ix = int(fx0), iy = int(fy0);
-  const float ax = sx - fx0, ay = sy - fy0;
-  const size_t stride = size_t(w) * cn;
   const bool x0 = ix >= 0 && ix < w, x1 = ix + 1 >= 0 && ix + 1 < w;
   const bool y0 = iy >= 0 && iy < h, y1 = iy + 1 >= 0 && iy + 1 < h;
   const uint8_t* r0 = src + size_t(std::max(iy, 0)) * stride;
@@ -55,9 +60,30 @@ inline void sample_bilinear(const uint8_t* src, int h, int w, int cn, float sx, 
     const float p01 = (y0 && x1) ? r0[size_t(ix + 1) * cn + c] : border;
     const float p10 = (y1 && x0) ? r1[size_t(ix) * cn + c] : border;
     const float p11 = (y1 && x1) ? r1[size_t(ix + 1) * cn + c] : border;
-    const float v0 = fmaf_(ax, p01 - p00, p00), v1 = fmaf_(ax, p11 - p10, p10);
-    out[c] = sat_u8(round_int(fmaf_(ay, v1 - v0, v0)));
+    out[c] = blend(p00, p01, p10, p11, ax, ay);
   }
+}
+
+// Source cell of a coordinate; false when the pixel is border whatever the other coordinate (both
+// neighbours outside, or not a number).
+inline bool cell(float s, int size, int& i, float& a) {
+  const float f = std::floor(s);
+  if (!(f >= -1.f && f < float(size))) return false;
+  i = int(f);
+  a = s - f;
+  return true;
+}
+
+// One output pixel from the source position (sx, sy).
+inline void sample_bilinear(const uint8_t* src, int h, int w, int cn, float sx, float sy, uint8_t border,
+                            uint8_t* out) {
+  int ix, iy;
+  float ax, ay;
+  if (!cell(sx, w, ix, ax) || !cell(sy, h, iy, ay)) {
+    for (int c = 0; c < cn; ++c) out[c] = border;
+    return;
+  }
+  sample_cell(src, h, w, cn, ix, iy, ax, ay, border, out);
 }
 
 // The inverse of the affine part of M, as OpenCV computes it (double), then in single precision.
@@ -168,6 +194,37 @@ torch::Tensor warp_affine(const torch::Tensor& image_in, const Matrix3& M, int o
   const uint8_t* src = image.data_ptr<uint8_t>();
   uint8_t* dst = out.data_ptr<uint8_t>();
   const int vec_end = (ow / kWarpLanes) * kWarpLanes;
+  if (m[1] == 0.f && m[3] == 0.f) {
+    // No rotation or shear: the source column depends on x only and the source row on y only (in
+    // both of OpenCV's paths), so the cells are computed once per column and once per row.
+    std::vector<int> cix(ow);
+    std::vector<float> cax(ow);
+    std::vector<char> cok(ow);
+    for (int x = 0; x < ow; ++x) {
+      const float fx = float(x);
+      const float sx = x < vec_end ? fmaf_(m[0], fx, 0.f * m[1] + m[2]) : fmaf_(fx, m[0], 0.f * m[1]) + m[2];
+      cok[x] = cell(sx, iw, cix[x], cax[x]);
+    }
+    for (int y = 0; y < oh; ++y) {
+      const float fy = float(y);
+      const float sy = fy * m[4] + m[5];
+      uint8_t* d = dst + size_t(y) * ow * cn;
+      int iy;
+      float ay;
+      if (!cell(sy, ih, iy, ay)) {
+        std::memset(d, border, size_t(ow) * cn);
+        continue;
+      }
+      for (int x = 0; x < ow; ++x) {
+        if (!cok[x]) {
+          std::memset(d + size_t(x) * cn, border, cn);
+          continue;
+        }
+        sample_cell(src, ih, iw, cn, cix[x], iy, cax[x], ay, border, d + size_t(x) * cn);
+      }
+    }
+    return out;
+  }
   for (int y = 0; y < oh; ++y) {
     const float fy = float(y);
     const float ry_x = fy * m[1], ry_y = fy * m[4];  // products rounded before the additions
