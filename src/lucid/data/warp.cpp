@@ -33,11 +33,19 @@ inline float fmaf_(float a, float b, float c) { return float(double(a) * double(
 // takes a scalar path that computes the source position in another order.
 constexpr int kWarpLanes = 16;
 
-// Bilinear value of one channel from its four neighbours, in single precision with fused steps
-// (OpenCV's order: along x first, then y), rounded half to even.
+// Round half to even of 0 <= v < 2^23 by the float magic number (no library call; the default
+// rounding mode does the work).
+inline int rint_small(float v) {
+  volatile float big = 8388608.0f;  // volatile: keep (v + 2^23) - 2^23 from being folded
+  const float b = big;
+  return int((v + b) - b);
+}
+
+// Bilinear value of one channel from its four neighbours (each in [0, 255]), in single precision
+// with fused steps (OpenCV's order: along x first, then y), rounded half to even.
 inline uint8_t blend(float p00, float p01, float p10, float p11, float ax, float ay) {
   const float v0 = fmaf_(ax, p01 - p00, p00), v1 = fmaf_(ax, p11 - p10, p10);
-  return sat_u8(round_int(fmaf_(ay, v1 - v0, v0)));
+  return sat_u8(rint_small(fmaf_(ay, v1 - v0, v0)));
 }
 
 // One output pixel from the source cell (ix, iy) and fractions (ax, ay); neighbours outside the
@@ -67,10 +75,11 @@ inline void sample_cell(const uint8_t* src, int h, int w, int cn, int ix, int iy
 // Source cell of a coordinate; false when the pixel is border whatever the other coordinate (both
 // neighbours outside, or not a number).
 inline bool cell(float s, int size, int& i, float& a) {
-  const float f = std::floor(s);
-  if (!(f >= -1.f && f < float(size))) return false;
-  i = int(f);
-  a = s - f;
+  if (!(s >= -1.f && s < float(size))) return false;  // also rejects NaN
+  int k = int(s);                                       // truncation, then floor
+  if (float(k) > s) --k;
+  i = k;
+  a = s - float(k);
   return true;
 }
 
@@ -205,23 +214,53 @@ torch::Tensor warp_affine(const torch::Tensor& image_in, const Matrix3& M, int o
       const float sx = x < vec_end ? fmaf_(m[0], fx, 0.f * m[1] + m[2]) : fmaf_(fx, m[0], 0.f * m[1]) + m[2];
       cok[x] = cell(sx, iw, cix[x], cax[x]);
     }
+    // Horizontal interpolation of a source row (border outside the source), shared by the output
+    // rows that read it; OpenCV blends along x first, so this is the same arithmetic.
+    const size_t row_len = size_t(ow) * cn, sstride = size_t(iw) * cn;
+    std::vector<float> hbuf[2] = {std::vector<float>(row_len), std::vector<float>(row_len)};
+    int cached[2] = {INT_MIN, INT_MIN};
+    auto fill_row = [&](int slot, int sy) {
+      cached[slot] = sy;
+      float* h = hbuf[slot].data();
+      if (sy < 0 || sy >= ih) {
+        std::fill(h, h + row_len, float(border));
+        return;
+      }
+      const uint8_t* r = src + size_t(sy) * sstride;
+      for (int x = 0; x < ow; ++x) {
+        float* o = h + size_t(x) * cn;
+        if (!cok[x]) {
+          for (int c = 0; c < cn; ++c) o[c] = float(border);
+          continue;
+        }
+        const int ix = cix[x];
+        const float ax = cax[x];
+        const bool x0 = ix >= 0, x1 = ix + 1 < iw;
+        const uint8_t* p = r + ptrdiff_t(ix) * cn;
+        for (int c = 0; c < cn; ++c) {
+          const float p0 = x0 ? float(p[c]) : float(border), p1 = x1 ? float(p[cn + c]) : float(border);
+          o[c] = fmaf_(ax, p1 - p0, p0);
+        }
+      }
+    };
+    auto slot_of = [&](int sy) { return cached[0] == sy ? 0 : (cached[1] == sy ? 1 : -1); };
     for (int y = 0; y < oh; ++y) {
       const float fy = float(y);
       const float sy = fy * m[4] + m[5];
-      uint8_t* d = dst + size_t(y) * ow * cn;
+      uint8_t* d = dst + size_t(y) * row_len;
       int iy;
       float ay;
       if (!cell(sy, ih, iy, ay)) {
-        std::memset(d, border, size_t(ow) * cn);
+        std::memset(d, border, row_len);
         continue;
       }
-      for (int x = 0; x < ow; ++x) {
-        if (!cok[x]) {
-          std::memset(d + size_t(x) * cn, border, cn);
-          continue;
-        }
-        sample_cell(src, ih, iw, cn, cix[x], iy, cax[x], ay, border, d + size_t(x) * cn);
-      }
+      int k0 = slot_of(iy);
+      if (k0 < 0) fill_row(k0 = (slot_of(iy + 1) == 0 ? 1 : 0), iy);
+      int k1 = slot_of(iy + 1);
+      if (k1 < 0) fill_row(k1 = 1 - k0, iy + 1);
+      const float* h0 = hbuf[k0].data();
+      const float* h1 = hbuf[k1].data();
+      for (size_t k = 0; k < row_len; ++k) d[k] = sat_u8(rint_small(fmaf_(ay, h1[k] - h0[k], h0[k])));
     }
     return out;
   }
