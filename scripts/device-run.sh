@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: configure and build against its torch (/opt/torch/.venv), run the
 # tests labelled gpu and the named benchmarks, and write logs into OUT_DIR.
-#   scripts/device-run.sh OUT_DIR [bench ...]     (bench names: model_step; default: all)
+#   scripts/device-run.sh OUT_DIR [bench ...]     (bench names: model_step, loader; default: all)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: device-run.sh OUT_DIR [bench ...]}
 shift
 mkdir -p "$out"
 benches=("$@")
-[ ${#benches[@]} -eq 0 ] && benches=(model_step)
+[ ${#benches[@]} -eq 0 ] && benches=(model_step loader)
 export LUCID_PYTHON=${LUCID_PYTHON:-/opt/torch/.venv/bin/python3}
 export LUCID_BUILD_DIR=${LUCID_BUILD_DIR:-$root/build-device}
 status=0
@@ -26,6 +26,7 @@ tail -5 "$out/gpu-tests.log"
 for b in "${benches[@]}"; do
   case "$b" in
     model_step) "$LUCID_BUILD_DIR/bench/bench_model_step" batch=4,16 imgsz=640 steps=50 warmup=15 > "$out/bench-model_step.log" 2>&1 || status=1 ;;
+    loader) "$LUCID_BUILD_DIR/bench/bench_loader" --workers 1,2,4,8,12 --images 128 --batches 24 > "$out/bench-loader.log" 2>&1 || status=1 ;;
     *) echo "unknown bench $b"; status=1 ;;
   esac
   cat "$out/bench-$b.log"

@@ -170,6 +170,12 @@ void run_pieces(const Inputs& in, model::NamedTensors& out) {
     out.emplace_back(p + "out", persp ? warp_perspective(img, M, int(shape[0]), int(shape[1]), 114)
                                       : warp_affine(img, M, int(shape[0]), int(shape[1]), 114));
   }
+  for (const auto& c : cases(in, "warpp")) {
+    const std::string p = "warpp." + c + ".";
+    auto shape = vec<int64_t>(get(in, p + "shape").to(torch::kLong));
+    out.emplace_back(p + "out", warp_perspective(get(in, p + "img"), matrix(get(in, p + "M")), int(shape[0]),
+                                                 int(shape[1]), 114));
+  }
   for (const auto& c : cases(in, "hsv")) {  // (H, W, 3) RGB image, gains (3)
     const std::string p = "hsv." + c + ".";
     auto img = get(in, p + "img").permute({2, 0, 1}).unsqueeze(0).contiguous();

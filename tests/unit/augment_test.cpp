@@ -274,10 +274,10 @@ TEST(Warp, AffineTranslationScaleAndBorder) {
   EXPECT_TRUE(torch::equal(out.slice(0, 0, 18).slice(1, 3, 30), img.slice(0, 2, 20).slice(1, 0, 27)));
   EXPECT_EQ(out[5][2][0].item<uint8_t>(), 114);
   EXPECT_EQ(out[18][10][0].item<uint8_t>(), 114);
-  Matrix3 half = {1, 0, 0.5, 0, 1, 0, 0, 0, 1};  // samples x - 0.5: mean of two columns, rounded up
+  Matrix3 half = {1, 0, 0.5, 0, 1, 0, 0, 0, 1};  // samples x - 0.5: mean of two columns, half to even
   auto h = warp_affine(img, half, 20, 30, 114);
-  for (int x = 1; x < 30; ++x) EXPECT_EQ(int(h[4][x][2].item<uint8_t>()), (x - 1 + x + 1) / 2) << x;
-  EXPECT_EQ(int(h[4][0][2].item<uint8_t>()), (114 + 0 + 1) / 2);  // left neighbour is border
+  for (int x = 1; x < 30; ++x) EXPECT_EQ(int(h[4][x][2].item<uint8_t>()), int(std::nearbyint(x - 0.5))) << x;
+  EXPECT_EQ(int(h[4][0][2].item<uint8_t>()), 57);  // left neighbour is border: (114 + 0) / 2
   Matrix3 down = {0.5, 0, 0, 0, 0.5, 0, 0, 0, 1};
   auto dn = warp_affine(img, down, 10, 15, 114);
   for (int y = 0; y < 10; ++y)
@@ -462,6 +462,12 @@ TEST(Hsv, TablesAndKnownColours) {
   EXPECT_EQ(lut[0][1][0].item<uint8_t>(), 0);
   EXPECT_EQ(lut[0][1][200].item<uint8_t>(), 255);
   EXPECT_EQ(lut[0][2][200].item<uint8_t>(), 119);  // 200 (1 + float(-0.4)) = 119.99999: truncated
+  // The per-pixel CPU form and the tensor form agree byte for byte (row tails included).
+  for (int64_t w : {64, 45}) {
+    auto im = torch::randint(0, 256, {2, 3, 5, w}, torch::kUInt8);
+    auto g = (torch::rand({2, 3}, torch::kDouble) * 2 - 1) * torch::tensor({0.015, 0.7, 0.4}, torch::kDouble);
+    EXPECT_TRUE(torch::equal(hsv_augment(im, g), hsv_augment_ops(im, g))) << w;
+  }
   // Zero gains: the 8-bit round trip changes colours by at most a few levels.
   auto rnd = torch::randint(0, 256, {1, 3, 16, 16}, torch::kUInt8);
   auto same = hsv_augment(rnd, torch::zeros({1, 3}));

@@ -14,7 +14,11 @@ namespace lucid::data {
 torch::Tensor hsv_tables(const torch::Tensor& gains);
 
 // images: (B, 3, H, W) uint8 RGB on any device; gains: (B, 3) (r_h, r_s, r_v) on the CPU. Returns
-// the jittered images (same shape, dtype and device). No host synchronisation on CUDA.
+// the jittered images (same shape, dtype and device). No host synchronisation on CUDA. CPU images
+// take a per-pixel loop, other devices tensor operations; both give the same bytes.
 torch::Tensor hsv_augment(const torch::Tensor& images, const torch::Tensor& gains);
+
+// The tensor-operation form on any device (what hsv_augment runs for device tensors).
+torch::Tensor hsv_augment_ops(const torch::Tensor& images, const torch::Tensor& gains);
 
 }  // namespace lucid::data

@@ -24,53 +24,84 @@ inline int round_int(float v) { return static_cast<int>(std::nearbyintf(v)); }
 inline uint8_t sat_u8(int v) { return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v)); }
 
 constexpr int kResizeBits = 11, kResizeScale = 1 << kResizeBits;  // INTER_RESIZE_COEF_*
-constexpr int kInterBits = 5, kInterTab = 1 << kInterBits;        // 1/32 pixel positions
-constexpr int kRemapBits = 15;                                    // INTER_REMAP_COEF_BITS
-constexpr int kAbBits = 10, kAbScale = 1 << kAbBits;              // warpAffine's coordinate steps
+// Single-precision fused multiply-add, emulated in double precision (the product of two floats is
+// exact in a double, so only the final rounding differs from a true FMA, in rare ties). Portable and
+// independent of the compiler's FMA contraction.
+inline float fmaf_(float a, float b, float c) { return float(double(a) * double(b) + double(c)); }
 
-// Bilinear weights of a 1/32 sub-pixel position (exact in 15 bits: products of (32 - i) and i).
-struct RemapTable {
-  std::array<std::array<int, 4>, kInterTab * kInterTab> w;
-  RemapTable() {
-    for (int i = 0; i < kInterTab; ++i)
-      for (int j = 0; j < kInterTab; ++j) {
-        const int scale = (1 << kRemapBits) / (kInterTab * kInterTab);  // 32
-        w[i * kInterTab + j] = {(kInterTab - i) * (kInterTab - j) * scale, (kInterTab - i) * j * scale,
-                                i * (kInterTab - j) * scale, i * j * scale};
-      }
-  }
-};
-const RemapTable& remap_table() {
-  static const RemapTable t;
-  return t;
+// OpenCV (>= 4.11) warp kernels process 16 output pixels per vector step on AVX2; the rest of a row
+// takes a scalar path that computes the source position in another order.
+constexpr int kWarpLanes = 16;
+
+// Round half to even of 0 <= v < 2^23 by the float magic number (no library call; the default
+// rounding mode does the work).
+inline int rint_small(float v) {
+  volatile float big = 8388608.0f;  // volatile: keep (v + 2^23) - 2^23 from being folded
+  const float b = big;
+  return int((v + b) - b);
 }
 
-// One output pixel from the source position (X, Y) in 1/32 pixels; neighbours outside = border.
-inline void sample_bilinear(const uint8_t* src, int h, int w, int cn, int X, int Y, uint8_t border,
-                            uint8_t* out) {
-  const int sx = X >> kInterBits, sy = Y >> kInterBits;
-  const auto& wt = remap_table().w[(Y & (kInterTab - 1)) * kInterTab + (X & (kInterTab - 1))];
-  constexpr int half = 1 << (kRemapBits - 1);
+// Bilinear value of one channel from its four neighbours (each in [0, 255]), in single precision
+// with fused steps (OpenCV's order: along x first, then y), rounded half to even.
+inline uint8_t blend(float p00, float p01, float p10, float p11, float ax, float ay) {
+  const float v0 = fmaf_(ax, p01 - p00, p00), v1 = fmaf_(ax, p11 - p10, p10);
+  return sat_u8(rint_small(fmaf_(ay, v1 - v0, v0)));
+}
+
+// One output pixel from the source cell (ix, iy) and fractions (ax, ay); neighbours outside the
+// source are `border`.
+inline void sample_cell(const uint8_t* src, int h, int w, int cn, int ix, int iy, float ax, float ay, uint8_t border,
+                        uint8_t* out) {
   const size_t stride = size_t(w) * cn;
-  if (unsigned(sx) < unsigned(std::max(w - 1, 0)) && unsigned(sy) < unsigned(std::max(h - 1, 0))) {
-    const uint8_t* p0 = src + sy * stride + size_t(sx) * cn;
-    const uint8_t* p1 = p0 + stride;
-    for (int c = 0; c < cn; ++c)
-      out[c] = sat_u8((p0[c] * wt[0] + p0[cn + c] * wt[1] + p1[c] * wt[2] + p1[cn + c] * wt[3] + half) >> kRemapBits);
+  if (unsigned(ix) < unsigned(w - 1) && unsigned(iy) < unsigned(h - 1)) {
+    const uint8_t* r0 = src + size_t(iy) * stride + size_t(ix) * cn;
+    const uint8_t* r1 = r0 + stride;
+    for (int c = 0; c < cn; ++c) out[c] = blend(r0[c], r0[cn + c], r1[c], r1[cn + c], ax, ay);
     return;
   }
-  if (sx >= w || sx + 1 < 0 || sy >= h || sy + 1 < 0) {
+  const bool x0 = ix >= 0 && ix < w, x1 = ix + 1 >= 0 && ix + 1 < w;
+  const bool y0 = iy >= 0 && iy < h, y1 = iy + 1 >= 0 && iy + 1 < h;
+  const uint8_t* r0 = src + size_t(std::max(iy, 0)) * stride;
+  const uint8_t* r1 = src + size_t(std::max(iy + 1, 0)) * stride;
+  for (int c = 0; c < cn; ++c) {
+    const float p00 = (y0 && x0) ? r0[size_t(ix) * cn + c] : border;
+    const float p01 = (y0 && x1) ? r0[size_t(ix + 1) * cn + c] : border;
+    const float p10 = (y1 && x0) ? r1[size_t(ix) * cn + c] : border;
+    const float p11 = (y1 && x1) ? r1[size_t(ix + 1) * cn + c] : border;
+    out[c] = blend(p00, p01, p10, p11, ax, ay);
+  }
+}
+
+// Source cell of a coordinate; false when the pixel is border whatever the other coordinate (both
+// neighbours outside, or not a number).
+inline bool cell(float s, int size, int& i, float& a) {
+  if (!(s >= -1.f && s < float(size))) return false;  // also rejects NaN
+  int k = int(s);                                       // truncation, then floor
+  if (float(k) > s) --k;
+  i = k;
+  a = s - float(k);
+  return true;
+}
+
+// One output pixel from the source position (sx, sy).
+inline void sample_bilinear(const uint8_t* src, int h, int w, int cn, float sx, float sy, uint8_t border,
+                            uint8_t* out) {
+  int ix, iy;
+  float ax, ay;
+  if (!cell(sx, w, ix, ax) || !cell(sy, h, iy, ay)) {
     for (int c = 0; c < cn; ++c) out[c] = border;
     return;
   }
-  const bool x0 = sx >= 0, x1 = sx + 1 < w, y0 = sy >= 0, y1 = sy + 1 < h;
-  for (int c = 0; c < cn; ++c) {
-    const int v0 = (y0 && x0) ? src[sy * stride + size_t(sx) * cn + c] : border;
-    const int v1 = (y0 && x1) ? src[sy * stride + size_t(sx + 1) * cn + c] : border;
-    const int v2 = (y1 && x0) ? src[(sy + 1) * stride + size_t(sx) * cn + c] : border;
-    const int v3 = (y1 && x1) ? src[(sy + 1) * stride + size_t(sx + 1) * cn + c] : border;
-    out[c] = sat_u8((v0 * wt[0] + v1 * wt[1] + v2 * wt[2] + v3 * wt[3] + half) >> kRemapBits);
-  }
+  sample_cell(src, h, w, cn, ix, iy, ax, ay, border, out);
+}
+
+// The inverse of the affine part of M, as OpenCV computes it (double), then in single precision.
+std::array<float, 6> inverse_affine(const Matrix3& M) {
+  double D = M[0] * M[4] - M[1] * M[3];
+  D = D != 0 ? 1.0 / D : 0.0;
+  const double i0 = M[4] * D, i1 = -M[1] * D, i3 = -M[3] * D, i4 = M[0] * D;
+  const double i2 = -i0 * M[2] - i1 * M[5], i5 = -i3 * M[2] - i4 * M[5];
+  return {float(i0), float(i1), float(i2), float(i3), float(i4), float(i5)};
 }
 
 }  // namespace
@@ -131,10 +162,8 @@ torch::Tensor resize_linear(const torch::Tensor& image_in, int oh, int ow) {
     }
   };
   auto slot_of = [&](int sy) { return cached[0] == sy ? 0 : (cached[1] == sy ? 1 : -1); };
-  // OpenCV's vertical pass: 128-bit vector lanes (16, then 8 elements) use 16-bit high products,
-  // the remaining elements of a row the exact 22-bit rounding.
-  int vec_end = (row_len / 16) * 16;
-  if (vec_end < row_len - 8) vec_end += 8;
+  // OpenCV's vertical pass (its vector form, which covers every element of a row): 16-bit high
+  // products of the horizontal sums (shifted right by 4) and the 11-bit weights, then (+2) >> 2.
   for (int dy = 0; dy < oh; ++dy) {
     float fy = float((dy + 0.5) * scale_y - 0.5);
     const int sy = int(std::floor(fy));
@@ -148,12 +177,10 @@ torch::Tensor resize_linear(const torch::Tensor& image_in, int oh, int ow) {
     const int* s0 = rows[k0].data();
     const int* s1 = rows[k1].data();
     uint8_t* d = dst + size_t(dy) * row_len;
-    for (int x = 0; x < vec_end; ++x) {
+    for (int x = 0; x < row_len; ++x) {
       const int v = (((int16_t(s0[x] >> 4) * b0) >> 16) + ((int16_t(s1[x] >> 4) * b1) >> 16) + 2) >> 2;
       d[x] = sat_u8(v);
     }
-    for (int x = vec_end; x < row_len; ++x)
-      d[x] = sat_u8(int((int64_t(s0[x]) * b0 + int64_t(s1[x]) * b1 + (1 << 21)) >> 22));
   }
   return out;
 }
@@ -171,30 +198,88 @@ torch::Tensor warp_affine(const torch::Tensor& image_in, const Matrix3& M, int o
   check_image(image_in, "warp_affine");
   auto image = image_in.contiguous();
   const int ih = int(image.size(0)), iw = int(image.size(1)), cn = int(image.size(2));
-  // Inverse of the 2x3 affine part, as OpenCV computes it.
-  double D = M[0] * M[4] - M[1] * M[3];
-  D = D != 0 ? 1.0 / D : 0.0;
-  const double a11 = M[4] * D, a22 = M[0] * D;
-  const double i0 = a11, i1 = -M[1] * D, i3 = -M[3] * D, i4 = a22;
-  const double i2 = -i0 * M[2] - i1 * M[5], i5 = -i3 * M[2] - i4 * M[5];
-
+  const auto m = inverse_affine(M);
   auto out = torch::empty({oh, ow, cn}, torch::kUInt8);
   const uint8_t* src = image.data_ptr<uint8_t>();
   uint8_t* dst = out.data_ptr<uint8_t>();
-  std::vector<int> adelta(ow), bdelta(ow);
-  for (int x = 0; x < ow; ++x) {
-    adelta[x] = round_int(i0 * x * kAbScale);
-    bdelta[x] = round_int(i3 * x * kAbScale);
+  const int vec_end = (ow / kWarpLanes) * kWarpLanes;
+  if (m[1] == 0.f && m[3] == 0.f) {
+    // No rotation or shear: the source column depends on x only and the source row on y only (in
+    // both of OpenCV's paths), so the cells are computed once per column and once per row.
+    std::vector<int> cix(ow);
+    std::vector<float> cax(ow);
+    std::vector<char> cok(ow);
+    for (int x = 0; x < ow; ++x) {
+      const float fx = float(x);
+      const float sx = x < vec_end ? fmaf_(m[0], fx, 0.f * m[1] + m[2]) : fmaf_(fx, m[0], 0.f * m[1]) + m[2];
+      cok[x] = cell(sx, iw, cix[x], cax[x]);
+    }
+    // Horizontal interpolation of a source row (border outside the source), shared by the output
+    // rows that read it; OpenCV blends along x first, so this is the same arithmetic.
+    const size_t row_len = size_t(ow) * cn, sstride = size_t(iw) * cn;
+    std::vector<float> hbuf[2] = {std::vector<float>(row_len), std::vector<float>(row_len)};
+    int cached[2] = {INT_MIN, INT_MIN};
+    auto fill_row = [&](int slot, int sy) {
+      cached[slot] = sy;
+      float* h = hbuf[slot].data();
+      if (sy < 0 || sy >= ih) {
+        std::fill(h, h + row_len, float(border));
+        return;
+      }
+      const uint8_t* r = src + size_t(sy) * sstride;
+      for (int x = 0; x < ow; ++x) {
+        float* o = h + size_t(x) * cn;
+        if (!cok[x]) {
+          for (int c = 0; c < cn; ++c) o[c] = float(border);
+          continue;
+        }
+        const int ix = cix[x];
+        const float ax = cax[x];
+        const bool x0 = ix >= 0, x1 = ix + 1 < iw;
+        const uint8_t* p = r + ptrdiff_t(ix) * cn;
+        for (int c = 0; c < cn; ++c) {
+          const float p0 = x0 ? float(p[c]) : float(border), p1 = x1 ? float(p[cn + c]) : float(border);
+          o[c] = fmaf_(ax, p1 - p0, p0);
+        }
+      }
+    };
+    auto slot_of = [&](int sy) { return cached[0] == sy ? 0 : (cached[1] == sy ? 1 : -1); };
+    for (int y = 0; y < oh; ++y) {
+      const float fy = float(y);
+      const float sy = fy * m[4] + m[5];
+      uint8_t* d = dst + size_t(y) * row_len;
+      int iy;
+      float ay;
+      if (!cell(sy, ih, iy, ay)) {
+        std::memset(d, border, row_len);
+        continue;
+      }
+      int k0 = slot_of(iy);
+      if (k0 < 0) fill_row(k0 = (slot_of(iy + 1) == 0 ? 1 : 0), iy);
+      int k1 = slot_of(iy + 1);
+      if (k1 < 0) fill_row(k1 = 1 - k0, iy + 1);
+      const float* h0 = hbuf[k0].data();
+      const float* h1 = hbuf[k1].data();
+      for (size_t k = 0; k < row_len; ++k) d[k] = sat_u8(rint_small(fmaf_(ay, h1[k] - h0[k], h0[k])));
+    }
+    return out;
   }
-  const int round_delta = kAbScale / kInterTab / 2;
   for (int y = 0; y < oh; ++y) {
-    const int X0 = round_int((i1 * y + i2) * kAbScale) + round_delta;
-    const int Y0 = round_int((i4 * y + i5) * kAbScale) + round_delta;
+    const float fy = float(y);
+    const float ry_x = fy * m[1], ry_y = fy * m[4];  // products rounded before the additions
+    const float row_x = ry_x + m[2], row_y = ry_y + m[5];
     uint8_t* d = dst + size_t(y) * ow * cn;
     for (int x = 0; x < ow; ++x) {
-      const int X = (X0 + adelta[x]) >> (kAbBits - kInterBits);
-      const int Y = (Y0 + bdelta[x]) >> (kAbBits - kInterBits);
-      sample_bilinear(src, ih, iw, cn, X, Y, border, d + size_t(x) * cn);
+      const float fx = float(x);
+      float sx, sy;
+      if (x < vec_end) {
+        sx = fmaf_(m[0], fx, row_x);
+        sy = fmaf_(m[3], fx, row_y);
+      } else {
+        sx = fmaf_(fx, m[0], ry_x) + m[2];
+        sy = fmaf_(fx, m[3], ry_y) + m[5];
+      }
+      sample_bilinear(src, ih, iw, cn, sx, sy, border, d + size_t(x) * cn);
     }
   }
   return out;
@@ -219,18 +304,20 @@ torch::Tensor warp_perspective(const torch::Tensor& image_in, const Matrix3& M, 
   const int ih = int(image.size(0)), iw = int(image.size(1)), cn = int(image.size(2));
   Matrix3 inv{};
   if (!invert3(M, inv)) inv.fill(0.0);
+  std::array<float, 9> m;
+  for (int i = 0; i < 9; ++i) m[i] = float(inv[i]);
   auto out = torch::empty({oh, ow, cn}, torch::kUInt8);
   const uint8_t* src = image.data_ptr<uint8_t>();
   uint8_t* dst = out.data_ptr<uint8_t>();
   for (int y = 0; y < oh; ++y) {
-    const double bx = inv[1] * y + inv[2], by = inv[4] * y + inv[5], bw = inv[7] * y + inv[8];
+    const float fy = float(y);
+    const float row_x = fy * m[1] + m[2], row_y = fy * m[4] + m[5], row_w = fy * m[7] + m[8];
     uint8_t* d = dst + size_t(y) * ow * cn;
     for (int x = 0; x < ow; ++x) {
-      double W = inv[6] * x + bw;
-      W = W != 0 ? kInterTab / W : 0.0;
-      const double fx = std::max(double(INT_MIN), std::min(double(INT_MAX), (inv[0] * x + bx) * W));
-      const double fy = std::max(double(INT_MIN), std::min(double(INT_MAX), (inv[3] * x + by) * W));
-      sample_bilinear(src, ih, iw, cn, round_int(fx), round_int(fy), border, d + size_t(x) * cn);
+      const float fx = float(x);
+      const float w = fmaf_(m[6], fx, row_w);
+      const float sx = fmaf_(m[0], fx, row_x) / w, sy = fmaf_(m[3], fx, row_y) / w;
+      sample_bilinear(src, ih, iw, cn, sx, sy, border, d + size_t(x) * cn);
     }
   }
   return out;

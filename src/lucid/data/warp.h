@@ -1,9 +1,10 @@
-// Pixel resampling of uint8 HWC images with OpenCV's 8-bit fixed-point conventions (the reference
-// pipeline resizes and warps with OpenCV, so the same arithmetic keeps our pixels within a grey level
-// of its pixels):
-//   resize_linear   cv2.resize(INTER_LINEAR): half-pixel centres, 11-bit weights, edge replication
-//   warp_affine     cv2.warpAffine(INTER_LINEAR, BORDER_CONSTANT): inverse map in 1/1024 pixel steps,
-//                   1/32-pixel bilinear weights of 15 bits, neighbours outside the source = border
+// Pixel resampling of uint8 HWC images with the arithmetic of the OpenCV the reference pipeline runs
+// (opencv-python 5.0), so that our pixels equal its pixels (or differ by a grey level in rare ties):
+//   resize_linear   cv2.resize(INTER_LINEAR): half-pixel centres, 11-bit fixed-point weights, edge
+//                   replication
+//   warp_affine     cv2.warpAffine(INTER_LINEAR, BORDER_CONSTANT): inverse map and bilinear weights in
+//                   single precision with fused multiply-adds (OpenCV >= 4.11 warp kernels, AVX2 lane
+//                   layout), neighbours outside the source = border, rounded half to even
 //   warp_perspective  the same for a 3x3 homography (cv2.warpPerspective)
 // Images are torch uint8 tensors (H, W, C), contiguous, on the CPU.
 #pragma once
