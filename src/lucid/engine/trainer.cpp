@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "lucid/data/hsv.h"
 #include "lucid/engine/progress.h"
 #include "lucid/optim/schedule.h"
 #include "lucid/util/device.h"
@@ -73,6 +74,7 @@ Trainer::Trainer(const config::Options& options, DatasetInfo dataset, std::uniqu
   device_ = s_.device.empty() ? (util::cuda_usable() ? torch::Device("cuda:0") : torch::Device(torch::kCPU))
                               : util::parse_device(s_.device);
   autocast_ = device_.is_cuda() && s_.amp;
+  hsv_ = s_.hsv_h != 0 || s_.hsv_s != 0 || s_.hsv_v != 0;
   if (s_.deterministic) {
     at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
     at::globalContext().setDeterministicCuDNN(true);
@@ -205,7 +207,9 @@ ValidationResult Trainer::fit() {
     while (auto batch = train_->next()) {
       const int64_t ni = i + nb * epoch;
       sched.begin_batch(*optimizer_, epoch, ni);
-      auto x = loss::upload(batch->images, device_).to(torch::kFloat).div_(255.0);
+      auto images = loss::upload(batch->images, device_);
+      if (hsv_ && batch->hsv_gains.defined()) images = data::hsv_augment(images, batch->hsv_gains);  // device HSV
+      auto x = images.to(torch::kFloat).div_(255.0);
       if (device_.is_cuda()) x = x.contiguous(at::MemoryFormat::ChannelsLast);
       model::HeadOutputs out;
       {

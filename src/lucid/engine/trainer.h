@@ -55,6 +55,7 @@ class Trainer {
   Validate validate_;
   torch::Device device_{torch::kCPU};
   bool autocast_ = false;
+  bool hsv_ = false;
   model::SegmentationModel model_{nullptr};
   std::unique_ptr<loss::SegmentationLoss> loss_;
   std::unique_ptr<optim::Optimizer> optimizer_;

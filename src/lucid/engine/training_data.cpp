@@ -15,8 +15,9 @@ data::SampleSource make_sample_source(const PreparedSplit& ps) {
     s.index = k;
     s.orig_height = view.original_height;
     s.orig_width = view.original_width;
-    s.image = torch::from_blob(const_cast<uint8_t*>(view.data), {view.height, view.width, view.channels}, torch::kUInt8)
-                  .clone();
+    // A view of the prepared store (which the source keeps alive): augmentation never writes into
+    // its input image, and no copy is made on the worker thread.
+    s.image = torch::from_blob(const_cast<uint8_t*>(view.data), {view.height, view.width, view.channels}, torch::kUInt8);
     const float w = static_cast<float>(view.width), h = static_cast<float>(view.height);
     for (const auto& inst : rec.instances) {
       if (inst.crowd) continue;
