@@ -8,7 +8,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 lucid=${1:?lucid binary}; work=${2:?workload dir}; out=${3:?out dir}; runs=${4:-1}; shift 4 || shift $#
-shared=${LUCID_SHARED:-$here/../../shared}
+shared=${LUCID_SHARED:-$here/../../shared}  # the checkout sits beside ../shared
 [ -f "$work/data.yaml" ] || bash "$shared/bench/make-workload.sh" "$work" > /dev/null
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
 mkdir -p "$out"

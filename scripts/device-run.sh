@@ -27,6 +27,8 @@ for b in "${benches[@]}"; do
   case "$b" in
     model_step) "$LUCID_BUILD_DIR/bench/bench_model_step" batch=4,16 imgsz=640 steps=50 warmup=15 > "$out/bench-model_step.log" 2>&1 || status=1 ;;
     loader) "$LUCID_BUILD_DIR/bench/bench_loader" --workers 1,2,4,8,12 --images 128 --batches 24 > "$out/bench-loader.log" 2>&1 || status=1 ;;
+    fit) LUCID_SHARED=${LUCID_SHARED:-$root/shared} "$root/bench/fit_workload.sh" "$LUCID_BUILD_DIR/lucid" \
+           /tmp/lucid-workload "$out/fit" "${LUCID_FIT_RUNS:-2}" > "$out/bench-fit.log" 2>&1 || status=1 ;;
     *) echo "unknown bench $b"; status=1 ;;
   esac
   cat "$out/bench-$b.log"
