@@ -12,14 +12,15 @@ shared=${LUCID_SHARED:-$here/../../shared}  # the checkout sits beside ../shared
 [ -f "$work/data.yaml" ] || bash "$shared/bench/make-workload.sh" "$work" > /dev/null
 export CUBLAS_WORKSPACE_CONFIG=:4096:8
 mkdir -p "$out"
+runs_dir=${LUCID_RUNS:-/tmp/lucid-fit-runs}  # checkpoints stay out of OUT_DIR
 for ((r = 1; r <= runs; r++)); do
   log="$out/fit-$r.log"
   start=$(date +%s.%N)
   "$lucid" train data="$work/data.yaml" model=yolo26n-seg.yaml epochs=5 batch=4 imgsz=640 optimizer=MuSGD \
-    close_mosaic=0 warmup_epochs=1 workers=4 cache=ram device=0 project="$out/runs" name="fit$r" exist_ok=True "$@" \
+    close_mosaic=0 warmup_epochs=1 workers=4 cache=ram device=0 project="$runs_dir" name="fit$r" exist_ok=True "$@" \
     > "$log" 2>&1
   end=$(date +%s.%N)
-  run="$out/runs/fit$r"
+  run="$runs_dir/fit$r"
   fit=$(grep -o 'completed in [0-9.]* hours ([0-9.]* s)' "$log" | grep -o '([0-9.]* s)' | tr -d '(s) ')
   echo "run $r: complete fit ${fit} s, whole process $(echo "$end - $start" | bc) s, $(grep 'peak GPU memory' "$log")"
   echo "  final: $(grep -A1 'Class     Images' "$log" | tail -1 | tr -s ' ')"
