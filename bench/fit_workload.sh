@@ -22,7 +22,7 @@ for ((r = 1; r <= runs; r++)); do
   end=$(date +%s.%N)
   run="$runs_dir/fit$r"
   fit=$(grep -o 'completed in [0-9.]* hours ([0-9.]* s)' "$log" | grep -o '([0-9.]* s)' | tr -d '(s) ')
-  echo "run $r: complete fit ${fit} s, whole process $(echo "$end - $start" | bc) s, $(grep 'peak GPU memory' "$log")"
+  echo "run $r: complete fit ${fit} s, whole process $(awk "BEGIN{printf \"%.3f\", $end - $start}") s, $(grep 'peak GPU memory' "$log")"
   echo "  final: $(grep -A1 'Class     Images' "$log" | tail -1 | tr -s ' ')"
   echo "  sha256 last checkpoint $(sha256sum "$run/weights/last.safetensors" | cut -c1-16), step losses $(sha256sum "$run/step_losses.f32" | cut -c1-16)"
   grep -E "^ +[0-9]+/5 .*100%" "$log" | tail -1 | sed 's/^/  last epoch: /'
