@@ -12,9 +12,21 @@
    (more than max_nms candidates, max_det reached), an image with nothing above conf.
 3. Masks. process_mask, process_mask_native, scale_boxes and scale_masks on random prototypes:
    identical masks (up to a few pixels whose logit is within rounding of 0) and boxes within 1e-5.
+4. The whole validator. A randomly initialised model (BatchNorm statistics calibrated on images so
+   that outputs follow the input; same weights on both sides, FP32 on the CPU) over batches of
+   images whose labels are its own detections, jittered and partly relabelled (overlap-map masks at
+   1/4, one image without labels): the reference's SegmentationValidator (preprocess, postprocess,
+   update_metrics, get_stats) against our Validator: the 8 numbers and fitness within 1e-4. Cases:
+   yolo26n-seg end-to-end, yolo26n-seg through its one-to-many head and NMS, yolo11n-seg; and with a
+   results file (native-resolution masks, boxes and masks mapped back to the original images),
+   whose entries must match the reference's (ids, classes, scores within 1e-3, boxes within 1e-4 of
+   the image size, RLE masks differing in at most 0.1% of pixels). The two models agree to ~1e-5,
+   not bitwise, so this part agrees within float noise. Labels never share a box: the reference
+   breaks IoU ties between labels through an unstable sort (ours takes the later label).
 
 LUCID_VAL_ORACLE_SEED=<n> runs one more random case with that seed.
 """
+import json
 import os
 import sys
 import tempfile
@@ -24,10 +36,11 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).parent))
-from oracle_common import BUILD_DIR, run  # noqa: E402
+from oracle_common import BUILD_DIR, SOURCE_DIR, run  # noqa: E402
 
 warnings.filterwarnings("ignore")
 import torchvision  # noqa: E402,F401  (the reference NMS uses torchvision when it is imported)
@@ -37,6 +50,7 @@ from ultralytics.utils.metrics import SegmentMetrics, box_iou, mask_iou  # noqa:
 from ultralytics.utils.nms import non_max_suppression  # noqa: E402
 
 TOOL = BUILD_DIR / "tests" / "val_oracle_tool"
+CONVERT = SOURCE_DIR / "scripts" / "ultralytics_weights.py"
 TOL = 1e-4
 H, W = 160, 224  # network input; masks at 1/4
 
@@ -289,6 +303,216 @@ def check_masks(seed, tmp):
     return failures
 
 
+NAMES = {0: "cat", 1: "dog", 2: "bird"}
+
+
+def perturb(model, seed):
+    """Random BatchNorm statistics and head biases: box distances positive (1-3 cells, or the DFL's
+    spread), class logits around -3 so that confidences spread over (0, 1) without saturating, mask
+    coefficients around 0."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, m in model.named_modules():
+            if isinstance(m, torch.nn.Conv2d) and m.bias is not None:
+                n = torch.randn(m.bias.shape, generator=g)
+                if "cv2." in name:
+                    m.bias.copy_(1.0 + torch.rand(m.bias.shape, generator=g) * 2 if m.bias.numel() == 4 else n)
+                elif "cv3." in name:
+                    m.bias.copy_(n * 1.5 - 3)
+                else:
+                    m.bias.copy_(n)
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.weight.copy_(torch.rand(m.weight.shape, generator=g) + 0.5)
+                m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.1)
+                m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=g) * 0.1)
+                m.running_var.copy_(torch.rand(m.running_var.shape, generator=g) + 0.5)
+
+
+def calibrate(model, images):
+    """BatchNorm statistics from the images themselves (cumulative over a training-mode pass), so that
+    a random network's outputs follow its input instead of collapsing to its biases."""
+    bns = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None
+    model.train()
+    with torch.no_grad():
+        for x in images:
+            model(x.float() / 255)
+    model.eval()
+    for m in bns:
+        m.momentum = 0.03
+
+
+def smooth_images(rng, n):
+    low = torch.tensor(rng.uniform(0, 255, (n, 3, H // 16, W // 16)), dtype=torch.float32)
+    img = F.interpolate(low, (H, W), mode="bilinear", align_corners=False)
+    img = img + torch.tensor(rng.normal(0, 20, (n, 3, H, W)), dtype=torch.float32)
+    return img.clamp(0, 255).round().to(torch.uint8)
+
+
+def make_batches(model, rng, n_batches=3, bs=2):
+    """Batches labelled with the model's own detections (jittered, some relabelled)."""
+    nc = len(NAMES)
+    batches, g = [], 0
+    for bi in range(n_batches):
+        img = smooth_images(rng, bs)
+        with torch.no_grad():
+            (y, _), _ = model(img.float() / 255)
+        dets = non_max_suppression(y.clone(), 0.001, 0.7, nc=nc, multi_label=True, end2end=model.end2end)
+        batch_idx, cls, bboxes, maps, orig, ratio_pad, files = [], [], [], [], [], [], []
+        for i in range(bs):
+            k = 0 if (bi, i) == (0, 1) else int(rng.choice([2, 4, 6, 9]))
+            inst = []
+            for det in dets[i][:k]:
+                # Jittered, clipped, then moved inwards a little: no two labels share a box (the
+                # reference breaks IoU ties between labels through an unstable sort).
+                box = np.clip(det[:4].numpy() + rng.normal(0, 2.0, 4), 0, [W, H, W, H])
+                box = box + rng.uniform(0.05, 2.0, 4) * [1, 1, -1, -1]
+                if box[2] - box[0] < 2 or box[3] - box[1] < 2:
+                    continue
+                c = int(det[5]) if rng.random() < 0.85 else int(rng.integers(0, nc))
+                inst.append((box, c, ellipse_mask(box, H // 4, W // 4, 4)))
+            inst.sort(key=lambda t: -int(t[2].sum()))  # area-descending, as the overlap map needs
+            m = np.zeros((H // 4, W // 4), np.uint8)
+            for j, (box, c, mask) in enumerate(inst):
+                m[mask] = j + 1
+                batch_idx.append(i)
+                cls.append(c)
+                bboxes.append([(box[0] + box[2]) / 2 / W, (box[1] + box[3]) / 2 / H, (box[2] - box[0]) / W,
+                               (box[3] - box[1]) / H])
+            maps.append(m)
+            h0, w0 = int(rng.integers(100, 500)), int(rng.integers(100, 500))
+            r = min(H / h0, W / w0, 1.0)
+            unpad = (round(h0 * r), round(w0 * r))
+            pad_w, pad_h = round((W - unpad[1]) / 2 - 0.1), round((H - unpad[0]) / 2 - 0.1)
+            orig.append((h0, w0))
+            ratio_pad.append(((unpad[0] / h0, unpad[1] / w0), (pad_w, pad_h)))
+            files.append(f"images/{1000 + g}.jpg")
+            g += 1
+        batches.append({
+            "img": img,
+            "batch_idx": torch.tensor(batch_idx, dtype=torch.float32),
+            "cls": torch.tensor(cls, dtype=torch.float32).view(-1, 1),
+            "bboxes": torch.tensor(bboxes, dtype=torch.float32).view(-1, 4),
+            "masks": torch.tensor(np.stack(maps)),
+            "ori_shape": orig,
+            "ratio_pad": ratio_pad,
+            "im_file": files,
+        })
+    return batches
+
+
+def reference_validate(model, batches, one2many, native, tmp):
+    from ultralytics.models.yolo.segment import SegmentationValidator
+
+    v = SegmentationValidator(save_dir=Path(tmp) / "refval", args=dict(task="segment", mode="val", plots=False,
+                                                                       verbose=False, conf=0.001, iou=0.7))
+    v.device = torch.device("cpu")
+    v.data = {"val": "", "names": NAMES}
+    model.names = NAMES
+    e2e = model.end2end
+    if one2many:
+        model.end2end = False
+    v.init_metrics(model)
+    if native:
+        v.args.save_json = True
+        v.process = ops.process_mask_native
+    for batch in batches:
+        b = v.preprocess(dict(batch))
+        with torch.no_grad():
+            preds = model(b["img"])
+        v.update_metrics(v.postprocess(preds), b)
+    v.get_stats()
+    if one2many:
+        model.end2end = e2e
+    return np.array(v.metrics.mean_results(), dtype=np.float64), float(v.metrics.fitness), v.jdict, v.seen
+
+
+def compare_json(ours, ref):
+    """Pairs each of our entries with a reference entry of the same image, file and class, score within
+    1e-3 and the closest box (then score); then compares boxes and decoded masks."""
+    from pycocotools import mask as mask_utils
+
+    if len(ours) != len(ref):
+        return [f"results file: {len(ours)} entries vs reference {len(ref)}"], 0, 0
+    pool = {}
+    for r in ref:
+        pool.setdefault((r["image_id"], r["file_name"], r["category_id"]), []).append(r)
+    failures, differing, pixels = [], 0, 0
+    for o in ours:
+        cands = [r for r in pool.get((o["image_id"], o["file_name"], o["category_id"]), [])
+                 if abs(r["score"] - o["score"]) <= 1e-3]
+        if not cands:
+            failures.append(f"results file: no reference entry for {dict((k, o[k]) for k in ('image_id', 'category_id', 'bbox', 'score'))}")
+            break
+        r = min(cands, key=lambda r: (max(abs(a - b) for a, b in zip(o["bbox"], r["bbox"])), abs(r["score"] - o["score"])))
+        pool[(o["image_id"], o["file_name"], o["category_id"])].remove(r)
+        # The two models' outputs agree to ~1e-5 relative; boxes are rounded to 3 decimals.
+        if max(abs(a - b) for a, b in zip(o["bbox"], r["bbox"])) > 1e-4 * max(r["segmentation"]["size"]) + 2e-3:
+            failures.append(f"results file: box {o['bbox']} vs {r['bbox']}")
+            break
+        if o["segmentation"]["size"] != list(r["segmentation"]["size"]):
+            failures.append("results file: mask sizes differ")
+            break
+        mo = mask_utils.decode({"size": o["segmentation"]["size"], "counts": o["segmentation"]["counts"].encode()})
+        mr = mask_utils.decode({"size": r["segmentation"]["size"], "counts": r["segmentation"]["counts"].encode()})
+        differing += int((mo != mr).sum())
+        pixels += mr.size
+    if pixels and differing > 1e-3 * pixels:
+        failures.append(f"results file: {differing} of {pixels} mask pixels differ")
+    return failures, differing, pixels
+
+
+def check_validator(tmp):
+    from ultralytics.nn.tasks import SegmentationModel
+
+    failures = []
+    rng = np.random.default_rng(7)
+    tmp = Path(tmp)
+    for name, seed in (("yolo26n-seg", 3), ("yolo11n-seg", 4)):
+        torch.manual_seed(seed)
+        model = SegmentationModel(f"{name}.yaml", nc=len(NAMES), verbose=False)
+        perturb(model, seed)
+        calibrate(model, [smooth_images(rng, 4) for _ in range(2)])
+        torch.save({"model": model}, tmp / "ref.pt")
+        run([sys.executable, CONVERT, "to-safetensors", tmp / "ref.pt", tmp / "ref.safetensors"])
+        batches = make_batches(model, rng)
+        tensors = {}
+        for b, batch in enumerate(batches):
+            tensors.update({f"img.{b}": batch["img"], f"batch_idx.{b}": batch["batch_idx"], f"cls.{b}": batch["cls"],
+                            f"bboxes.{b}": batch["bboxes"], f"masks.{b}": batch["masks"],
+                            f"orig.{b}": torch.tensor(batch["ori_shape"]),
+                            f"letterbox.{b}": torch.tensor([[rp[0][0], rp[1][0], rp[1][1]] for rp in batch["ratio_pad"]],
+                                                           dtype=torch.float64)})
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp / "batches.safetensors"))
+        variants = [(False, False), (False, True)] + ([(True, False)] if model.end2end else [])
+        for one2many, native in variants:
+            what = f"{name}{' one-to-many + NMS' if one2many else ''}{' with results file' if native else ''}"
+            ref, ref_fit, jdict, seen = reference_validate(model, batches, one2many, native, tmp)
+            cmd = [TOOL, "validate", f"{name}.yaml", len(NAMES), tmp / "ref.safetensors", tmp / "batches.safetensors",
+                   tmp / "val.out.safetensors"]
+            if one2many:
+                cmd.append("--one2many")
+            if native:
+                cmd += ["--json", tmp / "results.json"]
+            run(cmd)
+            ours = load_file(str(tmp / "val.out.safetensors"))
+            worst = max(float(np.abs(ours["results"].numpy() - ref).max()), abs(float(ours["fitness"][0]) - ref_fit))
+            if int(ours["counts"][0]) != seen:
+                failures.append(f"{what}: {int(ours['counts'][0])} images vs {seen}")
+            if not worst <= TOL:
+                failures.append(f"{what}: metrics {ours['results'].numpy().round(5)} vs {ref.round(5)}")
+            extra = ""
+            if native:
+                f, differing, pixels = compare_json(json.loads((tmp / "results.json").read_text()), jdict)
+                failures += [f"{what}: {x}" for x in f]
+                extra = f", {len(jdict)} results, {differing} of {pixels} mask pixels differ"
+            print(f"validator {what}: " + " ".join(f"{v:.4f}" for v in ref)
+                  + f"; worst difference {worst:.3g}{extra}")
+    return failures
+
+
 def main():
     seeds = [0, 1, 2]
     if os.environ.get("LUCID_VAL_ORACLE_SEED"):
@@ -299,6 +523,7 @@ def main():
             failures += check_metrics(seed, tmp)
             failures += check_nms(seed, tmp)
             failures += check_masks(seed, tmp)
+        failures += check_validator(tmp)
     if failures:
         sys.exit("\n".join(failures))
     print("validation oracle: all checks passed")

@@ -8,7 +8,16 @@
 //   val_oracle_tool masks IN OUT     protos.k (nm,mh,mw), coefs.k (N,nm), boxes.k (N,4), shape.k (2),
 //                                    orig.k (2), ratio_pad.k (3: gain, pad_w, pad_h). Writes
 //                                    proto.k, native.k (uint8), boxes_scaled.k, masks_scaled.k.
+//   val_oracle_tool validate MODEL.yaml NC WEIGHTS BATCHES OUT [--one2many] [--json PATH]
+//                                    runs the Validator (CPU, FP32) over batches img.b, batch_idx.b, cls.b,
+//                                    bboxes.b, masks.b (overlap maps), orig.b (B,2), letterbox.b (B,3: gain,
+//                                    pad_w, pad_h); image files are "<1000 + global index>.jpg". Writes
+//                                    results (8), fitness, counts (images, instances); prints the table.
 #include <iostream>
+
+#include "lucid/config/model_yaml.h"
+#include "lucid/engine/validator.h"
+#include "lucid/model/model.h"
 
 #include "lucid/engine/postprocess.h"
 #include "lucid/metrics/detection_metrics.h"
@@ -100,15 +109,71 @@ void run_masks(const std::map<std::string, Tensor>& in, model::NamedTensors& out
   }
 }
 
+int run_validate(int argc, char** argv) {
+  if (argc < 7) throw std::runtime_error("validate needs MODEL.yaml NC WEIGHTS BATCHES OUT");
+  const std::string yaml = argv[2], weights = argv[4], batches_path = argv[5], out_path = argv[6];
+  const int nc = std::stoi(argv[3]);
+  engine::ValidatorOptions o;
+  for (int i = 7; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--one2many")
+      o.end2end = false;
+    else if (a == "--json" && i + 1 < argc)
+      o.save_json = argv[++i];
+    else
+      throw std::runtime_error("unknown option " + a);
+  }
+  model::SegmentationModel m(config::load_model_spec(yaml, nc));
+  model::load_state(*m, model::read_safetensors(weights), weights);
+  auto in = model::read_safetensors(batches_path);
+  int64_t b = 0, global = 0;
+  auto source = [&](engine::ValBatch& batch) {
+    const auto k = std::to_string(b);
+    if (!in.count("img." + k)) return false;
+    batch.images = in.at("img." + k);
+    batch.targets.batch_idx = in.at("batch_idx." + k);
+    batch.targets.cls = in.at("cls." + k);
+    batch.targets.bboxes = in.at("bboxes." + k);
+    batch.targets.masks = in.at("masks." + k);
+    batch.targets.sem_masks = Tensor();
+    auto orig = in.at("orig." + k).to(torch::kInt64), lb = in.at("letterbox." + k).to(torch::kFloat64);
+    batch.info.clear();
+    for (int64_t i = 0; i < batch.images.size(0); ++i) {
+      engine::ValImage v;
+      v.orig_h = orig[i][0].item<int64_t>();
+      v.orig_w = orig[i][1].item<int64_t>();
+      v.letterbox = {lb[i][0].item<double>(), lb[i][1].item<double>(), lb[i][2].item<double>()};
+      v.file = "images/" + std::to_string(1000 + global++) + ".jpg";
+      batch.info.push_back(v);
+    }
+    ++b;
+    return true;
+  };
+  model::NamedTensors out;
+  int64_t image = 0;
+  o.on_image = [&](const engine::ValImage&, const Tensor& dets, const Tensor&) {
+    out.emplace_back("dets." + std::to_string(image++), dets.clone());
+  };
+  engine::Validator v(o);
+  auto r = v.run(*m, torch::kCPU, source, nullptr, &std::cout);
+  auto res = r.mean_results();
+  out.emplace_back("results", vec(std::vector<double>(res.begin(), res.end())));
+  out.emplace_back("fitness", vec({r.fitness()}));
+  out.emplace_back("counts", torch::tensor({r.metrics.images, r.metrics.instances}, torch::kInt64));
+  model::write_safetensors(out_path, out);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::cerr << "usage: val_oracle_tool metrics|nms|masks IN OUT\n";
+  if (argc < 4) {
+    std::cerr << "usage: val_oracle_tool metrics|nms|masks IN OUT | validate MODEL.yaml NC WEIGHTS BATCHES OUT\n";
     return 2;
   }
   try {
     const std::string what = argv[1];
+    if (what == "validate") return run_validate(argc, argv);
     auto in = model::read_safetensors(argv[2]);
     model::NamedTensors out;
     if (what == "metrics")

@@ -87,7 +87,7 @@ TEST(Nms, SuppressesOnlyAboveThreshold) {
 
 TEST(Nms, ManyBoxesAcrossChunksMatchGreedy) {
   torch::manual_seed(0);
-  const int64_t n = 6000;  // more than one chunk of rows
+  const int64_t n = 3000;  // several chunks of rows on the CPU
   auto xy = torch::rand({n, 2}) * 200;
   auto wh = torch::rand({n, 2}) * 40 + 1;
   auto boxes = torch::cat({xy, xy + wh}, 1);

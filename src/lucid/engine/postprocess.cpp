@@ -73,7 +73,8 @@ Tensor nms(const Tensor& boxes, const Tensor& scores, double iou_threshold, int6
 
   // Rows of the suppression matrix in chunks (bounded memory), packed to bits on the device and
   // read back; the greedy pass runs on the host and stops after max_keep kept boxes.
-  const int64_t chunk = std::clamp<int64_t>((int64_t{1} << 25) / n, 64, n);
+  const int64_t budget = device.is_cuda() ? int64_t{1} << 25 : int64_t{1} << 22;  // IoU elements per chunk
+  const int64_t chunk = std::clamp<int64_t>(budget / n, std::min<int64_t>(64, n), n);
   auto bit_weights = torch::tensor({1, 2, 4, 8, 16, 32, 64, 128}, torch::TensorOptions().dtype(torch::kUInt8))
                          .to(device);
   std::vector<uint8_t> removed(n, 0);

@@ -259,6 +259,7 @@ ValResults Validator::run(model::SegmentationModelImpl& model, const torch::Devi
         tp_m = metrics::match_predictions(pred_cls, cls, metrics::mask_iou(gm.flatten(1), pred_masks.flatten(1)));
       }
       stats.add_image(tp, tp_m, pred.select(1, 4), pred_cls, cls);
+      if (o.on_image) o.on_image(batch.info[si], pred, pred_masks);
 
       if (native && pred.size(0)) {
         const auto& info = batch.info[si];

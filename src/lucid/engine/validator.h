@@ -64,6 +64,9 @@ struct ValidatorOptions {
   // native resolution, which also changes the mask metrics, as in the reference.
   std::string save_json;
   std::vector<int64_t> class_map;  // category id per class for the results file; empty: class + 1
+  // Called per image with its detections (n, 6 + nm) [x1 y1 x2 y2 score class coefs] in input pixels
+  // and their binary masks (n, h, w) as matched (1/4 resolution, or input resolution with save_json).
+  std::function<void(const ValImage&, const Tensor& detections, const Tensor& masks)> on_image;
 };
 
 struct ValSpeed {
