@@ -225,53 +225,6 @@ std::string short_dump(const json& j) {
 
 }  // namespace
 
-std::vector<uint32_t> rle_counts_from_string(std::string_view s) {
-  std::vector<uint32_t> counts;
-  std::vector<int64_t> raw;
-  size_t p = 0;
-  while (p < s.size()) {
-    int64_t x = 0;
-    int k = 0;
-    bool more = true;
-    while (more) {
-      if (p >= s.size()) throw UserError("RLE string ends inside a value");
-      const int c = static_cast<unsigned char>(s[p]) - 48;
-      if (c < 0 || c > 63) throw UserError("RLE string has an invalid character");
-      if (k > 6) throw UserError("RLE value too long");
-      x |= int64_t(c & 0x1f) << (5 * k);
-      more = (c & 0x20) != 0;
-      ++p;
-      ++k;
-      if (!more && (c & 0x10)) x |= -(int64_t(1) << (5 * k));
-    }
-    if (raw.size() > 2) x += raw[raw.size() - 2];
-    raw.push_back(x);
-  }
-  counts.reserve(raw.size());
-  for (auto v : raw) {
-    if (v < 0 || v > int64_t(std::numeric_limits<uint32_t>::max())) throw UserError("RLE has a negative count");
-    counts.push_back(uint32_t(v));
-  }
-  return counts;
-}
-
-std::string rle_counts_to_string(const std::vector<uint32_t>& counts) {
-  std::string s;
-  for (size_t i = 0; i < counts.size(); ++i) {
-    int64_t x = counts[i];
-    if (i > 2) x -= int64_t(counts[i - 2]);
-    bool more = true;
-    while (more) {
-      int c = int(x & 0x1f);
-      x >>= 5;
-      more = (c & 0x10) ? x != -1 : x != 0;
-      if (more) c |= 0x20;
-      s += char(c + 48);
-    }
-  }
-  return s;
-}
-
 int64_t rle_area(const Rle& rle) {
   int64_t a = 0;
   for (size_t i = 1; i < rle.counts.size(); i += 2) a += rle.counts[i];

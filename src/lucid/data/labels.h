@@ -2,6 +2,7 @@
 // Ultralytics label text (one instance per line) and COCO instance JSON, plus COCO RLE and the
 // polygon helpers both formats share.
 #pragma once
+#include "lucid/metrics/rle.h"
 #include <array>
 #include <cstdint>
 #include <map>
@@ -69,8 +70,9 @@ struct CocoFile {
 CocoFile parse_coco_json(std::string_view text, const std::string& path);
 
 // COCO's compressed RLE string (as pycocotools writes it) to counts and back.
-std::vector<uint32_t> rle_counts_from_string(std::string_view s);  // throws UserError on bad input
-std::string rle_counts_to_string(const std::vector<uint32_t>& counts);
+// COCO's compressed counts strings, shared with the evaluation code (throws UserError on bad input).
+using metrics::rle_counts_from_string;
+using metrics::rle_counts_to_string;
 int64_t rle_area(const Rle& rle);
 // Bounding box (x, y, w, h in pixels) of the set pixels; zeros when empty.
 std::array<double, 4> rle_bbox(const Rle& rle);

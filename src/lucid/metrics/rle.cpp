@@ -270,12 +270,12 @@ Rle rle_from_polygons(const std::vector<std::vector<double>>& polygons, uint32_t
   return rle_merge(parts, false);
 }
 
-std::string rle_to_string(const Rle& rle) {
+std::string rle_counts_to_string(const std::vector<uint32_t>& counts) {
   std::string s;
-  s.reserve(rle.counts.size() * 2);
-  for (size_t i = 0; i < rle.counts.size(); ++i) {
-    int64_t x = rle.counts[i];
-    if (i > 2) x -= static_cast<int64_t>(rle.counts[i - 2]);
+  s.reserve(counts.size() * 2);
+  for (size_t i = 0; i < counts.size(); ++i) {
+    int64_t x = counts[i];
+    if (i > 2) x -= static_cast<int64_t>(counts[i - 2]);
     bool more = true;
     while (more) {
       char c = static_cast<char>(x & 0x1f);
@@ -288,11 +288,12 @@ std::string rle_to_string(const Rle& rle) {
   return s;
 }
 
-Rle rle_from_string(std::string_view s, uint32_t h, uint32_t w) {
-  Rle r{h, w, {}};
-  r.counts.reserve(s.size());
+std::string rle_to_string(const Rle& rle) { return rle_counts_to_string(rle.counts); }
+
+std::vector<uint32_t> rle_counts_from_string(std::string_view s) {
+  std::vector<uint32_t> counts;
+  counts.reserve(s.size());
   size_t p = 0;
-  uint64_t sum = 0;
   while (p < s.size()) {
     int64_t x = 0;
     int k = 0;
@@ -301,7 +302,8 @@ Rle rle_from_string(std::string_view s, uint32_t h, uint32_t w) {
       if (p >= s.size()) throw UserError("invalid RLE string: truncated final count");
       const int c = static_cast<unsigned char>(s[p]) - 48;
       if (c < 0 || c > 63) {
-        throw UserError("invalid RLE string: character '" + std::string(1, s[p]) + "' at offset " + std::to_string(p));
+        throw UserError("invalid RLE string: invalid character '" + std::string(1, s[p]) + "' at offset " +
+                        std::to_string(p));
       }
       if (k >= 12) throw UserError("invalid RLE string: count too long at offset " + std::to_string(p));
       x |= static_cast<int64_t>(c & 0x1f) << (5 * k);
@@ -310,14 +312,20 @@ Rle rle_from_string(std::string_view s, uint32_t h, uint32_t w) {
       ++k;
       if (!more && (c & 0x10)) x |= static_cast<int64_t>(-1) * (int64_t{1} << (5 * k));
     }
-    const size_t m = r.counts.size();
-    if (m > 2) x += static_cast<int64_t>(r.counts[m - 2]);
+    const size_t m = counts.size();
+    if (m > 2) x += static_cast<int64_t>(counts[m - 2]);
     if (x < 0 || x > static_cast<int64_t>(UINT32_MAX)) {
       throw UserError("invalid RLE string: count " + std::to_string(x) + " out of range (count " + std::to_string(m) + ")");
     }
-    r.counts.push_back(static_cast<uint32_t>(x));
-    sum += static_cast<uint64_t>(x);
+    counts.push_back(static_cast<uint32_t>(x));
   }
+  return counts;
+}
+
+Rle rle_from_string(std::string_view s, uint32_t h, uint32_t w) {
+  Rle r{h, w, rle_counts_from_string(s)};
+  uint64_t sum = 0;
+  for (auto c : r.counts) sum += c;
   const uint64_t n = static_cast<uint64_t>(h) * w;
   if (sum != n) {
     throw UserError("invalid RLE: counts sum to " + std::to_string(sum) + " but size " + std::to_string(h) + "x" +

@@ -56,6 +56,9 @@ Rle rle_from_polygons(const std::vector<std::vector<double>>& polygons, uint32_t
 // characters outside that range, a truncated final value, negative counts or counts not summing to
 // h * w.
 std::string rle_to_string(const Rle& rle);
+// The counts alone (COCO's compressed string form, no size check), both ways.
+std::string rle_counts_to_string(const std::vector<uint32_t>& counts);
+std::vector<uint32_t> rle_counts_from_string(std::string_view s);
 Rle rle_from_string(std::string_view s, uint32_t h, uint32_t w);
 
 // IoU of two masks; when `crowd` the union is the area of `dt` alone (COCO's rule for crowd ground
