@@ -1,6 +1,9 @@
 // Validation on CUDA: NMS keeps the same boxes as on the CPU (also over several row chunks and at
 // the 30000-candidate cap), mask processing matches, and the validator runs a yolo26n-seg and a
-// yolo11n-seg under BF16 autocast (timings printed).
+// yolo11n-seg under BF16 autocast (timings printed). Single run on one H200, 2026-11-29: all pass;
+// NMS 4-5 ms per image with 25k-650k candidate rows (80 classes x 8400 anchors); yolo11n-seg
+// validation at 640, batch 16, random weights: 0.7 ms inference, 0.7 ms loss, 1.2 ms postprocess
+// per image (not a benchmark: one run, no warm-up beyond the first model).
 #include <gtest/gtest.h>
 
 #include <chrono>
