@@ -218,6 +218,37 @@ Rle rle_from_box(const BoxXywh& box, uint32_t h, uint32_t w) {
   return rle_from_polygon(xy, 8, h, w);
 }
 
+namespace {
+
+// Two run-length encodings walked in step, as pycocotools' merge and IoU loops do: each step
+// consumes the shorter current run of the two and reports how many pixels remain ahead.
+struct RunPair {
+  const std::vector<uint32_t>& A;
+  const std::vector<uint32_t>& B;
+  uint32_t ca, cb;
+  bool va = false, vb = false;
+  size_t a = 1, b = 1;
+
+  RunPair(const std::vector<uint32_t>& a_counts, const std::vector<uint32_t>& b_counts)
+      : A(a_counts), B(b_counts), ca(A.empty() ? 0 : A[0]), cb(B.empty() ? 0 : B[0]) {}
+  uint32_t run() const { return std::min(ca, cb); }
+  uint64_t advance(uint32_t c) {
+    ca -= c;
+    if (!ca && a < A.size()) {
+      ca = A[a++];
+      va = !va;
+    }
+    cb -= c;
+    if (!cb && b < B.size()) {
+      cb = B[b++];
+      vb = !vb;
+    }
+    return static_cast<uint64_t>(ca) + cb;
+  }
+};
+
+}  // namespace
+
 Rle rle_merge(const std::vector<Rle>& rles, bool intersect) {
   if (rles.empty()) return Rle{};
   if (rles.size() == 1) return rles[0];
@@ -227,32 +258,17 @@ Rle rle_merge(const std::vector<Rle>& rles, bool intersect) {
   for (size_t i = 1; i < rles.size(); ++i) {
     const Rle& b_rle = rles[i];
     if (b_rle.h != h || b_rle.w != w) return Rle{};
-    const std::vector<uint32_t>& A = cnts;
-    const std::vector<uint32_t>& B = b_rle.counts;
     next.clear();
-    uint32_t ca = A.empty() ? 0 : A[0], cb = B.empty() ? 0 : B[0];
-    bool v = false, va = false, vb = false;
-    size_t a = 1, b = 1;
+    RunPair runs(cnts, b_rle.counts);
+    bool v = false;
     uint32_t cc = 0;
     uint64_t ct = 1;
     while (ct > 0) {
-      const uint32_t c = std::min(ca, cb);
+      const uint32_t c = runs.run();
       cc += c;
-      ct = 0;
-      ca -= c;
-      if (!ca && a < A.size()) {
-        ca = A[a++];
-        va = !va;
-      }
-      ct += ca;
-      cb -= c;
-      if (!cb && b < B.size()) {
-        cb = B[b++];
-        vb = !vb;
-      }
-      ct += cb;
+      ct = runs.advance(c);
       const bool vp = v;
-      v = intersect ? (va && vb) : (va || vb);
+      v = intersect ? (runs.va && runs.vb) : (runs.va || runs.vb);
       if (v != vp || ct == 0) {
         next.push_back(cc);
         cc = 0;
@@ -349,31 +365,15 @@ namespace {
 
 // IoU of two masks of equal size whose boxes overlap: walk both run lists together.
 double mask_iou_runs(const Rle& dt, const Rle& gt, bool crowd) {
-  const auto& A = dt.counts;
-  const auto& B = gt.counts;
-  uint32_t ca = A.empty() ? 0 : A[0], cb = B.empty() ? 0 : B[0];
-  bool va = false, vb = false;
-  size_t a = 1, b = 1;
+  RunPair runs(dt.counts, gt.counts);
   uint64_t inter = 0, uni = 0, ct = 1;
   while (ct > 0) {
-    const uint32_t c = std::min(ca, cb);
-    if (va || vb) {
+    const uint32_t c = runs.run();
+    if (runs.va || runs.vb) {
       uni += c;
-      if (va && vb) inter += c;
+      if (runs.va && runs.vb) inter += c;
     }
-    ct = 0;
-    ca -= c;
-    if (!ca && a < A.size()) {
-      ca = A[a++];
-      va = !va;
-    }
-    ct += ca;
-    cb -= c;
-    if (!cb && b < B.size()) {
-      cb = B[b++];
-      vb = !vb;
-    }
-    ct += cb;
+    ct = runs.advance(c);
   }
   if (inter == 0) {
     uni = 1;
