@@ -11,9 +11,6 @@
 
 using namespace lucid;
 
-#define REQUIRE_CUDA() \
-  if (!util::cuda_usable()) GTEST_SKIP() << "no CUDA device"
-
 namespace {
 
 torch::Tensor trivial_loss(const model::HeadOutputs& o) {
@@ -27,7 +24,6 @@ torch::Tensor trivial_loss(const model::HeadOutputs& o) {
 }  // namespace
 
 TEST(FitGpu, StepStagesDoNotSynchronise) {
-  REQUIRE_CUDA();
   for (const auto kind : {optim::Kind::MuSGD, optim::Kind::SGD, optim::Kind::AdamW}) {
     torch::manual_seed(0);
     model::SegmentationModel m(config::load_model_spec("yolo26n-seg.yaml"));
