@@ -16,41 +16,46 @@ constexpr double kMaxPolygonCoordinate = 1e7;
 
 }  // namespace
 
-Rle rle_encode_column_major(const uint8_t* mask, uint32_t h, uint32_t w) {
-  Rle r{h, w, {}};
-  const size_t n = static_cast<size_t>(h) * w;
-  uint8_t p = 0;
-  uint32_t c = 0;
-  for (size_t j = 0; j < n; ++j) {
-    const uint8_t v = mask[j] ? 1 : 0;
-    if (v != p) {
-      r.counts.push_back(c);
-      c = 0;
-      p = v;
+namespace {
+
+// Builds run counts from pixels fed in COCO order (column-major), starting with a run of zeros.
+class RunBuilder {
+ public:
+  RunBuilder(uint32_t h, uint32_t w) : r_{h, w, {}} {}
+  void push(bool on) {
+    const uint8_t v = on ? 1 : 0;
+    if (v != p_) {
+      r_.counts.push_back(c_);
+      c_ = 0;
+      p_ = v;
     }
-    ++c;
+    ++c_;
   }
-  r.counts.push_back(c);
-  return r;
+  Rle finish() {
+    r_.counts.push_back(c_);
+    return std::move(r_);
+  }
+
+ private:
+  Rle r_;
+  uint8_t p_ = 0;
+  uint32_t c_ = 0;
+};
+
+}  // namespace
+
+Rle rle_encode_column_major(const uint8_t* mask, uint32_t h, uint32_t w) {
+  RunBuilder runs(h, w);
+  const size_t n = static_cast<size_t>(h) * w;
+  for (size_t j = 0; j < n; ++j) runs.push(mask[j] != 0);
+  return runs.finish();
 }
 
 Rle rle_encode(const uint8_t* mask, uint32_t h, uint32_t w) {
-  Rle r{h, w, {}};
-  uint8_t p = 0;
-  uint32_t c = 0;
-  for (uint32_t x = 0; x < w; ++x) {
-    for (uint32_t y = 0; y < h; ++y) {
-      const uint8_t v = mask[static_cast<size_t>(y) * w + x] ? 1 : 0;
-      if (v != p) {
-        r.counts.push_back(c);
-        c = 0;
-        p = v;
-      }
-      ++c;
-    }
-  }
-  r.counts.push_back(c);
-  return r;
+  RunBuilder runs(h, w);
+  for (uint32_t x = 0; x < w; ++x)
+    for (uint32_t y = 0; y < h; ++y) runs.push(mask[static_cast<size_t>(y) * w + x] != 0);
+  return runs.finish();
 }
 
 std::vector<uint8_t> rle_decode_column_major(const Rle& rle) {
