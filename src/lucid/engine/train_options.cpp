@@ -46,6 +46,9 @@ config::Options train_options() {
           {"fliplr", "0.5", "horizontal flip probability"},
           {"freeze", "", "freeze the first N layers, or a comma-separated list of layer indices"},
           {"amp", "True", "BF16 autocast on CUDA"},
+          {"capture_network", "False", "replay the shared features (backbone + neck) as recorded CUDA graphs"},
+          {"capture_segment_heads", "False", "replay each head prediction as its own recorded CUDA graph"},
+          {"capture_optimizer", "False", "replay the optimizer's update preparation and orthogonalisation"},
           {"val", "True", "validate after every epoch"},
           {"plots", "True", "write plots"},
           {"patience", "100", "epochs without fitness improvement before stopping"},
@@ -106,6 +109,9 @@ TrainSettings TrainSettings::from(const config::Options& o) {
   s.deterministic = o.flag("deterministic");
   s.exist_ok = o.flag("exist_ok");
   s.plots = o.flag("plots");
+  s.capture_network = o.flag("capture_network");
+  s.capture_segment_heads = o.flag("capture_segment_heads");
+  s.capture_optimizer = o.flag("capture_optimizer");
   auto require = [](bool ok, const std::string& key, const std::string& why) {
     if (!ok) throw UserError("option " + key + ": " + why);
   };
