@@ -42,6 +42,9 @@ class Trainer {
   model::SegmentationModel& model() { return model_; }
   // Loss items (5 floats) of every training step so far in this process, as raw bytes.
   const std::vector<float>& step_losses() const { return step_losses_; }
+  // Stage replay of the last fit: per stage, whether it was recorded, replayed and native steps,
+  // and the reasons of native steps (empty when replay was not requested).
+  const nlohmann::ordered_json& replay_summary() const { return replay_summary_; }
 
  private:
   void write_results_row(int64_t epoch, double seconds, const std::array<double, 5>& train_loss,
@@ -64,6 +67,7 @@ class Trainer {
   std::filesystem::path run_dir_;
   std::vector<std::string> results_rows_;
   std::vector<float> step_losses_;
+  nlohmann::ordered_json replay_summary_ = nlohmann::ordered_json::object();
 };
 
 // The run directory: project/name, or project/name2, name3, ... if it exists (unless exist_ok).
