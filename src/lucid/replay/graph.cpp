@@ -15,7 +15,6 @@ struct Graph::Cuda {
 
 struct RecordingContext::Cuda {
   c10::cuda::CUDAStream stream;
-  at::cuda::MempoolId_t pool;
 };
 
 Graph::Graph() = default;
@@ -23,7 +22,7 @@ Graph::~Graph() = default;
 Graph::Graph(Graph&&) noexcept = default;
 Graph& Graph::operator=(Graph&&) noexcept = default;
 
-void Graph::capture(RecordingContext& ctx, const std::function<void()>& body) {
+void Graph::capture(RecordingContext& ctx, PoolId pool, const std::function<void()>& body) {
   if (ctx.backend() == Backend::Eager) {
     eager_ = body;
     return;
@@ -31,7 +30,7 @@ void Graph::capture(RecordingContext& ctx, const std::function<void()>& body) {
   c10::cuda::CUDAStreamGuard guard(ctx.cuda_->stream);
   cuda_ = std::make_unique<Cuda>();
   // Thread-local mode: loader threads keep pinning host memory while the fit's thread captures.
-  cuda_->graph.capture_begin(ctx.cuda_->pool, cudaStreamCaptureModeThreadLocal);
+  cuda_->graph.capture_begin(pool, cudaStreamCaptureModeThreadLocal);
   try {
     body();
   } catch (...) {
@@ -63,10 +62,15 @@ void Graph::reset() {
 
 RecordingContext::RecordingContext(Backend backend) : backend_(backend) {
   if (backend_ == Backend::CudaGraph)
-    cuda_ = std::make_unique<Cuda>(Cuda{at::cuda::getStreamFromPool(), at::cuda::graph_pool_handle()});
+    cuda_ = std::make_unique<Cuda>(Cuda{at::cuda::getStreamFromPool()});
 }
 
 RecordingContext::~RecordingContext() = default;
+
+PoolId RecordingContext::new_pool() {
+  if (backend_ == Backend::Eager) return {0, 0};
+  return at::cuda::graph_pool_handle();
+}
 
 void RecordingContext::synchronize() {
   if (backend_ == Backend::CudaGraph) at::cuda::device_synchronize();
@@ -83,13 +87,6 @@ void RecordingContext::on_capture_stream(const std::function<void()>& fn) {
     fn();
   }
   at::cuda::device_synchronize();
-}
-
-void RecordingContext::advance(const std::string& entry) {
-  if (order_.empty()) return;
-  if (order_[position_] != entry)
-    throw std::runtime_error("stage replay out of recorded order: expected " + order_[position_] + ", got " + entry);
-  position_ = (position_ + 1) % order_.size();
 }
 
 }  // namespace lucid::replay

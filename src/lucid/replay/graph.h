@@ -14,6 +14,8 @@ namespace lucid::replay {
 enum class Backend { CudaGraph, Eager };
 
 class RecordingContext;
+// A CUDA graph memory pool (at::cuda::MempoolId_t).
+using PoolId = std::pair<unsigned long long, unsigned long long>;
 
 class Graph {
  public:
@@ -21,8 +23,9 @@ class Graph {
   ~Graph();
   Graph(Graph&&) noexcept;
   Graph& operator=(Graph&&) noexcept;
-  // CUDA: body's kernels are recorded, not run. Eager: body is kept and runs on every replay.
-  void capture(RecordingContext& ctx, const std::function<void()>& body);
+  // CUDA: body's kernels are recorded into `pool`, not run. Eager: body is kept and runs on every
+  // replay.
+  void capture(RecordingContext& ctx, PoolId pool, const std::function<void()>& body);
   void replay();
   bool recorded() const;
   void reset();
@@ -34,8 +37,10 @@ class Graph {
 };
 
 // The recordings captured together: one capture stream (cuBLAS and cuDNN state is per stream, so
-// warm-up and capture share it), one memory pool, and the order of capture, which replays must
-// follow: graphs sharing a pool reuse each other's freed memory, safely only in that order.
+// warm-up and capture share it; its graphs are released together). Memory pools are handed out
+// per recording: graphs that share a pool may reuse each other's freed memory, which is safe only
+// when they always replay in capture order, and autograd does not promise an order among the
+// head predictions' backward nodes.
 class RecordingContext {
  public:
   explicit RecordingContext(Backend backend);
@@ -44,22 +49,16 @@ class RecordingContext {
   RecordingContext& operator=(const RecordingContext&) = delete;
 
   Backend backend() const { return backend_; }
+  PoolId new_pool();
   // Runs fn with the capture stream current (warm-up work), synchronising the device around it.
   void on_capture_stream(const std::function<void()>& fn);
   void synchronize();
-
-  // Replay order: each captured graph is appended; replays must walk the list cyclically.
-  void append_order(const std::string& entry) { order_.push_back(entry); }
-  void advance(const std::string& entry);
-  bool at_step_boundary() const { return position_ == 0; }
 
  private:
   friend class Graph;
   struct Cuda;
   Backend backend_;
   std::unique_ptr<Cuda> cuda_;
-  std::vector<std::string> order_;
-  size_t position_ = 0;
 };
 
 }  // namespace lucid::replay

@@ -16,12 +16,15 @@ struct GraphedNode : torch::autograd::Function<GraphedNode> {
                                int64_t callable) {
     ctx->saved_data["callable"] = callable;
     ctx->set_materialize_grads(false);
-    return reinterpret_cast<GraphedCallable*>(callable)->replay_forward(inputs.vec());
+    auto* self = reinterpret_cast<GraphedCallable*>(callable);
+    auto out = self->replay_forward(inputs.vec());
+    ctx->saved_data["generation"] = self->generation();
+    return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto* self = reinterpret_cast<GraphedCallable*>(ctx->saved_data["callable"].toInt());
-    auto out = self->replay_backward(grads);
+    auto out = self->replay_backward(grads, ctx->saved_data["generation"].toInt());
     out.emplace_back();  // the non-tensor argument
     return out;
   }
@@ -72,9 +75,10 @@ std::vector<Tensor> GraphedCallable::surface() const {
 
 void GraphedCallable::capture_forward(RecordingContext& ctx) {
   ctx_ = &ctx;
+  pool_ = ctx.new_pool();
   torch::AutoGradMode grad(true);
   if (ctx.backend() == Backend::CudaGraph) {
-    forward_.capture(ctx, [&] { static_outputs_ = fn_(static_inputs_); });
+    forward_.capture(ctx, pool_, [&] { static_outputs_ = fn_(static_inputs_); });
   } else {
     eager_outputs_ = fn_(static_inputs_);
     static_outputs_.clear();
@@ -83,7 +87,6 @@ void GraphedCallable::capture_forward(RecordingContext& ctx) {
   const auto& outs = ctx.backend() == Backend::CudaGraph ? static_outputs_ : eager_outputs_;
   output_requires_grad_.clear();
   for (const auto& o : outs) output_requires_grad_.push_back(o.requires_grad());
-  ctx.append_order(name_ + " forward");
 }
 
 void GraphedCallable::capture_backward(RecordingContext& ctx) {
@@ -108,7 +111,7 @@ void GraphedCallable::capture_backward(RecordingContext& ctx) {
                                   /*allow_unused=*/true);
   };
   if (cuda)
-    backward_.capture(ctx, body);
+    backward_.capture(ctx, pool_, body);
   else
     body();
   // Align with inputs then parameters; only gradients autograd produced get a static buffer.
@@ -127,7 +130,6 @@ void GraphedCallable::capture_backward(RecordingContext& ctx) {
   // The outputs keep their storage but drop the capture's autograd history.
   for (auto& o : static_outputs_) o = o.detach();
   eager_outputs_.clear();
-  ctx.append_order(name_ + " backward");
 }
 
 bool GraphedCallable::matches(const std::vector<Tensor>& inputs) const {
@@ -146,7 +148,7 @@ std::vector<Tensor> GraphedCallable::operator()(const std::vector<Tensor>& input
 }
 
 std::vector<Tensor> GraphedCallable::replay_forward(const std::vector<Tensor>& inputs) {
-  ctx_->advance(name_ + " forward");
+  ++generation_;
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].data_ptr() != static_inputs_[i].data_ptr()) static_inputs_[i].copy_(inputs[i]);
@@ -163,8 +165,9 @@ std::vector<Tensor> GraphedCallable::replay_forward(const std::vector<Tensor>& i
   return out;
 }
 
-std::vector<Tensor> GraphedCallable::replay_backward(const std::vector<Tensor>& grads) {
-  ctx_->advance(name_ + " backward");
+std::vector<Tensor> GraphedCallable::replay_backward(const std::vector<Tensor>& grads, int64_t generation) {
+  if (generation != generation_)
+    throw std::logic_error("replayed backward of " + name_ + " after a later forward replay overwrote its activations");
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < static_grad_outputs_.size(); ++i) {
     auto& buf = static_grad_outputs_[i];

@@ -8,7 +8,8 @@
 //             are handed to autograd, which accumulates them exactly as native gradients (a static
 //             buffer handed out would be adopted as param.grad and overwritten by the next replay).
 // The callable is one autograd node, so a prediction whose outputs the loss ignores never runs its
-// backward and its parameters keep no gradient, as natively.
+// backward and its parameters keep no gradient, as natively. Its graphs have a memory pool of their
+// own; a backward after a later forward replay (whose activations overwrote its own) is an error.
 #pragma once
 #include "lucid/replay/graph.h"
 
@@ -41,7 +42,10 @@ class GraphedCallable {
 
   // The node's halves (used by its autograd function).
   std::vector<Tensor> replay_forward(const std::vector<Tensor>& inputs);
-  std::vector<Tensor> replay_backward(const std::vector<Tensor>& grads);
+  std::vector<Tensor> replay_backward(const std::vector<Tensor>& grads, int64_t generation);
+  // Counts forward replays: a backward belongs to the latest one, whose activations the
+  // recording's memory still holds.
+  int64_t generation() const { return generation_; }
 
  private:
   std::vector<Tensor> surface() const;  // inputs then parameters that require gradients
@@ -50,6 +54,8 @@ class GraphedCallable {
   Fn fn_;
   std::vector<Tensor> params_;
   RecordingContext* ctx_ = nullptr;
+  PoolId pool_{0, 0};  // this recording's own memory pool (forward and backward graphs)
+  int64_t generation_ = 0;
   std::vector<Tensor> static_inputs_, static_outputs_, static_grad_outputs_;
   std::vector<Tensor> static_grads_;  // per input, then per parameter; undefined where none flows
   std::vector<bool> output_requires_grad_;

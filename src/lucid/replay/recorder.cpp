@@ -90,10 +90,8 @@ FitFacts StageRecorder::facts_for(const model::SegmentationModelImpl& m) const {
 }
 
 void StageRecorder::warm_up(const Tensor& x) {
-  // Warm-up passes run every kernel once on the capture stream (library handles, workspaces and
-  // lazy loads must not happen during capture). They move BatchNorm statistics: restore them.
-  std::vector<Tensor> buffers = model_.buffers(), saved;
-  for (const auto& b : buffers) saved.push_back(b.clone());
+  // Warm-up passes run every kernel once on the capture stream: library handles, workspaces and
+  // lazy loads must not happen during capture.
   std::vector<Tensor> params;
   for (const auto& p : model_.parameters())
     if (p.requires_grad()) params.push_back(p);
@@ -107,18 +105,23 @@ void StageRecorder::warm_up(const Tensor& x) {
       torch::autograd::grad(roots, params, ones, false, false, true);
     }
   });
-  torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
 }
 
-bool StageRecorder::record_features(const Tensor& x, const std::vector<Tensor>& native_feats, bool network,
-                                    bool heads) {
+bool StageRecorder::record_features(const Tensor& x, bool network, bool heads) {
   const auto t0 = Clock::now();
+  // Recording happens before the step's own forward. Warm-up passes (and the eager stand-in's
+  // capture) move BatchNorm statistics: every buffer is restored before the step runs.
+  std::vector<Tensor> buffers = model_.buffers(), saved;
+  for (const auto& b : buffers) saved.push_back(b.clone());
+  auto restore = [&] {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
+  };
   try {
     features_ctx_ = std::make_unique<RecordingContext>(backend_);
     warm_up(x);
     features_ctx_->synchronize();
-    std::vector<Tensor> sample = native_feats;
+    std::vector<Tensor> sample;
     if (network) {
       network_ = std::make_unique<GraphedCallable>(
           "shared features", [this](const std::vector<Tensor>& in) { return model_.shared(in[0]); },
@@ -126,10 +129,10 @@ bool StageRecorder::record_features(const Tensor& x, const std::vector<Tensor>& 
       network_->set_inputs({x}, {false}, /*alias=*/false);
       network_->capture_forward(*features_ctx_);
       sample = network_->static_outputs();
-    } else if (heads) {
-      // Native features are staged once into buffers every head recording reads.
-      head_inputs_.clear();
-      for (const auto& f : native_feats)
+    } else {
+      // Native features are staged once per step into buffers every head recording reads.
+      torch::NoGradGuard no_grad;
+      for (const auto& f : model_.shared(x))
         head_inputs_.push_back(torch::empty_strided(f.sizes(), f.strides(), f.options()));
       sample = head_inputs_;
     }
@@ -147,9 +150,11 @@ bool StageRecorder::record_features(const Tensor& x, const std::vector<Tensor>& 
     }
     if (network) network_->capture_backward(*features_ctx_);
     features_ctx_->synchronize();
+    restore();
     if (backend_ == Backend::CudaGraph) c10::cuda::CUDACachingAllocator::emptyCache();
   } catch (const std::exception& e) {
     release_features();
+    restore();
     features_failed_ = true;
     std::printf("replay: recording the model stages failed, they run natively: %s\n", e.what());
     return false;
@@ -196,29 +201,26 @@ model::HeadOutputs StageRecorder::forward(const Tensor& x) {
     return native_heads(f);
   };
   if (!rn.replay && !rh.replay) return native_step(rn, rh, nullptr);
-
+  if (!network_ && heads_.empty() && !features_failed_ && !record_features(x, rn.replay, rh.replay)) {
+    const Route failed{false, "its recording failed"};
+    return native_step(rn.replay ? failed : rn, rh.replay ? failed : rh, nullptr);
+  }
   std::vector<Tensor> feats;
   if (!rn.replay) {
     util::TraceRange range("shared features");
     feats = model_.shared(x);
   }
-  if (!network_ && heads_.empty() && !features_failed_ && !record_features(x, feats, rn.replay, rh.replay)) {
-    const Route failed{false, "its recording failed"};
-    return native_step(rn.replay ? failed : rn, rh.replay ? failed : rh, rn.replay ? nullptr : &feats);
-  }
   // The recorded set of stages must be the one routed now, with the recorded input signature.
   const bool net = network_ != nullptr, hd = !heads_.empty();
   if (net != rn.replay || hd != rh.replay) {
     const Route other{false, "another recorded stage runs natively this step"};
-    return native_step(rn.replay ? other : rn, rh.replay ? other : rh, net ? nullptr : &feats);
+    return native_step(rn.replay ? other : rn, rh.replay ? other : rh, rn.replay ? nullptr : &feats);
   }
   const bool fits = net ? network_->matches({x}) : heads_.front()->matches(feats);
   if (!fits) {
     return native_step(route_step(Stage::SharedFeatures, false), route_step(Stage::Heads, false),
                        net ? nullptr : &feats);
   }
-  if (!features_ctx_->at_step_boundary())
-    throw std::logic_error("stage replay: the previous step's recorded backward did not run");
   note(Stage::SharedFeatures, rn);
   note(Stage::Heads, rh);
   if (net) {
@@ -263,12 +265,14 @@ bool StageRecorder::record_optimizer() {
       for (size_t i = 0; i < state.size(); ++i) state[i].second.copy_(saved[i]);
     }
     optimizer_ctx_->synchronize();
-    prepare_.capture(*optimizer_ctx_, [this] {
+    // The two optimizer graphs always replay in capture order: they share one pool.
+    const auto pool = optimizer_ctx_->new_pool();
+    prepare_.capture(*optimizer_ctx_, pool, [this] {
       GradSwap swap(opt_params_, opt_grads_);
       optimizer_.prepare_update();
     });
     if (optimizer_.kind() == optim::Kind::MuSGD)
-      orthogonalize_.capture(*optimizer_ctx_, [this] {
+      orthogonalize_.capture(*optimizer_ctx_, pool, [this] {
         GradSwap swap(opt_params_, opt_grads_);
         optimizer_.orthogonalize();
       });

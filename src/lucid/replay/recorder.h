@@ -42,7 +42,7 @@ class StageRecorder {
 
  private:
   FitFacts facts_for(const model::SegmentationModelImpl& model) const;
-  bool record_features(const Tensor& x, const std::vector<Tensor>& native_feats, bool network, bool heads);
+  bool record_features(const Tensor& x, bool network, bool heads);
   bool record_optimizer();
   void release_features();
   void warm_up(const Tensor& x);
