@@ -233,7 +233,7 @@ ValidationResult Trainer::fit() {
         util::Bf16Autocast ac(autocast_);
         if (recorder) {
           // Warmup still changes the accumulation count; recordings start once it is fixed.
-          recorder->set_accumulation_fixed(ni > sched.warmup_iterations());
+          recorder->set_accumulation_fixed(sched.accumulation_fixed(ni));
           out = recorder->forward(x);
         } else {
           util::TraceRange range("forward");
