@@ -245,4 +245,26 @@ std::pair<Tensor, Tensor> Proto26Impl::forward_multi(const std::vector<Tensor>& 
   return {protos, with_semantic ? semseg(feat) : Tensor()};
 }
 
+namespace {
+
+struct GradLayout : torch::autograd::Function<GradLayout> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const Tensor& t) {
+    ctx->saved_data["format"] = static_cast<int64_t>(t.suggest_memory_format());
+    ctx->set_materialize_grads(false);
+    return {t.view_as(t)};
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    if (!grads[0].defined()) return {Tensor()};
+    return {grads[0].contiguous(static_cast<at::MemoryFormat>(ctx->saved_data["format"].toInt()))};
+  }
+};
+
+}  // namespace
+
+Tensor with_grad_layout(const Tensor& t) {
+  if (!t.requires_grad() || !torch::GradMode::is_enabled()) return t;
+  return GradLayout::apply(t)[0];
+}
+
 }  // namespace lucid::model

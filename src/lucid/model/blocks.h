@@ -33,6 +33,12 @@ class FlopScope {
 };
 void count_conv(const torch::nn::Conv2dImpl& conv, const Tensor& out);
 
+// Gradients reaching the result arrive in t's own memory format, whichever layout the consumer's
+// backward produced. BatchNorm backward reduces in a layout-dependent order, so this pins the
+// gradient bits of the stage outputs to one layout whatever reads them (the loss natively, a copy
+// into a recording's buffer under stage replay). The forward is an alias of t.
+Tensor with_grad_layout(const Tensor& t);
+
 // One SiLU instance shared by every Conv, as in the reference, where it is counted once as a layer.
 // Deep copies in the reference (the one-to-one head branches) each carry their own instance; a
 // SiluScope makes Convs built inside it share a fresh one.

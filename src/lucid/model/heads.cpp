@@ -131,6 +131,12 @@ std::vector<Tensor> SegmentHeadImpl::prediction_parameters(int64_t k) const {
 }
 
 std::vector<Tensor> SegmentHeadImpl::predict(int64_t k, const std::vector<Tensor>& feats) {
+  auto out = predict_raw(k, feats);
+  for (auto& t : out) t = with_grad_layout(t);
+  return out;
+}
+
+std::vector<Tensor> SegmentHeadImpl::predict_raw(int64_t k, const std::vector<Tensor>& feats) {
   const auto& o = options_;
   switch (k == prediction_count() - 1 ? 6 : k) {
     case 0: return {run_levels(feats, cv2_, 4 * o.reg_max)};

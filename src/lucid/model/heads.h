@@ -65,6 +65,7 @@ class SegmentHeadImpl : public torch::nn::Module {
 
  private:
   using Branch = std::vector<Chain>;
+  std::vector<Tensor> predict_raw(int64_t k, const std::vector<Tensor>& feats);
   // One prediction over all levels, flattened to (B, channels, A).
   Tensor run_levels(const std::vector<Tensor>& x, const Branch& convs, int64_t channels);
   void make_branch(const std::string& prefix, Branch& box, Branch& cls, Branch& mask);

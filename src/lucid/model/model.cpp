@@ -350,7 +350,7 @@ std::vector<Tensor> SegmentationModelImpl::shared(const Tensor& x) {
   }
   std::vector<Tensor> feats;
   const int last = static_cast<int>(n);  // the head's index
-  for (int f : head_from_) feats.push_back(f == -1 ? prev : saved[f < 0 ? last + f : f]);
+  for (int f : head_from_) feats.push_back(with_grad_layout(f == -1 ? prev : saved[f < 0 ? last + f : f]));
   return feats;
 }
 

@@ -17,6 +17,17 @@ struct RecordingContext::Cuda {
   c10::cuda::CUDAStream stream;
 };
 
+namespace {
+
+// One capture stream per process: cuBLAS keeps a workspace per stream, which a new stream for every
+// recorder would add to reserved memory each time.
+c10::cuda::CUDAStream capture_stream() {
+  static const c10::cuda::CUDAStream stream = at::cuda::getStreamFromPool();
+  return stream;
+}
+
+}  // namespace
+
 Graph::Graph() = default;
 Graph::~Graph() = default;
 Graph::Graph(Graph&&) noexcept = default;
@@ -62,7 +73,7 @@ void Graph::reset() {
 
 RecordingContext::RecordingContext(Backend backend) : backend_(backend) {
   if (backend_ == Backend::CudaGraph)
-    cuda_ = std::make_unique<Cuda>(Cuda{at::cuda::getStreamFromPool()});
+    cuda_ = std::make_unique<Cuda>(Cuda{capture_stream()});
 }
 
 RecordingContext::~RecordingContext() = default;

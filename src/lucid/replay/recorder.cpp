@@ -95,6 +95,8 @@ void StageRecorder::warm_up(const Tensor& x) {
   std::vector<Tensor> params;
   for (const auto& p : model_.parameters())
     if (p.requires_grad()) params.push_back(p);
+  // Cached blocks are per stream: the native steps' cache and the warm-up's would add up.
+  if (backend_ == Backend::CudaGraph) c10::cuda::CUDACachingAllocator::emptyCache();
   features_ctx_->on_capture_stream([&] {
     for (int i = 0; i < 3; ++i) {
       torch::AutoGradMode grad(true);
@@ -105,6 +107,7 @@ void StageRecorder::warm_up(const Tensor& x) {
       torch::autograd::grad(roots, params, ones, false, false, true);
     }
   });
+  if (backend_ == Backend::CudaGraph) c10::cuda::CUDACachingAllocator::emptyCache();
 }
 
 bool StageRecorder::record_features(const Tensor& x, bool network, bool heads) {
