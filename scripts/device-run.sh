@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: configure and build against its torch (/opt/torch/.venv), run the
 # tests labelled gpu and the named benchmarks, and write logs into OUT_DIR.
-#   scripts/device-run.sh OUT_DIR [bench ...]     (bench names: model_step, loader; default: all)
+#   scripts/device-run.sh OUT_DIR [bench ...]     (bench names: model_step, loader, fit; default:
+#   model_step loader). loader: the 512-image reference workload (built under $LUCID_WORKLOAD,
+#   default /tmp/lucid-workload, from ../shared/bench), 1-16 workers, median of 5 runs.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: device-run.sh OUT_DIR [bench ...]}
@@ -26,7 +28,10 @@ tail -5 "$out/gpu-tests.log"
 for b in "${benches[@]}"; do
   case "$b" in
     model_step) "$LUCID_BUILD_DIR/bench/bench_model_step" batch=4,16 imgsz=640 steps=50 warmup=15 > "$out/bench-model_step.log" 2>&1 || status=1 ;;
-    loader) "$LUCID_BUILD_DIR/bench/bench_loader" --workers 1,2,4,8,12 --images 128 --batches 24 > "$out/bench-loader.log" 2>&1 || status=1 ;;
+    loader) work=${LUCID_WORKLOAD:-/tmp/lucid-workload}
+            [ -f "$work/data.yaml" ] || bash "${LUCID_SHARED:-$root/shared}/bench/make-workload.sh" "$work" > /dev/null
+            "$LUCID_BUILD_DIR/bench/bench_loader" --data "$work/data.yaml" --workers 1,2,4,8,12,16 --batches 64 \
+              --reps 5 > "$out/bench-loader.log" 2>&1 || status=1 ;;
     fit) LUCID_SHARED=${LUCID_SHARED:-$root/shared} "$root/bench/fit_workload.sh" "$LUCID_BUILD_DIR/lucid" \
            /tmp/lucid-workload "$out/fit" "${LUCID_FIT_RUNS:-2}" > "$out/bench-fit.log" 2>&1 || status=1 ;;
     *) echo "unknown bench $b"; status=1 ;;
