@@ -39,6 +39,13 @@ double thread_cpu() {
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
+// CPU time of the whole process (all threads), user + system.
+double process_cpu() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
 std::vector<Sample> make_images(int n, int imgsz) {
   std::vector<Sample> out;
   for (int i = 0; i < n; ++i) {
@@ -83,7 +90,7 @@ std::string summary(std::vector<double> v) {
   const size_t n = v.size();
   const double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
   char buf[96];
-  std::snprintf(buf, sizeof buf, "%.1f (%.1f-%.1f)", med, v.front(), v.back());
+  std::snprintf(buf, sizeof buf, med < 100 ? "%.2f (%.2f-%.2f)" : "%.1f (%.1f-%.1f)", med, v.front(), v.back());
   return buf;
 }
 
@@ -185,7 +192,7 @@ int main(int argc, char** argv) {
   }
 
   for (int nw : workers) {
-    std::vector<double> rates;
+    std::vector<double> rates, cpu_ms;
     for (int rep = 0; rep < reps; ++rep) {
       LoaderOptions o;
       o.dataset_size = n_images;
@@ -198,6 +205,7 @@ int main(int argc, char** argv) {
       (void)loader.next();  // warm-up: first batch
       int64_t count = 0;
       auto t0 = Clock::now();
+      const double c0 = process_cpu();
       int got = 0;
       for (int64_t e = 0; got < batches; ++e) {
         if (e > 0) loader.start_epoch(e);
@@ -209,8 +217,12 @@ int main(int argc, char** argv) {
         }
       }
       rates.push_back(double(count) / seconds(t0, Clock::now()));
+      cpu_ms.push_back(1e3 * (process_cpu() - c0) / double(count));
     }
-    std::printf("workers %d: %s images/s (%d batches of %d, %d reps)\n", nw, summary(rates).c_str(), batches, batch, reps);
+    // CPU time per image growing with the worker count means the workers slow each other down
+    // (memory bandwidth, allocator); a flat one with flat throughput means idle workers.
+    std::printf("workers %d: %s images/s, CPU %s ms per image (%d batches of %d, %d reps)\n", nw,
+                summary(rates).c_str(), summary(cpu_ms).c_str(), batches, batch, reps);
     std::fflush(stdout);
   }
 

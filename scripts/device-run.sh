@@ -30,7 +30,7 @@ for b in "${benches[@]}"; do
     model_step) "$LUCID_BUILD_DIR/bench/bench_model_step" batch=4,16 imgsz=640 steps=50 warmup=15 > "$out/bench-model_step.log" 2>&1 || status=1 ;;
     loader) work=${LUCID_WORKLOAD:-/tmp/lucid-workload}
             [ -f "$work/data.yaml" ] || bash "${LUCID_SHARED:-$root/shared}/bench/make-workload.sh" "$work" > /dev/null
-            "$LUCID_BUILD_DIR/bench/bench_loader" --data "$work/data.yaml" --workers 1,2,4,8,12,16 --batches 64 \
+            "$LUCID_BUILD_DIR/bench/bench_loader" --data "$work/data.yaml" --workers 1,2,4,8,12,16 --batches 96 \
               --reps 5 > "$out/bench-loader.log" 2>&1 || status=1 ;;
     fit) LUCID_SHARED=${LUCID_SHARED:-$root/shared} "$root/bench/fit_workload.sh" "$LUCID_BUILD_DIR/lucid" \
            /tmp/lucid-workload "$out/fit" "${LUCID_FIT_RUNS:-2}" > "$out/bench-fit.log" 2>&1 || status=1 ;;
