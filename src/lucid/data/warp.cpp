@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
@@ -21,7 +21,6 @@ void check_image(const torch::Tensor& image, const char* what) {
   if (!image.defined() || image.dim() != 3 || image.scalar_type() != torch::kUInt8 || !image.is_cpu())
     throw std::invalid_argument(std::string(what) + ": expected a uint8 (H, W, C) CPU tensor");
 }
-
 
 inline uint8_t sat_u8(int v) { return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v)); }
 
@@ -120,7 +119,7 @@ inline float separable_x(const std::array<float, 6>& m, int x, int vec_end) {
 inline float separable_y(const std::array<float, 6>& m, int y) { return float(y) * m[4] + m[5]; }
 
 bool use_avx2() {
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
   static const bool has = __builtin_cpu_supports("avx2");
   return has && g_simd;
 #else
@@ -152,7 +151,7 @@ void vertical(float ay, const float* __restrict h0, const float* __restrict h1, 
   for (size_t k = 0; k < n; ++k) d[k] = sat_u8(rint_small(fmaf_(ay, h1[k] - h0[k], h0[k])));
 }
 
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
 __attribute__((target("avx2"))) void horizontal3_avx2(const uint8_t* __restrict row, const int32_t* __restrict co,
                                                       const float* __restrict ax, int ow, float* __restrict h) {
   for (int x = 0; x < ow; ++x) {
@@ -210,7 +209,7 @@ void warp_separable(const uint8_t* src, int ih, int iw, int cn, const std::array
       return;
     }
     std::memcpy(padded.data() + cn + copy_from, src + size_t(sy) * sstride + copy_from, copy_bytes);
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
     if (cn == 3 && avx2) return horizontal3_avx2(padded.data(), co.data(), ax.data(), ow, h);
 #endif
     if (cn == 3) return horizontal3(padded.data(), co.data(), ax.data(), ow, h);
@@ -229,7 +228,7 @@ void warp_separable(const uint8_t* src, int ih, int iw, int cn, const std::array
     if (k0 < 0) fill_row(k0 = (slot_of(iy + 1) == 0 ? 1 : 0), iy);
     int k1 = slot_of(iy + 1);
     if (k1 < 0) fill_row(k1 = 1 - k0, iy + 1);
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
     if (avx2) {
       vertical_avx2(ay, hbuf[k0].data(), hbuf[k1].data(), d, row_len);
       continue;
