@@ -1,8 +1,13 @@
 // Loader throughput: augmented (mosaic + perspective + flips + mask targets + collation) images per
-// second at imgsz 640 for 1, 2 and 4 workers, on synthetic prepared images shaped like COCO's
-// (long side 640, 4:3 and 3:4, ~7 polygon instances of 20-80 vertices), held in RAM as a prepared
-// cache would be. Also a single-thread breakdown per stage and device HSV per batch.
-//   bench_loader [--images N] [--batch B] [--batches K] [--imgsz S] [--workers 1,2,4] [--device cpu|cuda]
+// second at imgsz 640 for each worker count, median (min-max) of --reps repetitions, each timing
+// --batches batches after one warm-up batch (epochs follow one another as in a fit).
+// Images: the training split of a dataset (--data DATA.yaml, e.g. the reference workload of
+// ../shared/bench; prepared in RAM, the preparation (decode + resize) timed with 1 thread and with
+// all), or synthetic prepared images shaped like COCO's (long side 640, 4:3 and 3:4, 1-13 polygon
+// instances of 20-80 vertices). Also a single-thread breakdown per stage and device HSV per batch.
+//   bench_loader [--data DATA.yaml] [--images N] [--batch B] [--batches K] [--imgsz S]
+//                [--workers 1,2,4] [--reps R] [--device cpu|cuda]
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <cmath>
@@ -12,6 +17,8 @@
 #include <string>
 
 #include "lucid/data/augment.h"
+#include "lucid/data/dataset.h"
+#include "lucid/engine/training_data.h"
 #include "lucid/data/hsv.h"
 #include "lucid/data/loader.h"
 #include "lucid/data/masks.h"
@@ -29,6 +36,13 @@ double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::d
 double thread_cpu() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// CPU time of the whole process (all threads), user + system.
+double process_cpu() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
@@ -70,6 +84,16 @@ std::vector<Sample> make_images(int n, int imgsz) {
   return out;
 }
 
+// Median (min-max) of a list of figures.
+std::string summary(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  const double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, med < 100 ? "%.2f (%.2f-%.2f)" : "%.1f (%.1f-%.1f)", med, v.front(), v.back());
+  return buf;
+}
+
 std::vector<int> parse_list(const std::string& s) {
   std::vector<int> out;
   std::stringstream ss(s);
@@ -81,7 +105,8 @@ std::vector<int> parse_list(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int n_images = 64, batch = 16, batches = 12, imgsz = 640;
+  int n_images = 64, batch = 16, batches = 12, imgsz = 640, reps = 3;
+  std::string data;
   std::vector<int> workers = {1, 2, 4};
   std::string device = lucid::util::cuda_usable() ? "cuda" : "cpu";
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -92,11 +117,41 @@ int main(int argc, char** argv) {
     else if (k == "--imgsz") imgsz = std::stoi(v);
     else if (k == "--workers") workers = parse_list(v);
     else if (k == "--device") device = v;
+    else if (k == "--reps") reps = std::stoi(v);
+    else if (k == "--data") data = v;
+    else {
+      std::fprintf(stderr, "unknown option %s\n", k.c_str());
+      return 2;
+    }
   }
-  std::printf("synthetic prepared images: %d, imgsz %d, batch %d, %u hardware threads\n", n_images, imgsz, batch,
-              std::thread::hardware_concurrency());
-  const auto images = make_images(n_images, imgsz);
-  SampleSource source = [&](int64_t i) { return images[size_t(i)]; };
+  std::vector<Sample> images;
+  SampleSource source;
+  if (data.empty()) {
+    std::printf("synthetic prepared images: %d, imgsz %d, batch %d, %u hardware threads\n", n_images, imgsz, batch,
+                std::thread::hardware_concurrency());
+    images = make_images(n_images, imgsz);
+    source = [&](int64_t i) { return images[size_t(i)]; };
+  } else {
+    const auto index = build_index(data);
+    const Split* split = index.find("train");
+    if (!split) {
+      std::fprintf(stderr, "%s: no train split\n", data.c_str());
+      return 2;
+    }
+    // Preparation = decode + resize of every image, once per run with the RAM store.
+    for (int threads : {1, 0}) {
+      const auto t0 = Clock::now();
+      const auto ps = lucid::engine::prepare_split(*split, imgsz, /*disk_cache=*/false, threads);
+      std::printf("preparation with %s: %.3f s for %lld images\n", threads ? "1 thread" : "all threads",
+                  seconds(t0, Clock::now()), (long long)ps.size());
+      if (threads) continue;
+      source = lucid::engine::make_sample_source(ps);
+      n_images = int(ps.size());
+    }
+    std::printf("dataset %s: %d training images, imgsz %d, batch %d, %u hardware threads\n", data.c_str(), n_images,
+                imgsz, batch, std::thread::hardware_concurrency());
+    for (int i = 0; i < std::min(n_images, 64); ++i) images.push_back(source(i));
+  }
 
   // Single-thread breakdown.
   {
@@ -109,14 +164,18 @@ int main(int argc, char** argv) {
       const double t0 = thread_cpu();
       SampleRng mr(3, 0, r, Purpose::Mosaic);
       auto md = draw_mosaic(mr, 1.0, imgsz, n_images);
-      std::array<Sample, 4> tiles{images[r % n_images], images[md.others[0]], images[md.others[1]], images[md.others[2]]};
+      const int64_t loaded = int64_t(images.size());
+      std::array<Sample, 4> tiles{images[r % loaded], images[md.others[0] % loaded], images[md.others[1] % loaded],
+                                  images[md.others[2] % loaded]};
       for (auto& t : tiles) resample_polygons(t.instances, 1000);
-      auto m = mosaic4(std::move(tiles), md.xc, md.yc, imgsz);
-      const double t1 = thread_cpu();
+      // As augment_sample: only the canvas window the warp reads is assembled.
       SampleRng ar(3, 0, r, Purpose::Perspective);
-      auto ad = draw_affine(ar, o);
-      auto s = random_perspective(std::move(m), affine_matrix(ad, 2 * imgsz, 2 * imgsz, imgsz, imgsz), ad.scale, imgsz,
-                                  imgsz, false);
+      const auto ad = draw_affine(ar, o);
+      const auto M = affine_matrix(ad, 2 * imgsz, 2 * imgsz, imgsz, imgsz);
+      auto m = mosaic4(std::move(tiles), md.xc, md.yc, imgsz, o.pad_value,
+                       warp_affine_source_window(M, 2 * imgsz, 2 * imgsz, imgsz, imgsz));
+      const double t1 = thread_cpu();
+      auto s = random_perspective(std::move(m), M, ad.scale, imgsz, imgsz, false);
       const double t2 = thread_cpu();
       auto mt = make_mask_targets(s.instances, imgsz, imgsz, 4, true);
       const double t3 = thread_cpu();
@@ -133,30 +192,38 @@ int main(int argc, char** argv) {
   }
 
   for (int nw : workers) {
-    LoaderOptions o;
-    o.dataset_size = n_images;
-    o.imgsz = imgsz;
-    o.batch = batch;
-    o.workers = nw;
-    o.seed = 0;
-    Loader loader(source, o);
-    loader.start_epoch(0);
-    (void)loader.next();  // warm-up: first batch
-    int64_t count = 0;
-    auto t0 = Clock::now();
-    int got = 0;
-    for (int64_t e = 1; got < batches; ++e) {
-      loader.start_epoch(e);
-      while (got < batches) {
-        auto b = loader.next();
-        if (!b) break;
-        count += b->size();
-        ++got;
+    std::vector<double> rates, cpu_ms;
+    for (int rep = 0; rep < reps; ++rep) {
+      LoaderOptions o;
+      o.dataset_size = n_images;
+      o.imgsz = imgsz;
+      o.batch = batch;
+      o.workers = nw;
+      o.seed = uint64_t(rep);
+      Loader loader(source, o);
+      loader.start_epoch(0);
+      (void)loader.next();  // warm-up: first batch
+      int64_t count = 0;
+      auto t0 = Clock::now();
+      const double c0 = process_cpu();
+      int got = 0;
+      for (int64_t e = 0; got < batches; ++e) {
+        if (e > 0) loader.start_epoch(e);
+        while (got < batches) {
+          auto b = loader.next();
+          if (!b) break;
+          count += b->size();
+          ++got;
+        }
       }
+      rates.push_back(double(count) / seconds(t0, Clock::now()));
+      cpu_ms.push_back(1e3 * (process_cpu() - c0) / double(count));
     }
-    const double dt = seconds(t0, Clock::now());
-    std::printf("workers %d: %.1f images/s (%lld images in %.2f s, pinned %s)\n", nw, count / dt, (long long)count, dt,
-                loader.pinned() ? "yes" : "no");
+    // CPU time per image growing with the worker count means the workers slow each other down
+    // (memory bandwidth, allocator); a flat one with flat throughput means idle workers.
+    std::printf("workers %d: %s images/s, CPU %s ms per image (%d batches of %d, %d reps)\n", nw,
+                summary(rates).c_str(), summary(cpu_ms).c_str(), batches, batch, reps);
+    std::fflush(stdout);
   }
 
   // HSV on a batch.

@@ -2,8 +2,10 @@
 # One call on the GPU machine: configure and build against its torch (/opt/torch/.venv), run the
 # tests labelled gpu and the named benchmarks, and write logs into OUT_DIR.
 #   scripts/device-run.sh OUT_DIR [bench ...]
-# bench names: model_step, loader, fit (the reference workload, native), fit_replay (the same with
-# every stage recording on); default: model_step loader. LUCID_GPU_TESTS=0 skips the GPU tests.
+# bench names: model_step, loader (the 512-image reference workload, built under $LUCID_WORKLOAD,
+# default /tmp/lucid-workload, from ../shared/bench; 1-16 workers, median of 5 runs), fit (the
+# reference workload fit, native), fit_replay (the same with every stage recording on); default:
+# model_step loader. LUCID_GPU_TESTS=0 skips the GPU tests.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: device-run.sh OUT_DIR [bench ...]}
@@ -31,7 +33,10 @@ fi
 for b in "${benches[@]}"; do
   case "$b" in
     model_step) "$LUCID_BUILD_DIR/bench/bench_model_step" batch=4,16 imgsz=640 steps=50 warmup=15 > "$out/bench-model_step.log" 2>&1 || status=1 ;;
-    loader) "$LUCID_BUILD_DIR/bench/bench_loader" --workers 1,2,4,8,12 --images 128 --batches 24 > "$out/bench-loader.log" 2>&1 || status=1 ;;
+    loader) work=${LUCID_WORKLOAD:-/tmp/lucid-workload}
+            [ -f "$work/data.yaml" ] || bash "${LUCID_SHARED:-$root/shared}/bench/make-workload.sh" "$work" > /dev/null
+            "$LUCID_BUILD_DIR/bench/bench_loader" --data "$work/data.yaml" --workers 1,2,4,8,12,16 --batches 96 \
+              --reps 5 > "$out/bench-loader.log" 2>&1 || status=1 ;;
     fit) LUCID_SHARED=${LUCID_SHARED:-$root/shared} "$root/bench/fit_workload.sh" "$LUCID_BUILD_DIR/lucid" \
            /tmp/lucid-workload "$out/fit" "${LUCID_FIT_RUNS:-2}" > "$out/bench-fit.log" 2>&1 || status=1 ;;
     fit_replay) LUCID_SHARED=${LUCID_SHARED:-$root/shared} LUCID_RUNS=/tmp/lucid-fit-replay \

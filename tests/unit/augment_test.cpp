@@ -288,6 +288,29 @@ TEST(Warp, AffineTranslationScaleAndBorder) {
   EXPECT_LE((wa.to(torch::kInt) - wp.to(torch::kInt)).abs().max().item<int>(), 1);
 }
 
+// The fast path for maps without rotation or shear (the default augmentation), with and without its
+// AVX2 loops, equals the per-pixel definition byte for byte: scales up and down, mirrored, partly or
+// wholly outside the source, 1 and 3 channels, widths with and without a 16-pixel tail.
+TEST(Warp, SeparablePathEqualsPointwise) {
+  SampleRng rng(11, 0, 0, Purpose::Test);
+  for (int t = 0; t < 60; ++t) {
+    const int cn = t % 5 == 4 ? 1 : 3;
+    const int ih = 40 + int(rng.below(90)), iw = 40 + int(rng.below(90));
+    const int oh = 30 + int(rng.below(70)), ow = 30 + int(rng.below(70));
+    auto img = torch::empty({ih, iw, cn}, torch::kUInt8);
+    for (int64_t k = 0; k < img.numel(); ++k) img.data_ptr<uint8_t>()[k] = uint8_t(rng.next_u32());
+    const double sx = rng.uniform(0.3, 2.5) * (t % 7 == 3 ? -1 : 1), sy = rng.uniform(0.3, 2.5);
+    const double tx = rng.uniform(-1.0, 1.5) * ow, ty = rng.uniform(-1.0, 1.5) * oh;
+    const Matrix3 M = {sx, 0, tx - sx * iw / 2, 0, sy, ty - sy * ih / 2, 0, 0, 1};
+    const auto want = lucid::data::detail::warp_affine_pointwise(img, M, oh, ow, 114);
+    ASSERT_TRUE(torch::equal(warp_affine(img, M, oh, ow, 114), want)) << "case " << t;
+    const bool was = lucid::data::detail::set_warp_simd(false);
+    const auto plain = warp_affine(img, M, oh, ow, 114);
+    lucid::data::detail::set_warp_simd(was);
+    ASSERT_TRUE(torch::equal(plain, want)) << "case " << t << " without AVX2";
+  }
+}
+
 TEST(Warp, ResizeLinear) {
   auto img = tagged_image(8, 12, 3);
   // Exact halving averages 2 x 2 blocks.
@@ -542,6 +565,43 @@ TEST(Loader, SameBytesWithOneOrThreeWorkers) {
   }
   // Epochs are shuffled differently.
   EXPECT_NE(a[0].indices, a[3].indices);
+}
+
+// Seven workers on batches of four (several workers per batch, samples finishing out of order) and
+// a window of one batch give the bytes of the consumer-thread loader.
+TEST(Loader, SameBytesWithMoreWorkersThanSamples) {
+  auto o = small_options(7);
+  o.prefetch = 1;
+  Loader many(synthetic, o), inline_(synthetic, small_options(0));
+  auto a = run_epochs(many, 2), b = run_epochs(inline_, 2);
+  ASSERT_EQ(a.size(), 6u);
+  ASSERT_EQ(b.size(), 6u);
+  for (size_t k = 0; k < a.size(); ++k) expect_same_batch(a[k], b[k]);
+}
+
+// augment_sample assembles only the canvas window its warp reads: the result equals the whole
+// mosaic canvas warped (scales from 0.5 to 1.5 cover windows smaller than, and as large as, the canvas).
+TEST(Augment, MosaicWindowEqualsWholeCanvas) {
+  AugmentOptions o;
+  o.imgsz = 64;
+  o.polygon_points = 50;
+  for (int64_t index = 0; index < 24; ++index) {
+    const uint64_t seed = 5;
+    const Sample got = augment_sample(synthetic, 10, index, o, seed, 2);
+    SampleRng mr(seed, 2, index, Purpose::Mosaic), ar(seed, 2, index, Purpose::Perspective), fr(seed, 2, index, Purpose::Flip);
+    const auto md = draw_mosaic(mr, o.mosaic, o.imgsz, 10);
+    const auto ad = draw_affine(ar, o);
+    ASSERT_TRUE(md.apply);
+    std::array<Sample, 4> tiles{synthetic(index), synthetic(md.others[0]), synthetic(md.others[1]),
+                                synthetic(md.others[2])};
+    for (auto& t : tiles) resample_polygons(t.instances, o.polygon_points);
+    Sample want = mosaic4(std::move(tiles), md.xc, md.yc, o.imgsz);
+    want = random_perspective(std::move(want), affine_matrix(ad, 128, 128, 64, 64), ad.scale, 64, 64, false);
+    if (fr.uniform() < o.flipud) flip_sample(want, false);
+    if (fr.uniform() < o.fliplr) flip_sample(want, true);
+    ASSERT_TRUE(torch::equal(got.image, want.image)) << "index " << index;
+    ASSERT_EQ(got.instances.boxes, want.instances.boxes) << "index " << index;
+  }
 }
 
 TEST(Loader, PartialLastBatchAndCoverage) {

@@ -8,6 +8,7 @@
 #include "lucid/cli/commands.h"
 #include "lucid/data/dataset.h"
 #include "lucid/data/labels.h"
+#include "lucid/engine/training_data.h"
 
 using namespace lucid;
 using namespace lucid::data;
@@ -335,4 +336,42 @@ TEST(DatasetIndex, Coco128Counts) {
             std::string::npos)
       << out;
   EXPECT_NE(out.find("labels/train2017/000000000656.txt: orphan label file"), std::string::npos) << out;
+}
+
+// Training samples from COCO: crowd regions are left out (the reference's converter skips them), a
+// multi-part polygon is one joined outline, and an instance given only as RLE trains on its outline.
+TEST(DatasetIndex, CocoTrainingSamples) {
+  TempDir d;
+  write(d.str("images/a.jpg"), jpeg_bytes(40, 60));
+  // RLE of the rectangle x 10..19, y 5..14 (column-major, 40 rows).
+  std::string counts = "[405";
+  for (int c = 0; c < 10; ++c) counts += c ? ", 30, 10" : ", 10";
+  counts += ", 1625]";
+  write(d.str("instances.json"), R"({
+    "images": [{"id": 1, "file_name": "a.jpg", "width": 60, "height": 40}],
+    "categories": [{"id": 1, "name": "thing"}],
+    "annotations": [
+      {"id": 1, "image_id": 1, "category_id": 1, "iscrowd": 0,
+       "segmentation": [[6, 4, 18, 4, 18, 12], [24, 14, 30, 14, 30, 20]]},
+      {"id": 2, "image_id": 1, "category_id": 1, "iscrowd": 0, "segmentation": {"size": [40, 60], "counts": )" +
+                                        counts + R"(}},
+      {"id": 3, "image_id": 1, "category_id": 1, "iscrowd": 1, "segmentation": {"size": [40, 60], "counts": [0, 2400]}}]
+  })");
+  IndexOptions io;
+  io.coco_images = d.str("images");
+  const auto index = build_index(d.str("instances.json"), io);
+  const auto prepared = engine::prepare_split(index.splits[0], 60, /*disk_cache=*/false, 1);
+  const Sample s = engine::make_sample_source(prepared)(0);
+  ASSERT_EQ(s.instances.size(), 2u);  // the crowd left out
+  const auto& rect = s.instances.polygons[1];
+  const std::vector<float> corners = {10, 5, 19, 5, 19, 14, 10, 14};
+  ASSERT_EQ(rect.size(), corners.size());
+  for (size_t k = 0; k < rect.size(); ++k) EXPECT_NEAR(rect[k], corners[k], 1e-4) << k;
+  const auto& joined = s.instances.polygons[0];
+  auto has = [&](float x, float y) {
+    for (size_t k = 0; k + 1 < joined.size(); k += 2)
+      if (std::abs(joined[k] - x) < 1e-4 && std::abs(joined[k + 1] - y) < 1e-4) return true;
+    return false;
+  };
+  EXPECT_TRUE(has(6, 4) && has(18, 12) && has(24, 14) && has(30, 20));
 }

@@ -241,3 +241,38 @@ TEST(Polygons, MergeMatchesTheReferenceConverter) {
   EXPECT_EQ(m3, (std::vector<double>{10, 0, 10, 10, 0, 0, 10, 0, 20, 0, 30, 0, 30, 10, 20, 0}));
   EXPECT_EQ(polygon_area({0, 0, 4, 0, 4, 3}), 6.0);
 }
+
+namespace {
+// Column-major RLE of a row-major 0/1 picture.
+Rle rle_of(const std::vector<std::string>& rows) {
+  Rle r;
+  r.height = int(rows.size());
+  r.width = int(rows[0].size());
+  uint8_t value = 0;
+  uint32_t run = 0;
+  for (int x = 0; x < r.width; ++x)
+    for (int y = 0; y < r.height; ++y) {
+      const uint8_t v = rows[size_t(y)][size_t(x)] == '#';
+      if (v != value) r.counts.push_back(run), run = 0, value = v;
+      ++run;
+    }
+  r.counts.push_back(run);
+  return r;
+}
+}  // namespace
+
+TEST(Rle, OutlineTracesRegionsClockwiseWithStraightRunsReduced) {
+  // A rectangle: its four corners, clockwise on screen from the first pixel in raster order.
+  EXPECT_EQ(rle_outline(rle_of({"......", ".####.", ".####.", ".####.", "......"})),
+            (std::vector<double>{1, 1, 4, 1, 4, 3, 1, 3}));
+  // An L one pixel thick: the outline runs out along the foot and back; the diagonal step into the
+  // foot is a run of its own.
+  EXPECT_EQ(rle_outline(rle_of({"#...", "#...", "####"})), (std::vector<double>{0, 0, 0, 1, 1, 2, 3, 2, 0, 2}));
+  // A hole is covered; a single pixel is one point; an empty mask has no outline.
+  EXPECT_EQ(rle_outline(rle_of({"###", "#.#", "###"})), (std::vector<double>{0, 0, 2, 0, 2, 2, 0, 2}));
+  EXPECT_EQ(rle_outline(rle_of({"...", ".#.", "..."})), (std::vector<double>{1, 1}));
+  EXPECT_TRUE(rle_outline(rle_of({"...", "..."})).empty());
+  // Two regions are joined as polygon parts are: the result visits the vertices of both.
+  const auto two = rle_outline(rle_of({"##....", "##....", "....##", "....##"}));
+  EXPECT_EQ(two, merge_polygon_parts({{0, 0, 1, 0, 1, 1, 0, 1}, {4, 2, 5, 2, 5, 3, 4, 3}}));
+}

@@ -46,7 +46,8 @@ MosaicDraw draw_mosaic(SampleRng& rng, double p, int imgsz, int64_t dataset_size
   return d;
 }
 
-Sample mosaic4(std::array<Sample, 4>&& tiles, int xc, int yc, int imgsz, uint8_t pad_value) {
+Sample mosaic4(std::array<Sample, 4>&& tiles, int xc, int yc, int imgsz, uint8_t pad_value,
+               std::optional<std::array<int, 4>> window) {
   const int s2 = 2 * imgsz;
   for (const auto& t : tiles) check_sample(t, "mosaic4");
   const int cn = int(tiles[0].image.size(2));
@@ -56,7 +57,10 @@ Sample mosaic4(std::array<Sample, 4>&& tiles, int xc, int yc, int imgsz, uint8_t
   out.orig_width = tiles[0].orig_width;
   out.image = torch::empty({s2, s2, cn}, torch::kUInt8);
   uint8_t* canvas = out.image.data_ptr<uint8_t>();
-  std::memset(canvas, pad_value, size_t(s2) * s2 * cn);
+  const auto [wx0, wy0, wx1, wy1] = window.value_or(std::array<int, 4>{0, 0, s2, s2});
+  if (wx0 < 0 || wy0 < 0 || wx1 > s2 || wy1 > s2) throw std::invalid_argument("mosaic4: window outside the canvas");
+  for (int y = wy0; y < wy1; ++y)
+    if (wx1 > wx0) std::memset(canvas + (size_t(y) * s2 + wx0) * cn, pad_value, size_t(wx1 - wx0) * cn);
   for (int i = 0; i < 4; ++i) {
     auto& t = tiles[i];
     auto img = t.image.contiguous();
@@ -78,10 +82,13 @@ Sample mosaic4(std::array<Sample, 4>&& tiles, int xc, int yc, int imgsz, uint8_t
     }
     const uint8_t* src = img.data_ptr<uint8_t>();
     const int rows = y2a - y1a, cols = x2a - x1a;
-    if (rows > 0 && cols > 0 && rows == y2b - y1b && cols == x2b - x1b)
-      for (int r = 0; r < rows; ++r)
-        std::memcpy(canvas + (size_t(y1a + r) * s2 + x1a) * cn, src + (size_t(y1b + r) * w + x1b) * cn,
-                    size_t(cols) * cn);
+    if (rows > 0 && cols > 0 && rows == y2b - y1b && cols == x2b - x1b) {
+      // The tile's part inside the window.
+      const int cx0 = std::max(x1a, wx0), cx1 = std::min(x2a, wx1), cy0 = std::max(y1a, wy0), cy1 = std::min(y2a, wy1);
+      for (int y = cy0; y < cy1 && cx0 < cx1; ++y)
+        std::memcpy(canvas + (size_t(y) * s2 + cx0) * cn, src + (size_t(y - y1a + y1b) * w + (cx0 - x1a + x1b)) * cn,
+                    size_t(cx1 - cx0) * cn);
+    }
     const float padw = float(x1a - x1b), padh = float(y1a - y1b);
     auto& in = t.instances;
     for (auto& b : in.boxes) b = {b[0] + padw, b[1] + padh, b[2] + padw, b[3] + padh};
@@ -277,14 +284,19 @@ Sample augment_sample(const SampleSource& source, int64_t dataset_size, int64_t 
                       uint64_t seed, int64_t epoch, std::array<float, 3>* hsv_gains) {
   SampleRng mosaic_rng(seed, epoch, index, Purpose::Mosaic);
   const auto md = draw_mosaic(mosaic_rng, o.mosaic, o.imgsz, dataset_size);
+  SampleRng affine_rng(seed, epoch, index, Purpose::Perspective);
+  const auto ad = draw_affine(affine_rng, o);
   Sample s = load(source, index, o);
   if (md.apply) {
     std::array<Sample, 4> tiles{std::move(s), load(source, md.others[0], o), load(source, md.others[1], o),
                                 load(source, md.others[2], o)};
-    s = mosaic4(std::move(tiles), md.xc, md.yc, o.imgsz, o.pad_value);
+    // Only the part of the canvas that the warp reads is assembled.
+    const int s2 = 2 * o.imgsz;
+    std::optional<std::array<int, 4>> window;
+    if (o.perspective == 0.0)
+      window = warp_affine_source_window(affine_matrix(ad, s2, s2, o.imgsz, o.imgsz), s2, s2, o.imgsz, o.imgsz);
+    s = mosaic4(std::move(tiles), md.xc, md.yc, o.imgsz, o.pad_value, window);
   }
-  SampleRng affine_rng(seed, epoch, index, Purpose::Perspective);
-  const auto ad = draw_affine(affine_rng, o);
   const auto M = affine_matrix(ad, s.height(), s.width(), o.imgsz, o.imgsz);
   s = random_perspective(std::move(s), M, ad.scale, o.imgsz, o.imgsz, o.perspective != 0.0, o.pad_value);
   SampleRng flip_rng(seed, epoch, index, Purpose::Flip);

@@ -8,6 +8,7 @@
 #pragma once
 #include <array>
 #include <functional>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -42,8 +43,11 @@ MosaicDraw draw_mosaic(SampleRng& rng, double p, int imgsz, int64_t dataset_size
 // Tile 0 ends at the centre (bottom-right corner there), tile 1 to its right, tile 2 below, tile 3
 // diagonally; tiles are cropped at the canvas border. Labels shift with their tile, then boxes and
 // polygons are clipped to the canvas and zero-area boxes dropped. The result is 2s x 2s and keeps
-// tile 0's index and original size.
-Sample mosaic4(std::array<Sample, 4>&& tiles, int xc, int yc, int imgsz, uint8_t pad_value = 114);
+// tile 0's index and original size. With `window` = {x0, y0, x1, y1}, only the canvas pixels in
+// [x0, x1) x [y0, y1) are written (the others are left undefined): the part a following warp reads
+// (warp_affine_source_window).
+Sample mosaic4(std::array<Sample, 4>&& tiles, int xc, int yc, int imgsz, uint8_t pad_value = 114,
+               std::optional<std::array<int, 4>> window = std::nullopt);
 
 // ---- Random perspective ---------------------------------------------------------------------------
 struct AffineDraw {

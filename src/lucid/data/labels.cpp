@@ -252,6 +252,74 @@ std::array<double, 4> rle_bbox(const Rle& rle) {
   return {double(x1), double(y1), double(x2 - x1 + 1), double(y2 - y1 + 1)};
 }
 
+std::vector<double> rle_outline(const Rle& rle) {
+  const int h = rle.height, w = rle.width;
+  if (h <= 0 || w <= 0) return {};
+  // Row-major mask with a one-pixel frame of zeros, so neighbours need no bounds test.
+  const int W = w + 2;
+  std::vector<uint8_t> mask(size_t(h + 2) * W, 0);
+  int64_t pos = 0;
+  for (size_t i = 0; i < rle.counts.size(); ++i) {
+    const int64_t c = rle.counts[i];
+    if (i % 2)
+      for (int64_t k = pos; k < pos + c && k < int64_t(h) * w; ++k) mask[size_t(k % h + 1) * W + size_t(k / h + 1)] = 1;
+    pos += c;
+  }
+  // Clockwise neighbour offsets on screen (y down), starting west.
+  const int dx[8] = {-1, -1, 0, 1, 1, 1, 0, -1}, dy[8] = {0, -1, -1, -1, 0, 1, 1, 1};
+  std::vector<uint8_t> seen(mask.size(), 0);
+  std::vector<std::vector<double>> parts;
+  std::vector<size_t> stack;
+  for (int y = 1; y <= h; ++y)
+    for (int x = 1; x <= w; ++x) {
+      const size_t start = size_t(y) * W + x;
+      if (!mask[start] || seen[start]) continue;
+      // Mark the region (8-connected) so it is traced once.
+      stack.assign(1, start);
+      seen[start] = 1;
+      while (!stack.empty()) {
+        const size_t q = stack.back();
+        stack.pop_back();
+        for (int d = 0; d < 8; ++d) {
+          const size_t n = size_t(ptrdiff_t(q) + dy[d] * W + dx[d]);
+          if (mask[n] && !seen[n]) seen[n] = 1, stack.push_back(n);
+        }
+      }
+      // Moore-neighbour tracing from the region's first pixel in raster order, whose west, north-west,
+      // north and north-east neighbours are background; stops on re-entering the start the same way.
+      std::vector<std::array<int, 2>> pts{{x, y}};
+      int cx = x, cy = y, from = 0;  // search starts at the west neighbour
+      int first_dir = -1;
+      for (;;) {
+        int d = 0, k = 0;
+        for (; k < 8; ++k) {
+          d = (from + k) % 8;
+          if (mask[size_t(cy + dy[d]) * W + size_t(cx + dx[d])]) break;
+        }
+        if (k == 8) break;  // a single pixel
+        if (cx == x && cy == y) {
+          if (first_dir < 0) first_dir = d;
+          else if (d == first_dir) break;
+        }
+        cx += dx[d], cy += dy[d];
+        from = (d + 6) % 8;  // the neighbour after the one we came from, clockwise
+        if (!(cx == x && cy == y)) pts.push_back({cx, cy});
+      }
+      // Straight runs to their ends.
+      std::vector<double> part;
+      const size_t n = pts.size();
+      for (size_t i = 0; i < n; ++i) {
+        const auto& a = pts[(i + n - 1) % n];
+        const auto& b = pts[i];
+        const auto& c = pts[(i + 1) % n];
+        if (n > 2 && b[0] - a[0] == c[0] - b[0] && b[1] - a[1] == c[1] - b[1]) continue;
+        part.insert(part.end(), {double(b[0] - 1), double(b[1] - 1)});
+      }
+      parts.push_back(std::move(part));
+    }
+  return merge_polygon_parts(parts);
+}
+
 double polygon_area(const std::vector<double>& xy) {
   const size_t n = xy.size() / 2;
   double a = 0;

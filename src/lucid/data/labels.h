@@ -77,6 +77,13 @@ int64_t rle_area(const Rle& rle);
 // Bounding box (x, y, w, h in pixels) of the set pixels; zeros when empty.
 std::array<double, 4> rle_bbox(const Rle& rle);
 
+// Outline of a mask as one polygon (x, y in pixels of the RLE's frame, pixel centres): the outer
+// boundary of each 8-connected region (Moore-neighbour tracing, clockwise on screen, straight runs
+// reduced to their ends as cv2.CHAIN_APPROX_SIMPLE), regions in raster order of their first pixel,
+// several regions joined as merge_polygon_parts joins polygon parts. Holes are not traced (the
+// outline covers them). Empty for an empty mask.
+std::vector<double> rle_outline(const Rle& rle);
+
 // ---- polygons ----------------------------------------------------------------------------------
 double polygon_area(const std::vector<double>& xy);  // shoelace, absolute
 // Joins the parts of a multi-part polygon into one outline by linking each part to the next at the

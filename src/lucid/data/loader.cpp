@@ -1,6 +1,7 @@
 #include "lucid/data/loader.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <numeric>
 #include <stdexcept>
@@ -26,57 +27,82 @@ std::vector<int64_t> epoch_permutation(int64_t size, uint64_t seed, int64_t epoc
   return perm;
 }
 
-Batch make_batch(const SampleSource& source, const LoaderOptions& o, int64_t epoch, int64_t number,
-                 const std::vector<int64_t>& indices, int H, int W, bool mosaic, bool pin) {
-  const int64_t B = int64_t(indices.size());
-  const int ratio = o.mask_ratio;
-  if (H % ratio || W % ratio) throw std::invalid_argument("make_batch: image size must be a multiple of mask_ratio");
-  const int mh = H / ratio, mw = W / ratio;
+namespace {
+
+// Output size and augmentation settings shared by the samples of one batch.
+AugmentOptions batch_augment(const LoaderOptions& o, bool mosaic) {
   AugmentOptions aug = o.aug;
   aug.imgsz = o.imgsz;
   if (!mosaic) aug.mosaic = 0.0;
+  return aug;
+}
 
+// A batch under construction: images written in place by whichever thread builds each sample, the
+// targets collated once every sample is in.
+struct BatchAssembly {
   Batch batch;
+  std::vector<SampleInstances> instances;
+  std::vector<MaskTargets> masks;
+};
+
+BatchAssembly start_batch(const LoaderOptions& o, int64_t epoch, int64_t number,
+                          const std::vector<int64_t>& indices, int H, int W, bool pin) {
+  const int64_t B = int64_t(indices.size());
+  if (H % o.mask_ratio || W % o.mask_ratio)
+    throw std::invalid_argument("make_batch: image size must be a multiple of mask_ratio");
+  BatchAssembly a;
+  auto& batch = a.batch;
   batch.epoch = epoch;
   batch.number = number;
   batch.indices = indices;
   batch.images = host_empty({B, 3, H, W}, torch::kUInt8, pin);
   batch.hsv_gains = host_empty({B, 3}, torch::kFloat, pin);
-  float* gains = batch.hsv_gains.data_ptr<float>();
-  std::memset(gains, 0, sizeof(float) * B * 3);
+  std::memset(batch.hsv_gains.data_ptr<float>(), 0, sizeof(float) * B * 3);
+  batch.orig_sizes.resize(B);
+  if (!o.augment) batch.letterbox.resize(B);
+  a.instances.resize(B);
+  a.masks.resize(B);
+  return a;
+}
 
-  std::vector<SampleInstances> instances(B);
-  std::vector<MaskTargets> masks(B);
-  for (int64_t i = 0; i < B; ++i) {
-    Sample s;
-    if (o.augment) {
-      std::array<float, 3> g{};
-      s = augment_sample(source, o.dataset_size, indices[i], aug, o.seed, epoch, &g);
-      std::copy(g.begin(), g.end(), gains + i * 3);
-    } else {
-      Letterbox lb;
-      s = validation_sample(source, indices[i], H, W, aug, &lb);
-      batch.letterbox.push_back(lb);
-    }
-    if (s.height() != H || s.width() != W || s.image.size(2) != 3)
-      throw std::runtime_error("make_batch: sample " + std::to_string(indices[i]) + " came out " +
-                               std::to_string(s.height()) + "x" + std::to_string(s.width()) + ", expected " +
-                               std::to_string(H) + "x" + std::to_string(W) + "x3");
-    batch.orig_sizes.emplace_back(s.orig_height, s.orig_width);
-    // HWC -> CHW into the batch.
-    const uint8_t* src = s.image.data_ptr<uint8_t>();
-    uint8_t* dst = batch.images.data_ptr<uint8_t>() + i * 3 * int64_t(H) * W;
-    const size_t plane = size_t(H) * W;
-    for (size_t p = 0; p < plane; ++p) {
-      dst[p] = src[3 * p];
-      dst[plane + p] = src[3 * p + 1];
-      dst[2 * plane + p] = src[3 * p + 2];
-    }
-    masks[i] = make_mask_targets(s.instances, H, W, ratio, o.overlap_mask);
-    if (o.overlap_mask) s.instances.reorder(masks[i].order);
-    instances[i] = std::move(s.instances);
+// Sample i of the batch: augmentation (or letterbox), its image into the batch, its mask targets.
+void build_sample(const SampleSource& source, const LoaderOptions& o, const AugmentOptions& aug, int64_t epoch, BatchAssembly& a, int64_t i, int H, int W) {
+  auto& batch = a.batch;
+  const int64_t index = batch.indices[i];
+  Sample s;
+  if (o.augment) {
+    std::array<float, 3> g{};
+    s = augment_sample(source, o.dataset_size, index, aug, o.seed, epoch, &g);
+    std::copy(g.begin(), g.end(), batch.hsv_gains.data_ptr<float>() + i * 3);
+  } else {
+    s = validation_sample(source, index, H, W, aug, &batch.letterbox[i]);
   }
+  if (s.height() != H || s.width() != W || s.image.size(2) != 3)
+    throw std::runtime_error("make_batch: sample " + std::to_string(index) + " came out " +
+                             std::to_string(s.height()) + "x" + std::to_string(s.width()) + ", expected " +
+                             std::to_string(H) + "x" + std::to_string(W) + "x3");
+  batch.orig_sizes[i] = {s.orig_height, s.orig_width};
+  // HWC -> CHW into the batch.
+  const uint8_t* src = s.image.data_ptr<uint8_t>();
+  uint8_t* dst = batch.images.data_ptr<uint8_t>() + i * 3 * int64_t(H) * W;
+  const size_t plane = size_t(H) * W;
+  for (size_t p = 0; p < plane; ++p) {
+    dst[p] = src[3 * p];
+    dst[plane + p] = src[3 * p + 1];
+    dst[2 * plane + p] = src[3 * p + 2];
+  }
+  a.masks[i] = make_mask_targets(s.instances, H, W, o.mask_ratio, o.overlap_mask);
+  if (o.overlap_mask) s.instances.reorder(a.masks[i].order);
+  a.instances[i] = std::move(s.instances);
+}
 
+// Concatenated targets of a batch whose samples are all built.
+Batch finish_batch(BatchAssembly&& a, const LoaderOptions& o, int H, int W, bool pin) {
+  auto& batch = a.batch;
+  const auto& instances = a.instances;
+  const auto& masks = a.masks;
+  const int64_t B = batch.size();
+  const int mh = H / o.mask_ratio, mw = W / o.mask_ratio;
   int64_t N = 0;
   bool wide = false;
   for (int64_t i = 0; i < B; ++i) {
@@ -134,7 +160,17 @@ Batch make_batch(const SampleSource& source, const LoaderOptions& o, int64_t epo
       d += bytes;
     }
   }
-  return batch;
+  return std::move(batch);
+}
+
+}  // namespace
+
+Batch make_batch(const SampleSource& source, const LoaderOptions& o, int64_t epoch, int64_t number,
+                 const std::vector<int64_t>& indices, int H, int W, bool mosaic, bool pin) {
+  const AugmentOptions aug = batch_augment(o, mosaic);
+  BatchAssembly a = start_batch(o, epoch, number, indices, H, W, pin);
+  for (int64_t i = 0; i < int64_t(indices.size()); ++i) build_sample(source, o, aug, epoch, a, i, H, W);
+  return finish_batch(std::move(a), o, H, W, pin);
 }
 
 Loader::Loader(SampleSource source, LoaderOptions options) : source_(std::move(source)), opts_(std::move(options)) {
@@ -197,18 +233,15 @@ Loader::Plan Loader::make_plan(int64_t epoch) const {
   return p;
 }
 
-Batch Loader::build(const Plan& plan, int64_t k) const {
-  const auto [h, w] = plan.shapes[k];
-  return make_batch(source_, opts_, plan.epoch, k, plan.batches[k], h, w, plan.mosaic, pin_);
-}
-
 void Loader::start_epoch(int64_t epoch) {
   std::unique_lock<std::mutex> lock(mu_);
   auto plan = std::make_shared<Plan>(make_plan(epoch));
   plan_ = std::move(plan);
   ++generation_;
-  next_claim_ = 0;
+  claim_batch_ = 0;
+  claim_sample_ = 0;
   next_deliver_ = 0;
+  building_.clear();
   ready_.clear();
   lock.unlock();
   work_cv_.notify_all();
@@ -223,7 +256,8 @@ std::optional<Batch> Loader::next() {
   if (threads_.empty()) {
     ++next_deliver_;
     lock.unlock();
-    return build(*plan, k);
+    const auto [h, w] = plan->shapes[k];
+    return make_batch(source_, opts_, plan->epoch, k, plan->batches[k], h, w, plan->mosaic, pin_);
   }
   ready_cv_.wait(lock, [&] { return ready_.count(k) > 0; });
   Slot slot = std::move(ready_[k]);
@@ -235,26 +269,67 @@ std::optional<Batch> Loader::next() {
   return std::move(slot.batch);
 }
 
+// A batch whose samples the workers build concurrently; the one that finishes its last sample
+// collates the targets and hands the batch over.
+struct Loader::Building {
+  std::shared_ptr<const Plan> plan;
+  int64_t number = 0;
+  AugmentOptions aug;
+  std::once_flag started;
+  std::optional<BatchAssembly> assembly;
+  std::atomic<int64_t> remaining{0};
+  std::mutex error_mu;
+  std::exception_ptr error;
+};
+
 void Loader::worker_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [&] {
-      return stop_ || (plan_ && next_claim_ < int64_t(plan_->batches.size()) &&
-                       next_claim_ < next_deliver_ + opts_.prefetch);
+      return stop_ || (plan_ && claim_batch_ < int64_t(plan_->batches.size()) &&
+                       claim_batch_ < next_deliver_ + opts_.prefetch);
     });
     if (stop_) return;
-    const auto plan = plan_;
     const uint64_t gen = generation_;
-    const int64_t k = next_claim_++;
+    const int64_t k = claim_batch_, i = claim_sample_;
+    auto& entry = building_[k];
+    if (!entry) {
+      entry = std::make_shared<Building>();
+      entry->plan = plan_;
+      entry->number = k;
+      entry->aug = batch_augment(opts_, plan_->mosaic);
+      entry->remaining = int64_t(plan_->batches[k].size());
+    }
+    const auto b = entry;
+    if (++claim_sample_ == int64_t(plan_->batches[k].size())) ++claim_batch_, claim_sample_ = 0;
     lock.unlock();
-    Slot slot;
+    const auto [h, w] = b->plan->shapes[k];
     try {
-      slot.batch = build(*plan, k);
+      std::call_once(b->started, [&] {
+        b->assembly.emplace(start_batch(opts_, b->plan->epoch, k, b->plan->batches[k], h, w, pin_));
+      });
+      build_sample(source_, opts_, b->aug, b->plan->epoch, *b->assembly, i, h, w);
     } catch (...) {
-      slot.error = std::current_exception();
+      std::lock_guard<std::mutex> g(b->error_mu);
+      if (!b->error) b->error = std::current_exception();
+    }
+    if (b->remaining.fetch_sub(1) != 1) {
+      lock.lock();
+      continue;
+    }
+    Slot slot;
+    if (b->error) {
+      slot.error = b->error;
+    } else {
+      try {
+        slot.batch = finish_batch(std::move(*b->assembly), opts_, h, w, pin_);
+      } catch (...) {
+        slot.error = std::current_exception();
+      }
     }
     lock.lock();
     if (gen == generation_) {
+      building_.erase(k);
       ready_[k] = std::move(slot);
       ready_cv_.notify_all();
     }

@@ -1,6 +1,7 @@
-// The batch loader: persistent worker threads build whole batches (load, augment or letterbox,
-// mask targets, collate) into a bounded window of batches ahead of the consumer, who receives them
-// in order. A batch's bytes depend only on (seed, epoch, the batch's indices), never on the number
+// The batch loader: persistent worker threads build samples (load, augment or letterbox, mask
+// targets) straight into their batch, any number of workers per batch, within a bounded window of
+// batches ahead of the consumer, who receives them in order; the worker finishing a batch's last
+// sample collates its targets. A batch's bytes depend only on (seed, epoch, the batch's indices), never on the number
 // of workers or their timing: every random draw comes from the samples' counter-based streams and
 // the epoch order from a seeded permutation.
 #pragma once
@@ -92,7 +93,7 @@ class Loader {
     std::exception_ptr error;
   };
   Plan make_plan(int64_t epoch) const;
-  Batch build(const Plan& plan, int64_t k) const;
+  struct Building;
   void worker_loop();
 
   SampleSource source_;
@@ -105,7 +106,9 @@ class Loader {
   std::condition_variable work_cv_, ready_cv_;
   std::shared_ptr<const Plan> plan_;
   uint64_t generation_ = 0;
-  int64_t next_claim_ = 0, next_deliver_ = 0;
+  int64_t claim_batch_ = 0, claim_sample_ = 0;  // the next sample to build
+  int64_t next_deliver_ = 0;
+  std::map<int64_t, std::shared_ptr<Building>> building_;
   std::map<int64_t, Slot> ready_;
   bool stop_ = false;
   bool mosaic_ = true;

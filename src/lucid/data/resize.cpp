@@ -38,19 +38,6 @@ std::vector<Tap> taps(int dst, int src, bool clamp_weights) {
   return t;
 }
 
-Image halve(const Image& src, int ow, int oh) {
-  Image out(oh, ow, src.channels);
-  const int c = src.channels;
-  for (int y = 0; y < oh; ++y)
-    for (int x = 0; x < ow; ++x)
-      for (int k = 0; k < c; ++k) {
-        const int s = src.at(2 * y, 2 * x)[k] + src.at(2 * y, 2 * x + 1)[k] + src.at(2 * y + 1, 2 * x)[k] +
-                      src.at(2 * y + 1, 2 * x + 1)[k];
-        out.at(y, x)[k] = uint8_t((s + 2) >> 2);
-      }
-  return out;
-}
-
 int16_t sat16(int v) { return int16_t(std::clamp(v, -32768, 32767)); }
 
 }  // namespace
@@ -61,12 +48,22 @@ std::pair<int, int> long_side_size(int width, int height, int imgsz) {
   return {std::min(int(std::ceil(width * r)), imgsz), std::min(int(std::ceil(height * r)), imgsz)};
 }
 
-Image resize_linear(const Image& src, int ow, int oh) {
-  if (ow <= 0 || oh <= 0 || src.width <= 0 || src.height <= 0) throw UserError("resize: empty image or size");
-  if (ow == src.width && oh == src.height) return src;
+void resize_linear(const uint8_t* src, int H, int W, int c, uint8_t* dst, int oh, int ow) {
+  const size_t sstride = size_t(W) * c;
   // OpenCV averages 2x2 blocks instead when both sides halve exactly.
-  if (src.width == 2 * ow && src.height == 2 * oh) return halve(src, ow, oh);
-  const int c = src.channels, W = src.width, H = src.height;
+  if (W == 2 * ow && H == 2 * oh) {
+    for (int y = 0; y < oh; ++y) {
+      const uint8_t* r0 = src + size_t(2 * y) * sstride;
+      const uint8_t* r1 = r0 + sstride;
+      uint8_t* d = dst + size_t(y) * ow * c;
+      for (int x = 0; x < ow; ++x)
+        for (int k = 0; k < c; ++k) {
+          const size_t i = size_t(2 * x) * c + k;
+          d[x * c + k] = uint8_t((r0[i] + r0[i + c] + r1[i] + r1[i + c] + 2) >> 2);
+        }
+    }
+    return;
+  }
   const auto tx = taps(ow, W, true), ty = taps(oh, H, false);
   // Horizontal pass per source row (integer, exact), cached for the two rows in use.
   const int rw = ow * c;
@@ -77,7 +74,7 @@ Image resize_linear(const Image& src, int ow, int oh) {
       if (cached[k] == sy) return rows[k].data();
     const int k = cached[0] == keep ? 1 : 0;
     int32_t* d = rows[k].data();
-    const uint8_t* s = src.at(sy, 0);
+    const uint8_t* s = src + size_t(sy) * sstride;
     for (int x = 0; x < ow; ++x) {
       const Tap& t = tx[size_t(x)];
       const uint8_t* p = s + size_t(t.s) * c;
@@ -90,13 +87,12 @@ Image resize_linear(const Image& src, int ow, int oh) {
     cached[k] = sy;
     return d;
   };
-  Image out(oh, ow, c);
   for (int y = 0; y < oh; ++y) {
     const Tap& t = ty[size_t(y)];
     const int y0 = std::clamp(t.s, 0, H - 1), y1 = std::clamp(t.s + 1, 0, H - 1);
     const int32_t* r0 = hrow(y0, -2);
     const int32_t* r1 = hrow(y1, y0);
-    uint8_t* o = out.at(y, 0);
+    uint8_t* o = dst + size_t(y) * rw;
     // OpenCV's vector path: 16-bit products keeping their high half, then a rounding shift by 2.
     for (int x = 0; x < rw; ++x) {
       const int a = (int(sat16(r0[x] >> 4)) * t.w0) >> 16;
@@ -105,6 +101,13 @@ Image resize_linear(const Image& src, int ow, int oh) {
       o[x] = uint8_t(std::clamp(v, 0, 255));
     }
   }
+}
+
+Image resize_linear(const Image& src, int ow, int oh) {
+  if (ow <= 0 || oh <= 0 || src.width <= 0 || src.height <= 0) throw UserError("resize: empty image or size");
+  if (ow == src.width && oh == src.height) return src;
+  Image out(oh, ow, src.channels);
+  resize_linear(src.pixels.data(), src.height, src.width, src.channels, out.pixels.data(), oh, ow);
   return out;
 }
 

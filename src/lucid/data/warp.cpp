@@ -6,6 +6,11 @@
 #include <cmath>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "lucid/data/resize.h"
 #include "lucid/util/error.h"
 
 namespace lucid::data {
@@ -17,13 +22,8 @@ void check_image(const torch::Tensor& image, const char* what) {
     throw std::invalid_argument(std::string(what) + ": expected a uint8 (H, W, C) CPU tensor");
 }
 
-// OpenCV's saturate_cast<int>(double) / cvRound: round half to even (the FPU default mode).
-inline int round_int(double v) { return static_cast<int>(std::nearbyint(v)); }
-inline int round_int(float v) { return static_cast<int>(std::nearbyintf(v)); }
-
 inline uint8_t sat_u8(int v) { return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 ? 255 : v)); }
 
-constexpr int kResizeBits = 11, kResizeScale = 1 << kResizeBits;  // INTER_RESIZE_COEF_*
 // Single-precision fused multiply-add, emulated in double precision (the product of two floats is
 // exact in a double, so only the final rounding differs from a true FMA, in rare ties). Portable and
 // independent of the compiler's FMA contraction.
@@ -34,12 +34,8 @@ inline float fmaf_(float a, float b, float c) { return float(double(a) * double(
 constexpr int kWarpLanes = 16;
 
 // Round half to even of 0 <= v < 2^23 by the float magic number (no library call; the default
-// rounding mode does the work).
-inline int rint_small(float v) {
-  volatile float big = 8388608.0f;  // volatile: keep (v + 2^23) - 2^23 from being folded
-  const float b = big;
-  return int((v + b) - b);
-}
+// rounding mode does the work, and without -ffast-math the compiler may not fold the two steps).
+inline int rint_small(float v) { return int((v + 8388608.0f) - 8388608.0f); }
 
 // Bilinear value of one channel from its four neighbours (each in [0, 255]), in single precision
 // with fused steps (OpenCV's order: along x first, then y), rounded half to even.
@@ -104,6 +100,144 @@ std::array<float, 6> inverse_affine(const Matrix3& M) {
   return {float(i0), float(i1), float(i2), float(i3), float(i4), float(i5)};
 }
 
+// ---- Affine warp without rotation or shear -------------------------------------------------------
+// The source column then depends on x only and the source row on y only (in both of OpenCV's
+// paths), so the cells are computed once per column and once per row, and each source row is
+// interpolated along x once for all the output rows that read it (OpenCV blends along x first, so
+// this is the same arithmetic). The loops run on AVX2 where the CPU has it: the same IEEE single
+// and double operations in wider registers (no FMA contraction), so the bytes do not change.
+
+bool g_simd = true;  // detail::set_warp_simd
+
+int vector_end(int ow) { return (ow / kWarpLanes) * kWarpLanes; }
+// Source position of output column x / row y (both of OpenCV's paths reduce to these without
+// rotation or shear).
+inline float separable_x(const std::array<float, 6>& m, int x, int vec_end) {
+  const float fx = float(x);
+  return x < vec_end ? fmaf_(m[0], fx, 0.f * m[1] + m[2]) : fmaf_(fx, m[0], 0.f * m[1]) + m[2];
+}
+inline float separable_y(const std::array<float, 6>& m, int y) { return float(y) * m[4] + m[5]; }
+
+bool use_avx2() {
+#if defined(__x86_64__)
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has && g_simd;
+#else
+  return false;
+#endif
+}
+
+// Along x for 3 channels: h[3x + c] = row[co[x] + c] + ax[x] * (row[co[x] + 3 + c] - row[co[x] + c]).
+// `row` has 8 readable bytes at every co[x]; `h` one float beyond 3 * ow.
+void horizontal3(const uint8_t* __restrict row, const int32_t* __restrict co, const float* __restrict ax, int ow,
+                 float* __restrict h) {
+  for (int x = 0; x < ow; ++x) {
+    const uint8_t* q = row + co[x];
+    for (int c = 0; c < 3; ++c) h[3 * x + c] = fmaf_(ax[x], float(int(q[3 + c]) - int(q[c])), float(q[c]));
+  }
+}
+
+// Any channel count: one element at a time (co and ax per element, the right neighbour `cn` on).
+void horizontal_any(const uint8_t* __restrict row, const int32_t* __restrict co, const float* __restrict ax,
+                    size_t n, int cn, float* __restrict h) {
+  for (size_t k = 0; k < n; ++k) {
+    const uint8_t* q = row + co[k];
+    h[k] = fmaf_(ax[k], float(int(q[cn]) - int(q[0])), float(q[0]));
+  }
+}
+
+// Along y, then rounded half to even and saturated.
+void vertical(float ay, const float* __restrict h0, const float* __restrict h1, uint8_t* __restrict d, size_t n) {
+  for (size_t k = 0; k < n; ++k) d[k] = sat_u8(rint_small(fmaf_(ay, h1[k] - h0[k], h0[k])));
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void horizontal3_avx2(const uint8_t* __restrict row, const int32_t* __restrict co,
+                                                      const float* __restrict ax, int ow, float* __restrict h) {
+  for (int x = 0; x < ow; ++x) {
+    uint64_t bytes;
+    std::memcpy(&bytes, row + co[x], 8);
+    const __m128i v = _mm_cvtsi64_si128(int64_t(bytes));
+    const __m128i p0 = _mm_cvtepu8_epi32(v), p1 = _mm_cvtepu8_epi32(_mm_srli_si128(v, 3));
+    const __m256d d = _mm256_cvtepi32_pd(_mm_sub_epi32(p1, p0)), b = _mm256_cvtepi32_pd(p0);
+    const __m256d a = _mm256_set1_pd(double(ax[x]));
+    // Lane 3 spills into the next pixel's first channel, which the next step writes.
+    _mm_storeu_ps(h + 3 * x, _mm256_cvtpd_ps(_mm256_add_pd(_mm256_mul_pd(a, d), b)));
+  }
+}
+
+__attribute__((target("avx2"))) void vertical_avx2(float ay, const float* __restrict h0, const float* __restrict h1,
+                                                   uint8_t* __restrict d, size_t n) {
+  for (size_t k = 0; k < n; ++k) d[k] = sat_u8(rint_small(fmaf_(ay, h1[k] - h0[k], h0[k])));
+}
+#endif
+
+void warp_separable(const uint8_t* src, int ih, int iw, int cn, const std::array<float, 6>& m, int oh, int ow,
+                    uint8_t border, uint8_t* dst) {
+  const bool avx2 = use_avx2();
+  const int vec_end = vector_end(ow);
+  const size_t row_len = size_t(ow) * cn, sstride = size_t(iw) * cn;
+  // Source rows are read from a copy with one border pixel on each side, so no neighbour needs a
+  // test: co is the left neighbour's offset in that copy, and a column whose two neighbours are both
+  // outside (or whose position is not a number) reads the border pixel with fraction 0.
+  std::vector<int32_t> co(row_len);
+  std::vector<float> ax(row_len);
+  int first = iw, last = -1;
+  for (int x = 0; x < ow; ++x) {
+    int ix;
+    float a;
+    const bool ok = cell(separable_x(m, x, vec_end), iw, ix, a);
+    for (int c = 0; c < cn; ++c) {
+      co[size_t(x) * cn + c] = ok ? (ix + 1) * cn + c : c;
+      ax[size_t(x) * cn + c] = ok ? a : 0.f;
+    }
+    if (ok) first = std::min(first, ix), last = std::max(last, ix + 1);
+  }
+  // Only the source columns some cell reads are copied (the rest of the copy stays border).
+  first = std::max(first, 0), last = std::min(last, iw - 1);
+  const size_t copy_from = size_t(first) * cn, copy_bytes = last >= first ? size_t(last - first + 1) * cn : 0;
+  if (cn == 3)  // one entry per pixel
+    for (int x = 0; x < ow; ++x) co[x] = co[size_t(x) * 3], ax[x] = ax[size_t(x) * 3];
+  std::vector<uint8_t> padded(sstride + 2 * size_t(cn) + 8, border);
+  std::vector<float> hbuf[2] = {std::vector<float>(row_len + 1), std::vector<float>(row_len + 1)};
+  int cached[2] = {INT_MIN, INT_MIN};
+  auto fill_row = [&](int slot, int sy) {
+    cached[slot] = sy;
+    float* h = hbuf[slot].data();
+    if (sy < 0 || sy >= ih) {
+      std::fill(h, h + row_len, float(border));
+      return;
+    }
+    std::memcpy(padded.data() + cn + copy_from, src + size_t(sy) * sstride + copy_from, copy_bytes);
+#if defined(__x86_64__)
+    if (cn == 3 && avx2) return horizontal3_avx2(padded.data(), co.data(), ax.data(), ow, h);
+#endif
+    if (cn == 3) return horizontal3(padded.data(), co.data(), ax.data(), ow, h);
+    horizontal_any(padded.data(), co.data(), ax.data(), row_len, cn, h);
+  };
+  auto slot_of = [&](int sy) { return cached[0] == sy ? 0 : (cached[1] == sy ? 1 : -1); };
+  for (int y = 0; y < oh; ++y) {
+    uint8_t* d = dst + size_t(y) * row_len;
+    int iy;
+    float ay;
+    if (!cell(separable_y(m, y), ih, iy, ay)) {
+      std::memset(d, border, row_len);
+      continue;
+    }
+    int k0 = slot_of(iy);
+    if (k0 < 0) fill_row(k0 = (slot_of(iy + 1) == 0 ? 1 : 0), iy);
+    int k1 = slot_of(iy + 1);
+    if (k1 < 0) fill_row(k1 = 1 - k0, iy + 1);
+#if defined(__x86_64__)
+    if (avx2) {
+      vertical_avx2(ay, hbuf[k0].data(), hbuf[k1].data(), d, row_len);
+      continue;
+    }
+#endif
+    vertical(ay, hbuf[k0].data(), hbuf[k1].data(), d, row_len);
+  }
+}
+
 }  // namespace
 
 torch::Tensor resize_linear(const torch::Tensor& image_in, int oh, int ow) {
@@ -113,75 +247,7 @@ torch::Tensor resize_linear(const torch::Tensor& image_in, int oh, int ow) {
   if (oh <= 0 || ow <= 0 || ih <= 0 || iw <= 0) throw std::invalid_argument("resize_linear: empty size");
   if (ih == oh && iw == ow) return image;
   auto out = torch::empty({oh, ow, cn}, torch::kUInt8);
-  const uint8_t* src = image.data_ptr<uint8_t>();
-  uint8_t* dst = out.data_ptr<uint8_t>();
-  const double scale_x = 1.0 / (double(ow) / iw), scale_y = 1.0 / (double(oh) / ih);
-  const size_t sstride = size_t(iw) * cn;
-
-  // Exact halving: OpenCV switches to its 2x2 area average.
-  if (std::abs(scale_x - 2.0) < 1e-15 && std::abs(scale_y - 2.0) < 1e-15) {
-    for (int y = 0; y < oh; ++y) {
-      const uint8_t* r0 = src + size_t(2 * y) * sstride;
-      const uint8_t* r1 = r0 + sstride;
-      uint8_t* d = dst + size_t(y) * ow * cn;
-      for (int x = 0; x < ow; ++x)
-        for (int c = 0; c < cn; ++c) {
-          const size_t i = size_t(2 * x) * cn + c;
-          d[x * cn + c] = uint8_t((r0[i] + r0[i + cn] + r1[i] + r1[i + cn] + 2) >> 2);
-        }
-    }
-    return out;
-  }
-
-  // Horizontal taps.
-  std::vector<int> xofs(ow), xa0(ow), xa1(ow);
-  for (int dx = 0; dx < ow; ++dx) {
-    float fx = float((dx + 0.5) * scale_x - 0.5);
-    int sx = int(std::floor(fx));
-    fx -= float(sx);
-    if (sx < 0) fx = 0.f, sx = 0;
-    if (sx >= iw - 1) fx = 0.f, sx = iw - 1;
-    xofs[dx] = sx;
-    xa0[dx] = round_int((1.f - fx) * kResizeScale);
-    xa1[dx] = round_int(fx * kResizeScale);
-  }
-  const int row_len = ow * cn;
-  std::vector<int> rows[2] = {std::vector<int>(row_len), std::vector<int>(row_len)};
-  int cached[2] = {-1, -1};
-  auto fill_row = [&](int slot, int sy) {
-    cached[slot] = sy;
-    int* d = rows[slot].data();
-    const uint8_t* s = src + size_t(sy) * sstride;
-    for (int dx = 0; dx < ow; ++dx) {
-      const uint8_t* p = s + size_t(xofs[dx]) * cn;
-      const int a0 = xa0[dx], a1 = xa1[dx];
-      if (xofs[dx] + 1 < iw)
-        for (int c = 0; c < cn; ++c) d[dx * cn + c] = p[c] * a0 + p[cn + c] * a1;
-      else
-        for (int c = 0; c < cn; ++c) d[dx * cn + c] = p[c] * kResizeScale;
-    }
-  };
-  auto slot_of = [&](int sy) { return cached[0] == sy ? 0 : (cached[1] == sy ? 1 : -1); };
-  // OpenCV's vertical pass (its vector form, which covers every element of a row): 16-bit high
-  // products of the horizontal sums (shifted right by 4) and the 11-bit weights, then (+2) >> 2.
-  for (int dy = 0; dy < oh; ++dy) {
-    float fy = float((dy + 0.5) * scale_y - 0.5);
-    const int sy = int(std::floor(fy));
-    fy -= float(sy);
-    const int b0 = round_int((1.f - fy) * kResizeScale), b1 = round_int(fy * kResizeScale);
-    const int r0 = std::clamp(sy, 0, ih - 1), r1 = std::clamp(sy + 1, 0, ih - 1);
-    int k0 = slot_of(r0);
-    if (k0 < 0) fill_row(k0 = (slot_of(r1) == 0 ? 1 : 0), r0);
-    int k1 = slot_of(r1);
-    if (k1 < 0) fill_row(k1 = 1 - k0, r1);
-    const int* s0 = rows[k0].data();
-    const int* s1 = rows[k1].data();
-    uint8_t* d = dst + size_t(dy) * row_len;
-    for (int x = 0; x < row_len; ++x) {
-      const int v = (((int16_t(s0[x] >> 4) * b0) >> 16) + ((int16_t(s1[x] >> 4) * b1) >> 16) + 2) >> 2;
-      d[x] = sat_u8(v);
-    }
-  }
+  resize_linear(image.data_ptr<uint8_t>(), ih, iw, cn, out.data_ptr<uint8_t>(), oh, ow);
   return out;
 }
 
@@ -194,76 +260,12 @@ torch::Tensor resize_long_side(const torch::Tensor& image, int imgsz) {
   return resize_linear(image, h, w);
 }
 
-torch::Tensor warp_affine(const torch::Tensor& image_in, const Matrix3& M, int oh, int ow, uint8_t border) {
-  check_image(image_in, "warp_affine");
-  auto image = image_in.contiguous();
-  const int ih = int(image.size(0)), iw = int(image.size(1)), cn = int(image.size(2));
-  const auto m = inverse_affine(M);
-  auto out = torch::empty({oh, ow, cn}, torch::kUInt8);
-  const uint8_t* src = image.data_ptr<uint8_t>();
-  uint8_t* dst = out.data_ptr<uint8_t>();
+namespace {
+
+// Every output pixel on its own (OpenCV's per-pixel order): any affine map.
+void warp_pointwise(const uint8_t* src, int ih, int iw, int cn, const std::array<float, 6>& m, int oh, int ow,
+                    uint8_t border, uint8_t* dst) {
   const int vec_end = (ow / kWarpLanes) * kWarpLanes;
-  if (m[1] == 0.f && m[3] == 0.f) {
-    // No rotation or shear: the source column depends on x only and the source row on y only (in
-    // both of OpenCV's paths), so the cells are computed once per column and once per row.
-    std::vector<int> cix(ow);
-    std::vector<float> cax(ow);
-    std::vector<char> cok(ow);
-    for (int x = 0; x < ow; ++x) {
-      const float fx = float(x);
-      const float sx = x < vec_end ? fmaf_(m[0], fx, 0.f * m[1] + m[2]) : fmaf_(fx, m[0], 0.f * m[1]) + m[2];
-      cok[x] = cell(sx, iw, cix[x], cax[x]);
-    }
-    // Horizontal interpolation of a source row (border outside the source), shared by the output
-    // rows that read it; OpenCV blends along x first, so this is the same arithmetic.
-    const size_t row_len = size_t(ow) * cn, sstride = size_t(iw) * cn;
-    std::vector<float> hbuf[2] = {std::vector<float>(row_len), std::vector<float>(row_len)};
-    int cached[2] = {INT_MIN, INT_MIN};
-    auto fill_row = [&](int slot, int sy) {
-      cached[slot] = sy;
-      float* h = hbuf[slot].data();
-      if (sy < 0 || sy >= ih) {
-        std::fill(h, h + row_len, float(border));
-        return;
-      }
-      const uint8_t* r = src + size_t(sy) * sstride;
-      for (int x = 0; x < ow; ++x) {
-        float* o = h + size_t(x) * cn;
-        if (!cok[x]) {
-          for (int c = 0; c < cn; ++c) o[c] = float(border);
-          continue;
-        }
-        const int ix = cix[x];
-        const float ax = cax[x];
-        const bool x0 = ix >= 0, x1 = ix + 1 < iw;
-        const uint8_t* p = r + ptrdiff_t(ix) * cn;
-        for (int c = 0; c < cn; ++c) {
-          const float p0 = x0 ? float(p[c]) : float(border), p1 = x1 ? float(p[cn + c]) : float(border);
-          o[c] = fmaf_(ax, p1 - p0, p0);
-        }
-      }
-    };
-    auto slot_of = [&](int sy) { return cached[0] == sy ? 0 : (cached[1] == sy ? 1 : -1); };
-    for (int y = 0; y < oh; ++y) {
-      const float fy = float(y);
-      const float sy = fy * m[4] + m[5];
-      uint8_t* d = dst + size_t(y) * row_len;
-      int iy;
-      float ay;
-      if (!cell(sy, ih, iy, ay)) {
-        std::memset(d, border, row_len);
-        continue;
-      }
-      int k0 = slot_of(iy);
-      if (k0 < 0) fill_row(k0 = (slot_of(iy + 1) == 0 ? 1 : 0), iy);
-      int k1 = slot_of(iy + 1);
-      if (k1 < 0) fill_row(k1 = 1 - k0, iy + 1);
-      const float* h0 = hbuf[k0].data();
-      const float* h1 = hbuf[k1].data();
-      for (size_t k = 0; k < row_len; ++k) d[k] = sat_u8(rint_small(fmaf_(ay, h1[k] - h0[k], h0[k])));
-    }
-    return out;
-  }
   for (int y = 0; y < oh; ++y) {
     const float fy = float(y);
     const float ry_x = fy * m[1], ry_y = fy * m[4];  // products rounded before the additions
@@ -282,7 +284,28 @@ torch::Tensor warp_affine(const torch::Tensor& image_in, const Matrix3& M, int o
       sample_bilinear(src, ih, iw, cn, sx, sy, border, d + size_t(x) * cn);
     }
   }
+}
+
+torch::Tensor warp_affine_impl(const torch::Tensor& image_in, const Matrix3& M, int oh, int ow, uint8_t border,
+                               bool separable_allowed) {
+  check_image(image_in, "warp_affine");
+  auto image = image_in.contiguous();
+  const int ih = int(image.size(0)), iw = int(image.size(1)), cn = int(image.size(2));
+  const auto m = inverse_affine(M);
+  auto out = torch::empty({oh, ow, cn}, torch::kUInt8);
+  const uint8_t* src = image.data_ptr<uint8_t>();
+  uint8_t* dst = out.data_ptr<uint8_t>();
+  if (separable_allowed && m[1] == 0.f && m[3] == 0.f)
+    warp_separable(src, ih, iw, cn, m, oh, ow, border, dst);
+  else
+    warp_pointwise(src, ih, iw, cn, m, oh, ow, border, dst);
   return out;
+}
+
+}  // namespace
+
+torch::Tensor warp_affine(const torch::Tensor& image, const Matrix3& M, int oh, int ow, uint8_t border) {
+  return warp_affine_impl(image, M, oh, ow, border, true);
 }
 
 namespace {
@@ -323,6 +346,39 @@ torch::Tensor warp_perspective(const torch::Tensor& image_in, const Matrix3& M, 
   return out;
 }
 
+std::array<int, 4> warp_affine_source_window(const Matrix3& M, int ih, int iw, int oh, int ow) {
+  const auto m = inverse_affine(M);
+  if (m[1] != 0.f || m[3] != 0.f) return {0, 0, iw, ih};
+  // The cells the separable path reads, and their right / lower neighbours.
+  int x0 = iw, x1 = 0, y0 = ih, y1 = 0;
+  const int vec_end = vector_end(ow);
+  for (int x = 0; x < ow; ++x) {
+    int i;
+    float a;
+    if (cell(separable_x(m, x, vec_end), iw, i, a)) x0 = std::min(x0, i), x1 = std::max(x1, i + 2);
+  }
+  for (int y = 0; y < oh; ++y) {
+    int i;
+    float a;
+    if (cell(separable_y(m, y), ih, i, a)) y0 = std::min(y0, i), y1 = std::max(y1, i + 2);
+  }
+  x0 = std::max(x0, 0), y0 = std::max(y0, 0), x1 = std::min(x1, iw), y1 = std::min(y1, ih);
+  if (x0 >= x1 || y0 >= y1) return {0, 0, 0, 0};
+  return {x0, y0, x1, y1};
+}
+
+namespace detail {
+torch::Tensor warp_affine_pointwise(const torch::Tensor& image, const Matrix3& M, int oh, int ow, uint8_t border) {
+  return warp_affine_impl(image, M, oh, ow, border, false);
+}
+
+bool set_warp_simd(bool on) {
+  const bool was = g_simd;
+  g_simd = on;
+  return was;
+}
+}  // namespace detail
+
 torch::Tensor flip_image(const torch::Tensor& image, bool horizontal) {
   check_image(image, "flip_image");
   // Plain loops: no intra-op thread pool inside loader workers.
@@ -337,6 +393,14 @@ torch::Tensor flip_image(const torch::Tensor& image, bool horizontal) {
     uint8_t* d = dst + size_t(horizontal ? y : h - 1 - y) * row;
     if (!horizontal) {
       std::memcpy(d, s, row);
+      continue;
+    }
+    if (cn == 3) {  // the common case, without a call per pixel
+      for (int x = 0; x < w; ++x) {
+        const uint8_t* p = s + size_t(x) * 3;
+        uint8_t* q = d + size_t(w - 1 - x) * 3;
+        q[0] = p[0], q[1] = p[1], q[2] = p[2];
+      }
       continue;
     }
     for (int x = 0; x < w; ++x) std::memcpy(d + size_t(w - 1 - x) * cn, s + size_t(x) * cn, cn);

@@ -1,7 +1,6 @@
 // Pixel resampling of uint8 HWC images with the arithmetic of the OpenCV the reference pipeline runs
 // (opencv-python 5.0), so that our pixels equal its pixels (or differ by a grey level in rare ties):
-//   resize_linear   cv2.resize(INTER_LINEAR): half-pixel centres, 11-bit fixed-point weights, edge
-//                   replication
+//   resize_linear   cv2.resize(INTER_LINEAR) on tensors (the arithmetic of resize.h)
 //   warp_affine     cv2.warpAffine(INTER_LINEAR, BORDER_CONSTANT): inverse map and bilinear weights in
 //                   single precision with fused multiply-adds (OpenCV >= 4.11 warp kernels, AVX2 lane
 //                   layout), neighbours outside the source = border, rounded half to even
@@ -29,6 +28,21 @@ torch::Tensor warp_affine(const torch::Tensor& image, const Matrix3& M, int out_
                           uint8_t border = 114);
 torch::Tensor warp_perspective(const torch::Tensor& image, const Matrix3& M, int out_height, int out_width,
                                uint8_t border = 114);
+
+// The source pixels warp_affine reads, as [x0, x1) x [y0, y1) = {x0, y0, x1, y1} within the
+// ih x iw source (empty: all zeros): without rotation or shear the exact rectangle, else the whole
+// source. Pixels outside it may hold anything without changing the output.
+std::array<int, 4> warp_affine_source_window(const Matrix3& M, int ih, int iw, int out_height, int out_width);
+
+namespace detail {
+// warp_affine computed pixel by pixel, without the fast path for maps without rotation or shear:
+// the definition that path must reproduce byte for byte.
+torch::Tensor warp_affine_pointwise(const torch::Tensor& image, const Matrix3& M, int out_height, int out_width,
+                                    uint8_t border = 114);
+// Tests: turns the AVX2 loops of warp_affine off (false) or back on where the CPU has them; returns
+// the previous setting. Not thread-safe.
+bool set_warp_simd(bool on);
+}  // namespace detail
 
 // Horizontal / vertical mirror of an (H, W, C) image.
 torch::Tensor flip_image(const torch::Tensor& image, bool horizontal);

@@ -1,13 +1,32 @@
 #include "lucid/engine/training_data.h"
 
 #include <cstdio>
+#include <map>
 
+#include "lucid/data/labels.h"
 #include "lucid/util/error.h"
 
 namespace lucid::engine {
 
 data::SampleSource make_sample_source(const PreparedSplit& ps) {
-  return [split = ps.split, prepared = ps.images, usable = ps.usable](int64_t k) {
+  // Instances given only as an RLE mask (COCO, not crowd) train on the mask's outline, traced once
+  // here; keyed by (image, instance).
+  auto outlines = std::make_shared<std::map<std::pair<size_t, size_t>, data::Polygon>>();
+  for (const auto u : ps.usable) {
+    const auto& rec = ps.split->images.at(static_cast<size_t>(u));
+    for (size_t j = 0; j < rec.instances.size(); ++j) {
+      const auto& inst = rec.instances[j];
+      if (inst.crowd || !inst.polygons.empty() || !inst.rle) continue;
+      const auto xy = data::rle_outline(*inst.rle);
+      data::Polygon p(xy.size());
+      for (size_t k = 0; k + 1 < xy.size(); k += 2) {
+        p[k] = static_cast<float>(xy[k] / inst.rle->width);
+        p[k + 1] = static_cast<float>(xy[k + 1] / inst.rle->height);
+      }
+      (*outlines)[{static_cast<size_t>(u), j}] = std::move(p);
+    }
+  }
+  return [split = ps.split, prepared = ps.images, usable = ps.usable, outlines](int64_t k) {
     const auto index = static_cast<size_t>(usable.at(static_cast<size_t>(k)));
     const auto& rec = split->images.at(index);
     auto view = prepared->view(index);
@@ -19,18 +38,34 @@ data::SampleSource make_sample_source(const PreparedSplit& ps) {
     // its input image, and no copy is made on the worker thread.
     s.image = torch::from_blob(const_cast<uint8_t*>(view.data), {view.height, view.width, view.channels}, torch::kUInt8);
     const float w = static_cast<float>(view.width), h = static_cast<float>(view.height);
-    for (const auto& inst : rec.instances) {
-      if (inst.crowd) continue;
+    for (size_t j = 0; j < rec.instances.size(); ++j) {
+      const auto& inst = rec.instances[j];
+      if (inst.crowd) continue;  // as the reference's converter: crowd regions are not trained on
       const auto& b = inst.box;  // normalised cx, cy, w, h
       data::Box box{(b[0] - b[2] / 2) * w, (b[1] - b[3] / 2) * h, (b[0] + b[2] / 2) * w, (b[1] + b[3] / 2) * h};
       std::vector<float> poly;
-      if (!inst.polygons.empty()) {
-        // Multi-part polygons arrive merged into one by the index (the reference's rule).
-        const auto& p = inst.polygons.front();
+      const auto outline = outlines->find({index, j});
+      if (inst.polygons.size() == 1 || outline != outlines->end()) {
+        const auto& p = outline != outlines->end() ? outline->second : inst.polygons.front();
         poly.resize(p.size());
         for (size_t k = 0; k + 1 < p.size(); k += 2) {
           poly[k] = p[k] * w;
           poly[k + 1] = p[k + 1] * h;
+        }
+      } else if (inst.polygons.size() > 1) {
+        // A multi-part COCO polygon becomes one outline, joined in the original image's pixels as
+        // the reference's converter (merge_multi_segment) does before it trains.
+        const double W = rec.width, H = rec.height;
+        std::vector<std::vector<double>> parts;
+        for (const auto& p : inst.polygons) {
+          auto& part = parts.emplace_back(p.size());
+          for (size_t k = 0; k + 1 < p.size(); k += 2) part[k] = p[k] * W, part[k + 1] = p[k + 1] * H;
+        }
+        const auto merged = data::merge_polygon_parts(parts);
+        poly.resize(merged.size());
+        for (size_t k = 0; k + 1 < merged.size(); k += 2) {
+          poly[k] = static_cast<float>(merged[k] / W) * w;
+          poly[k + 1] = static_cast<float>(merged[k + 1] / H) * h;
         }
       }
       s.instances.push_back(inst.cls, std::move(poly), box);
