@@ -68,10 +68,12 @@ Trainer::Trainer(const config::Options& options, DatasetInfo dataset, std::uniqu
                  Validate validate, const std::string& resume_from)
     : s_(TrainSettings::from(options)), dataset_(std::move(dataset)), train_(std::move(train)),
       validate_(std::move(validate)) {
-  // Where a run lives is not part of what it computes: checkpoints leave it out, so runs that differ
-  // only in location write the same bytes (args.yaml keeps everything).
+  // Where a run lives, and whether its stages are replayed, is not part of what it computes:
+  // checkpoints leave it out, so runs that differ only in those write the same bytes (args.yaml
+  // keeps everything).
   for (const auto& spec : options.specs())
-    if (spec.key != "project" && spec.key != "name" && spec.key != "exist_ok" && spec.key != "resume")
+    if (spec.key != "project" && spec.key != "name" && spec.key != "exist_ok" && spec.key != "resume" &&
+        spec.key.rfind("capture_", 0) != 0)
       args_[spec.key] = options.str(spec.key);
   device_ = s_.device.empty() ? (util::cuda_usable() ? torch::Device("cuda:0") : torch::Device(torch::kCPU))
                               : util::parse_device(s_.device);
@@ -303,6 +305,9 @@ ValidationResult Trainer::fit() {
     val = ValidationResult{};
     if (validate_ && (s_.val || final_epoch)) {
       util::TraceRange range("validation");
+      // Recordings keep their memory; the training steps' cached blocks are released so that
+      // validation's allocations do not stack on both.
+      if (recorder) recorder->release_cached_memory();
       val = validate_(ema_->model(), *loss_);
     }
     state_.epoch = epoch + 1;
