@@ -4,6 +4,7 @@
 // weights/last exactly as if the run had not stopped.
 #pragma once
 #include <array>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -43,11 +44,20 @@ class Trainer {
   // Loss items (5 floats) of every training step so far in this process, as raw bytes.
   const std::vector<float>& step_losses() const { return step_losses_; }
 
+  // The complete-fit clock starts here (default: when this trainer began construction); the
+  // command sets it to before it builds the data, so the time covers data, model and trainer
+  // construction. It stops after the fit's last checkpoint write (fit_report.json).
+  void set_fit_start(std::chrono::steady_clock::time_point t) { fit_start_ = t; }
+  // What stage replay ran recorded and why anything fell back, written into fit_report.json as it
+  // is (an empty object when replay is off).
+  nlohmann::ordered_json& replay_summary() { return replay_summary_; }
+
  private:
   void write_results_row(int64_t epoch, double seconds, const std::array<double, 5>& train_loss,
                          const ValidationResult& val);
   void save(const std::filesystem::path& path);
 
+  std::chrono::steady_clock::time_point fit_start_ = std::chrono::steady_clock::now();  // first member: set first
   TrainSettings s_;
   nlohmann::ordered_json args_;
   DatasetInfo dataset_;
@@ -64,6 +74,7 @@ class Trainer {
   std::filesystem::path run_dir_;
   std::vector<std::string> results_rows_;
   std::vector<float> step_losses_;
+  nlohmann::ordered_json replay_summary_ = nlohmann::ordered_json::object();
 };
 
 // The run directory: project/name, or project/name2, name3, ... if it exists (unless exist_ok).
