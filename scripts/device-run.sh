@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: configure and build against its torch (/opt/torch/.venv), run the
 # tests labelled gpu and the named benchmarks, and write logs into OUT_DIR.
-#   scripts/device-run.sh OUT_DIR [bench ...]     (bench names: model_step, loader; default: all)
+#   scripts/device-run.sh OUT_DIR [bench ...]     (bench names: model_step, loader, fit, pairs, pairs16;
+#                                                  default: model_step loader)
+# pairs: `lucid bench pairs` on the reference workload (batch 4, 5 epochs), records and summary in
+# OUT_DIR/pairs; pairs16: the batch-16, 3-epoch screen in OUT_DIR/pairs16. Environment:
+#   LUCID_PAIRS (pairs per call, default 5), LUCID_PAIRS_FIRST (number of the first pair, so that
+#   calls continue the alternating order; join their folders with `lucid bench merge`),
+#   LUCID_REPLAY (the replay arm's capture options, default all three), LUCID_PAIRS_ARGS (more
+#   `lucid train` options for both arms), LUCID_GPU_TESTS=0 (skip the gpu tests).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: device-run.sh OUT_DIR [bench ...]}
@@ -21,14 +28,28 @@ if ! "$root/scripts/build.sh" > "$out/build.log" 2>&1; then
   echo "build failed; see build.log"; tail -40 "$out/build.log"; exit 1
 fi
 echo "build: $(( $(date +%s) - start )) s"
-ctest --test-dir "$LUCID_BUILD_DIR" -L gpu --output-on-failure > "$out/gpu-tests.log" 2>&1 || status=1
-tail -5 "$out/gpu-tests.log"
+if [ "${LUCID_GPU_TESTS:-1}" != 0 ]; then
+  ctest --test-dir "$LUCID_BUILD_DIR" -L gpu --output-on-failure > "$out/gpu-tests.log" 2>&1 || status=1
+  tail -5 "$out/gpu-tests.log"
+fi
+pairs() {  # pairs NAME lucid-train-options...: the pair benchmark on the reference workload
+  local name=$1 work=${LUCID_WORKLOAD:-/tmp/lucid-workload}
+  shift
+  [ -f "$work/data.yaml" ] || bash "${LUCID_SHARED:-$root/shared}/bench/make-workload.sh" "$work" > /dev/null
+  # Run directories (checkpoints) stay out of OUT_DIR; records, logs and the summary go into it.
+  "$LUCID_BUILD_DIR/lucid" bench pairs out="$out/$name" runs="/tmp/lucid-pairs-runs/$name" pairs="${LUCID_PAIRS:-5}" \
+    ${LUCID_PAIRS_FIRST:+first_pair=$LUCID_PAIRS_FIRST} ${LUCID_REPLAY:+replay=$LUCID_REPLAY} \
+    data="$work/data.yaml" model=yolo26n-seg.yaml imgsz=640 optimizer=MuSGD amp=True close_mosaic=0 warmup_epochs=1 \
+    workers=4 cache=ram device=0 "$@" ${LUCID_PAIRS_ARGS:-}
+}
 for b in "${benches[@]}"; do
   case "$b" in
     model_step) "$LUCID_BUILD_DIR/bench/bench_model_step" batch=4,16 imgsz=640 steps=50 warmup=15 > "$out/bench-model_step.log" 2>&1 || status=1 ;;
     loader) "$LUCID_BUILD_DIR/bench/bench_loader" --workers 1,2,4,8,12 --images 128 --batches 24 > "$out/bench-loader.log" 2>&1 || status=1 ;;
     fit) LUCID_SHARED=${LUCID_SHARED:-$root/shared} "$root/bench/fit_workload.sh" "$LUCID_BUILD_DIR/lucid" \
            /tmp/lucid-workload "$out/fit" "${LUCID_FIT_RUNS:-2}" > "$out/bench-fit.log" 2>&1 || status=1 ;;
+    pairs) pairs pairs batch=4 epochs=5 > "$out/bench-pairs.log" 2>&1 || status=1 ;;
+    pairs16) pairs pairs16 batch=16 epochs=3 > "$out/bench-pairs16.log" 2>&1 || status=1 ;;
     *) echo "unknown bench $b"; status=1 ;;
   esac
   cat "$out/bench-$b.log"

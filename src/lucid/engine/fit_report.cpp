@@ -39,7 +39,7 @@ std::string tensors_sha256(const std::vector<torch::Tensor>& tensors, const std:
   for (const auto& t : tensors) {
     // Copy to the host first, then make it row-major there: no device memory is allocated.
     auto host = t.detach().to(torch::kCPU).contiguous();
-    h.update(host.data_ptr(), host.nbytes());
+    if (host.nbytes() > 0) h.update(host.data_ptr(), host.nbytes());
   }
   h.update(trailer);
   return h.hex_digest();
