@@ -436,7 +436,9 @@ int merge_command(const std::vector<std::string>& args) {
   std::vector<json> records;
   std::set<int64_t> seen;
   bool collide = false;
-  for (const auto& dir : from) {
+  std::vector<size_t> part_of;  // position in from= of each record's folder
+  for (size_t fi = 0; fi < from.size(); ++fi) {
+    const auto& dir = from[fi];
     auto part = read_records(dir);
     if (part.empty()) throw UserError("option from: " + (fs::path(dir) / kRecords).string() + " has no fit records");
     std::set<int64_t> here;
@@ -446,14 +448,16 @@ int merge_command(const std::vector<std::string>& args) {
       here.insert(r.at("pair").get<int64_t>());
       r["source"] = dir;
       records.push_back(r);
+      part_of.push_back(fi);
     }
     for (auto p : here) collide |= !seen.insert(p).second;
   }
   if (collide) {
     // Pair numbers repeat across folders (each call started at 1): number them in the order given.
-    std::map<std::pair<std::string, int64_t>, int64_t> number;
-    for (auto& r : records) {
-      auto key = std::pair{r.at("source").get<std::string>(), r.at("pair").get<int64_t>()};
+    std::map<std::pair<size_t, int64_t>, int64_t> number;
+    for (size_t i = 0; i < records.size(); ++i) {
+      auto& r = records[i];
+      auto key = std::pair{part_of[i], r.at("pair").get<int64_t>()};
       if (!number.count(key)) number.emplace(key, static_cast<int64_t>(number.size()) + 1);
       r["pair"] = number.at(key);
     }
