@@ -110,7 +110,7 @@ struct Stat {
   std::vector<double> values;
 };
 
-Stat stat(std::vector<double> v) {
+Stat stat_of(std::vector<double> v) {
   Stat s;
   s.values = v;
   if (v.empty()) return s;
@@ -156,7 +156,7 @@ std::string summarise(const fs::path& out_dir, const std::vector<json>& records,
       std::vector<double> v;
       for (const auto& f : fits)
         if (f.at("arm") == arm) v.push_back(f.at(m).get<double>());
-      stats[arm][m] = stat(v);
+      stats[arm][m] = stat_of(v);
     }
 
   std::ostringstream md;
