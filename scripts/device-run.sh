@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: configure and build against its torch (/opt/torch/.venv), run the
 # tests labelled gpu and the named benchmarks, and write logs into OUT_DIR.
-#   scripts/device-run.sh OUT_DIR [bench ...]     (bench names: model_step, loader, fit, pairs, pairs16;
-#                                                  default: model_step loader)
+#   scripts/device-run.sh OUT_DIR [bench ...]
+# bench names: model_step, loader, fit (the reference workload, native), fit_replay (the same with
+# every stage recording on), pairs, pairs16; default: model_step loader. LUCID_GPU_TESTS=0 skips
+# the GPU tests.
 # pairs: `lucid bench pairs` on the reference workload (batch 4, 5 epochs), records and summary in
 # OUT_DIR/pairs; pairs16: the batch-16, 3-epoch screen in OUT_DIR/pairs16. Environment:
 #   LUCID_PAIRS (pairs per call, default 5), LUCID_PAIRS_FIRST (number of the first pair, so that
 #   calls continue the alternating order; join their folders with `lucid bench merge`),
 #   LUCID_REPLAY (the replay arm's capture options, default all three), LUCID_PAIRS_ARGS (more
-#   `lucid train` options for both arms), LUCID_GPU_TESTS=0 (skip the gpu tests).
+#   `lucid train` options for both arms).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: device-run.sh OUT_DIR [bench ...]}
@@ -29,6 +31,7 @@ if ! "$root/scripts/build.sh" > "$out/build.log" 2>&1; then
 fi
 echo "build: $(( $(date +%s) - start )) s"
 if [ "${LUCID_GPU_TESTS:-1}" != 0 ]; then
+  export CUBLAS_WORKSPACE_CONFIG=${CUBLAS_WORKSPACE_CONFIG:-:4096:8}
   ctest --test-dir "$LUCID_BUILD_DIR" -L gpu --output-on-failure > "$out/gpu-tests.log" 2>&1 || status=1
   tail -5 "$out/gpu-tests.log"
 fi
@@ -48,6 +51,11 @@ for b in "${benches[@]}"; do
     loader) "$LUCID_BUILD_DIR/bench/bench_loader" --workers 1,2,4,8,12 --images 128 --batches 24 > "$out/bench-loader.log" 2>&1 || status=1 ;;
     fit) LUCID_SHARED=${LUCID_SHARED:-$root/shared} "$root/bench/fit_workload.sh" "$LUCID_BUILD_DIR/lucid" \
            /tmp/lucid-workload "$out/fit" "${LUCID_FIT_RUNS:-2}" > "$out/bench-fit.log" 2>&1 || status=1 ;;
+    fit_replay) LUCID_SHARED=${LUCID_SHARED:-$root/shared} LUCID_RUNS=/tmp/lucid-fit-replay \
+           "$root/bench/fit_workload.sh" "$LUCID_BUILD_DIR/lucid" /tmp/lucid-workload "$out/fit_replay" \
+           "${LUCID_FIT_RUNS:-2}" capture_network=True capture_segment_heads=True capture_optimizer=True \
+           > "$out/bench-fit_replay.log" 2>&1 || status=1
+         grep -h "^replay:" "$out"/fit_replay/fit-*.log >> "$out/bench-fit_replay.log" ;;
     pairs) pairs pairs batch=4 epochs=5 > "$out/bench-pairs.log" 2>&1 || status=1 ;;
     pairs16) pairs pairs16 batch=16 epochs=3 > "$out/bench-pairs16.log" 2>&1 || status=1 ;;
     *) echo "unknown bench $b"; status=1 ;;

@@ -8,6 +8,8 @@
 #include "lucid/engine/fit_report.h"
 #include "lucid/engine/progress.h"
 #include "lucid/optim/schedule.h"
+#include "lucid/replay/recorder.h"
+#include "lucid/util/trace.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
 #include "lucid/util/files.h"
@@ -197,6 +199,11 @@ ValidationResult Trainer::fit() {
   ValidationResult val;
   std::printf("Starting training for %lld epochs, %lld batches per epoch, run %s\n", static_cast<long long>(s_.epochs),
               static_cast<long long>(nb), run_dir_.string().c_str());
+  // Stage replay lives as long as this fit: released on return and on any exception.
+  std::unique_ptr<replay::StageRecorder> recorder;
+  const replay::ReplayOptions replay_options{s_.capture_network, s_.capture_segment_heads, s_.capture_optimizer};
+  if (replay_options.any())
+    recorder = std::make_unique<replay::StageRecorder>(*model_, *optimizer_, replay_options, replay::Backend::CudaGraph);
   for (int64_t epoch = state_.epoch; epoch < s_.epochs; ++epoch) {
     sched.begin_epoch(*optimizer_, epoch);
     const bool mosaic = s_.mosaic > 0 && !(s_.close_mosaic > 0 && epoch >= s_.epochs - s_.close_mosaic);
@@ -205,25 +212,58 @@ ValidationResult Trainer::fit() {
     Progress progress(header, nb);
     std::array<double, 5> mean{};
     int64_t i = 0;
-    while (auto batch = train_->next()) {
+    while (true) {
+      std::optional<TrainBatch> batch;
+      {
+        util::TraceRange range("data");
+        batch = train_->next();
+      }
+      if (!batch) break;
       const int64_t ni = i + nb * epoch;
       sched.begin_batch(*optimizer_, epoch, ni);
-      auto images = loss::upload(batch->images, device_);
-      if (hsv_ && batch->hsv_gains.defined()) images = data::hsv_augment(images, batch->hsv_gains);  // device HSV
-      auto x = images.to(torch::kFloat).div_(255.0);
-      if (device_.is_cuda()) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+      torch::Tensor x;
+      {
+        util::TraceRange range("upload");
+        auto images = loss::upload(batch->images, device_);
+        if (hsv_ && batch->hsv_gains.defined()) images = data::hsv_augment(images, batch->hsv_gains);  // device HSV
+        x = images.to(torch::kFloat).div_(255.0);
+        if (device_.is_cuda()) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+      }
       model::HeadOutputs out;
       {
         util::Bf16Autocast ac(autocast_);
-        out = model_->forward(x);
+        if (recorder) {
+          // Warmup still changes the accumulation count; recordings start once it is fixed.
+          recorder->set_accumulation_fixed(sched.accumulation_fixed(ni));
+          out = recorder->forward(x);
+        } else {
+          util::TraceRange range("forward");
+          out = model_->forward(x);
+        }
       }
-      auto result = (*loss_)(out, batch->targets);
-      result.total.sum().backward();
+      loss::LossResult result;
+      {
+        util::TraceRange range("loss");
+        result = (*loss_)(out, batch->targets);
+      }
+      {
+        util::TraceRange range("backward");
+        result.total.sum().backward();
+      }
       if (ni - state_.last_opt_step >= sched.accumulate()) {
-        optim::clip_grad_norm(params, 10.0);
-        optimizer_->step();
+        {
+          util::TraceRange range("clip gradients");
+          optim::clip_grad_norm(params, 10.0);
+        }
+        if (recorder)
+          recorder->optimizer_step();
+        else
+          optimizer_->step();
         optimizer_->zero_grad();
-        ema_->update(model_);
+        {
+          util::TraceRange range("EMA");
+          ema_->update(model_);
+        }
         state_.last_opt_step = ni;
       }
       // One host read per step, for the progress line and the finiteness check.
@@ -262,7 +302,10 @@ ValidationResult Trainer::fit() {
     }
     const bool final_epoch = epoch + 1 == s_.epochs;
     val = ValidationResult{};
-    if (validate_ && (s_.val || final_epoch)) val = validate_(ema_->model(), *loss_);
+    if (validate_ && (s_.val || final_epoch)) {
+      util::TraceRange range("validation");
+      val = validate_(ema_->model(), *loss_);
+    }
     state_.epoch = epoch + 1;
     const bool best = val.fitness > state_.best_fitness;
     if (best) {
@@ -287,9 +330,15 @@ ValidationResult Trainer::fit() {
       break;
     }
   }
-  // The complete fit ends with the last checkpoint write above; the report's hashing is outside it.
+  // The complete fit ends with the last checkpoint write above; releasing recordings and hashing
+  // for the report are outside it.
   const auto fit_end = std::chrono::steady_clock::now();
   const auto memory = util::cuda_memory(device_.index() < 0 ? 0 : device_.index());
+  if (recorder) {
+    replay_summary_ = recorder->summary();
+    recorder.reset();
+    std::printf("replay: %s\n", replay_summary_.dump().c_str());
+  }
   FitReportInput report;
   report.fit_seconds = std::chrono::duration<double>(fit_end - fit_start_).count();
   report.peak_allocated_mib = device_.is_cuda() ? memory.peak_allocated_mib : 0.0;

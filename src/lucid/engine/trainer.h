@@ -43,14 +43,14 @@ class Trainer {
   model::SegmentationModel& model() { return model_; }
   // Loss items (5 floats) of every training step so far in this process, as raw bytes.
   const std::vector<float>& step_losses() const { return step_losses_; }
+  // Stage replay of the last fit: per stage, whether it was recorded, replayed and native steps,
+  // and the reasons of native steps (empty when replay was not requested); fit_report.json carries it.
+  const nlohmann::ordered_json& replay_summary() const { return replay_summary_; }
 
   // The complete-fit clock starts here (default: when this trainer began construction); the
   // command sets it to before it builds the data, so the time covers data, model and trainer
   // construction. It stops after the fit's last checkpoint write (fit_report.json).
   void set_fit_start(std::chrono::steady_clock::time_point t) { fit_start_ = t; }
-  // What stage replay ran recorded and why anything fell back, written into fit_report.json as it
-  // is (an empty object when replay is off).
-  nlohmann::ordered_json& replay_summary() { return replay_summary_; }
 
  private:
   void write_results_row(int64_t epoch, double seconds, const std::array<double, 5>& train_loss,

@@ -108,43 +108,81 @@ SegmentHeadImpl::SegmentHeadImpl(const SegmentHeadOptions& options) : options_(o
   }
 }
 
-BranchOutputs SegmentHeadImpl::run_branch(const std::vector<Tensor>& x, const Branch& box, const Branch& cls,
-                                          const Branch& mask) {
-  auto bs = x[0].size(0);
-  std::vector<Tensor> b, c, m;
-  for (size_t i = 0; i < x.size(); ++i) {
-    b.push_back(box[i].ptr()->forward(x[i]).view({bs, 4 * options_.reg_max, -1}));
-    c.push_back(cls[i].ptr()->forward(x[i]).view({bs, options_.nc, -1}));
-    m.push_back(mask[i].ptr()->forward(x[i]).view({bs, options_.nm, -1}));
-  }
-  BranchOutputs out;
-  out.boxes = torch::cat(b, -1);
-  out.scores = torch::cat(c, -1);
-  out.mask_coefficient = torch::cat(m, 2);
-  return out;
+Tensor SegmentHeadImpl::run_levels(const std::vector<Tensor>& x, const Branch& convs, int64_t channels) {
+  const auto bs = x[0].size(0);
+  std::vector<Tensor> parts;
+  for (size_t i = 0; i < x.size(); ++i) parts.push_back(convs[i].ptr()->forward(x[i]).view({bs, channels, -1}));
+  return torch::cat(parts, -1);
 }
 
-HeadOutputs SegmentHeadImpl::forward(const std::vector<Tensor>& feats) {
+std::string SegmentHeadImpl::prediction_name(int64_t k) const {
+  static const char* const names[] = {"boxes", "scores", "mask coefficients", "one-to-one boxes",
+                                      "one-to-one scores", "one-to-one mask coefficients"};
+  return k == prediction_count() - 1 ? "prototypes" : names[k];
+}
+
+std::vector<Tensor> SegmentHeadImpl::prediction_parameters(int64_t k) const {
+  const Branch* branches[] = {&cv2_, &cv3_, &cv4_, &o2o_cv2_, &o2o_cv3_, &o2o_cv4_};
+  if (k == prediction_count() - 1) return options_.proto26 ? proto26_->parameters() : proto_->parameters();
+  std::vector<Tensor> params;
+  for (const auto& chain : *branches[k])
+    for (auto& p : chain->parameters()) params.push_back(p);
+  return params;
+}
+
+std::vector<Tensor> SegmentHeadImpl::predict(int64_t k, const std::vector<Tensor>& feats) {
+  const auto& o = options_;
+  switch (k == prediction_count() - 1 ? 6 : k) {
+    case 0: return {run_levels(feats, cv2_, 4 * o.reg_max)};
+    case 1: return {run_levels(feats, cv3_, o.nc)};
+    case 2: return {run_levels(feats, cv4_, o.nm)};
+    case 3: return {run_levels(feats, o2o_cv2_, 4 * o.reg_max)};
+    case 4: return {run_levels(feats, o2o_cv3_, o.nc)};
+    case 5: return {run_levels(feats, o2o_cv4_, o.nm)};
+    default: break;
+  }
+  if (!o.proto26) return {proto_->forward(feats[0])};
+  auto [p, semantic] = proto26_->forward_multi(feats, is_training());
+  if (!semantic.defined()) return {p};
+  return {p, semantic};
+}
+
+HeadOutputs SegmentHeadImpl::compose(const std::vector<Tensor>& feats,
+                                     const std::vector<std::vector<Tensor>>& predictions) const {
   HeadOutputs out;
   out.feats = feats;
-  out.one2many = run_branch(feats, cv2_, cv3_, cv4_);
+  out.one2many.boxes = predictions[0][0];
+  out.one2many.scores = predictions[1][0];
+  out.one2many.mask_coefficient = predictions[2][0];
   if (options_.end2end) {
-    std::vector<Tensor> detached;
-    for (const auto& f : feats) detached.push_back(is_training() ? f.detach() : f);
-    out.one2one = run_branch(detached, o2o_cv2_, o2o_cv3_, o2o_cv4_);
+    out.one2one = BranchOutputs{};
+    out.one2one->boxes = predictions[3][0];
+    out.one2one->scores = predictions[4][0];
+    out.one2one->mask_coefficient = predictions[5][0];
   }
-  if (options_.proto26) {
-    auto [p, semantic] = proto26_->forward_multi(feats, is_training());
-    out.one2many.proto = p;
-    out.one2many.semantic = semantic;
-  } else {
-    out.one2many.proto = proto_->forward(feats[0]);
-  }
+  const auto& proto = predictions.back();
+  out.one2many.proto = proto[0];
+  if (proto.size() > 1) out.one2many.semantic = proto[1];
   if (out.one2one) {
     out.one2one->proto = out.one2many.proto.detach();
     if (out.one2many.semantic.defined()) out.one2one->semantic = out.one2many.semantic.detach();
   }
   return out;
+}
+
+HeadOutputs SegmentHeadImpl::forward(const std::vector<Tensor>& feats) {
+  std::vector<std::vector<Tensor>> predictions;
+  std::vector<Tensor> detached;
+  for (int64_t k = 0; k < prediction_count(); ++k) {
+    if (prediction_detached(k) && is_training()) {
+      if (detached.empty())
+        for (const auto& f : feats) detached.push_back(f.detach());
+      predictions.push_back(predict(k, detached));
+    } else {
+      predictions.push_back(predict(k, feats));
+    }
+  }
+  return compose(feats, predictions);
 }
 
 void SegmentHeadImpl::bias_init(const std::vector<double>& strides) {

@@ -39,6 +39,18 @@ class SegmentHeadImpl : public torch::nn::Module {
 
   HeadOutputs forward(const std::vector<Tensor>& feats);
 
+  // The head's predictions, each its own function of the shared features, in the order forward()
+  // computes them: boxes, scores and mask coefficients of the one-to-many branch; the same three
+  // of the one-to-one branch (end2end heads; from detached features in training); then the
+  // prototypes (with the semantic logits for Segment26 in training, which share their features).
+  // forward() is compose() of predict() over every k, so stage replay runs the same expressions.
+  int64_t prediction_count() const { return options_.end2end ? 7 : 4; }
+  std::string prediction_name(int64_t k) const;
+  bool prediction_detached(int64_t k) const { return options_.end2end && k >= 3 && k < 6; }
+  std::vector<Tensor> prediction_parameters(int64_t k) const;
+  std::vector<Tensor> predict(int64_t k, const std::vector<Tensor>& feats);
+  HeadOutputs compose(const std::vector<Tensor>& feats, const std::vector<std::vector<Tensor>>& predictions) const;
+
   // Detect-style bias initialisation: box bias 2.0, class bias log(5 / nc / (640 / stride)^2).
   void bias_init(const std::vector<double>& strides);
 
@@ -53,7 +65,8 @@ class SegmentHeadImpl : public torch::nn::Module {
 
  private:
   using Branch = std::vector<Chain>;
-  BranchOutputs run_branch(const std::vector<Tensor>& x, const Branch& box, const Branch& cls, const Branch& mask);
+  // One prediction over all levels, flattened to (B, channels, A).
+  Tensor run_levels(const std::vector<Tensor>& x, const Branch& convs, int64_t channels);
   void make_branch(const std::string& prefix, Branch& box, Branch& cls, Branch& mask);
 
   SegmentHeadOptions options_;

@@ -356,6 +356,12 @@ std::vector<Tensor> SegmentationModelImpl::shared(const Tensor& x) {
 
 HeadOutputs SegmentationModelImpl::heads(const std::vector<Tensor>& feats) { return head_->forward(feats); }
 
+HeadOutputs SegmentationModelImpl::forward(const Tensor& x) {
+  auto out = heads(shared(x));
+  run_head_hooks(out);
+  return out;
+}
+
 Tensor SegmentationModelImpl::decode(const HeadOutputs& out, int64_t max_det, bool agnostic) const {
   return head_->decode(out, strides_, max_det, agnostic);
 }

@@ -3,6 +3,7 @@
 //   heads(f)   -> raw predictions of every head branch
 // forward(x) is their composition. Parameter and buffer names equal the reference's ("model.<i>.").
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,16 @@ class SegmentationModelImpl : public torch::nn::Module {
 
   std::vector<Tensor> shared(const Tensor& x);
   HeadOutputs heads(const std::vector<Tensor>& feats);
-  HeadOutputs forward(const Tensor& x) { return heads(shared(x)); }
+  HeadOutputs forward(const Tensor& x);
+
+  // Hooks on the heads: called with the raw predictions after every forward (to inspect or adjust
+  // them). Stage replay leaves the heads native while any is registered.
+  using HeadHook = std::function<void(HeadOutputs&)>;
+  void add_head_hook(HeadHook hook) { head_hooks_.push_back(std::move(hook)); }
+  bool has_head_hooks() const { return !head_hooks_.empty(); }
+  void run_head_hooks(HeadOutputs& out) const {
+    for (const auto& h : head_hooks_) h(out);
+  }
 
   // Inference output (see SegmentHeadImpl::decode) from raw predictions.
   Tensor decode(const HeadOutputs& out, int64_t max_det = 300, bool agnostic = false) const;
@@ -60,6 +70,7 @@ class SegmentationModelImpl : public torch::nn::Module {
   SegmentHead head_{nullptr};
   std::vector<double> strides_;
   std::vector<LayerInfo> table_;
+  std::vector<HeadHook> head_hooks_;
 };
 TORCH_MODULE(SegmentationModel);
 

@@ -1,5 +1,7 @@
 #include "lucid/optim/optimizer.h"
 
+#include "lucid/util/trace.h"
+
 #include <cmath>
 #include <map>
 
@@ -140,6 +142,9 @@ Optimizer::Optimizer(Kind kind, std::vector<ParamGroup> groups, double muon_scal
       } else {
         s.buf = torch::zeros_like(p, at::MemoryFormat::Preserve);
         if (groups_[gi].use_muon) s.buf_sgd = torch::zeros_like(p, at::MemoryFormat::Preserve);
+        // The prepared update lives in one buffer for the optimizer's life, so a recorded
+        // preparation writes where the native apply() reads.
+        s.update = torch::zeros_like(p, at::MemoryFormat::Preserve);
       }
       slots_[gi].push_back(std::move(s));
     }
@@ -173,9 +178,8 @@ void Optimizer::upload_hypers() {
   hypers_.copy_(host, /*non_blocking=*/true);
 }
 
-void Optimizer::prepare() {
+void Optimizer::prepare_update() {
   torch::NoGradGuard no_grad;
-  upload_hypers();
   step_.add_(1);
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const auto& g = groups_[gi];
@@ -191,11 +195,11 @@ void Optimizer::prepare() {
         // after the Muon update has moved the parameter.
         // addcmul with a 0-d factor rounds once, as the reference's add with a scalar alpha does.
         s.buf.mul_(m).addcmul_(grad, omm);
-        s.update = torch::addcmul(s.buf * m, grad, omm);
+        torch::addcmul_out(s.update, s.buf * m, grad, omm);
       } else {
         auto d = g.weight_decay != 0 ? torch::add(grad, s.param, g.weight_decay) : grad;
         s.buf.mul_(m).add_(d);
-        s.update = torch::addcmul(d, s.buf, m);  // Nesterov: d + momentum * buf
+        torch::addcmul_out(s.update, d, s.buf, m);  // Nesterov: d + momentum * buf
       }
     }
   }
@@ -216,7 +220,7 @@ void Optimizer::orthogonalize() {
     // Buckets are per group: padding widths, and with them the rounding, follow the group.
     std::vector<std::pair<std::pair<int64_t, double>, std::vector<Item>>> buckets;
     for (auto& s : slots_[gi]) {
-      if (!s.update.defined() || !s.param.grad().defined()) continue;
+      if (!s.param.grad().defined()) continue;
       auto u = s.update;
       auto mtx = u.dim() > 2 ? u.reshape({u.size(0), -1}) : u;
       bool transpose = mtx.size(0) > mtx.size(1);
@@ -239,7 +243,7 @@ void Optimizer::orthogonalize() {
       for (size_t j = 0; j < items.size(); ++j) {
         auto o = x[static_cast<int64_t>(j)].slice(1, 0, items[j].m.size(1));
         auto& s = *items[j].slot;
-        s.update = (items[j].transpose ? o.t() : o).reshape(s.param.sizes());
+        s.update.copy_((items[j].transpose ? o.t() : o).reshape(s.param.sizes()));
       }
     }
   }
@@ -264,13 +268,26 @@ void Optimizer::apply() {
         // Then a Nesterov SGD step with its own buffer, weight decay on the moved parameter.
         auto d = g.weight_decay != 0 ? torch::add(grad, s.param, g.weight_decay) : grad;
         s.buf_sgd.mul_(m).add_(d);
-        s.update = torch::addcmul(d, s.buf_sgd, m);
+        s.param.addcmul_(torch::addcmul(d, s.buf_sgd, m), neg_lr);
+        continue;
       }
       s.param.addcmul_(s.update, neg_lr);
-      s.update = torch::Tensor();
     }
   }
   ++steps_;
+}
+
+void Optimizer::step() {
+  {
+    util::TraceRange range("optimizer prepare");
+    prepare();
+  }
+  {
+    util::TraceRange range("optimizer orthogonalize");
+    orthogonalize();
+  }
+  util::TraceRange range("optimizer apply");
+  apply();
 }
 
 void Optimizer::zero_grad() {
@@ -306,6 +323,17 @@ void Optimizer::load_state(const std::map<std::string, torch::Tensor>& tensors, 
       throw UserError(source + ": optimizer state '" + name + "' is missing or mis-shaped");
     t.copy_(it->second);
   }
+}
+
+}  // namespace lucid::optim
+
+namespace lucid::optim {
+
+std::vector<torch::Tensor> Optimizer::parameters() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& group : slots_)
+    for (const auto& s : group) out.push_back(s.param);
+  return out;
 }
 
 }  // namespace lucid::optim

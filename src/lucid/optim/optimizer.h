@@ -59,14 +59,17 @@ class Optimizer {
  public:
   Optimizer(Kind kind, std::vector<ParamGroup> groups, double muon_scale = 0.2, double sgd_scale = 1.0);
 
-  void prepare();
+  // prepare() is upload_hypers() (host values into the device table) and then prepare_update()
+  // (device work only), so a recording can replay the latter after a native upload.
+  void prepare() {
+    upload_hypers();
+    prepare_update();
+  }
+  void upload_hypers();
+  void prepare_update();
   void orthogonalize();
   void apply();
-  void step() {
-    prepare();
-    orthogonalize();
-    apply();
-  }
+  void step();  // prepare, orthogonalize, apply (each an NVTX range)
   void zero_grad();
 
   // Sets a group's lr and momentum. The scalars every stage needs are derived on the host in double
@@ -83,12 +86,13 @@ class Optimizer {
   // Restores state() tensors by name (a checkpoint's); every name must be present.
   void load_state(const std::map<std::string, torch::Tensor>& tensors, const std::string& source);
   int64_t steps_taken() const { return steps_; }
+  // Every optimised parameter, in slot order.
+  std::vector<torch::Tensor> parameters() const;
   void set_steps_taken(int64_t n) { steps_ = n; }
 
  private:
   // Columns of the per-group scalar table.
   enum Hyper { kLr, kNegLr, kMomentum, kOneMinusMomentum, kNegMuonLr, kNegStepSize, kBias2Sqrt, kDecayFactor, kHyperCount };
-  void upload_hypers();
   torch::Tensor hyper(size_t group, Hyper h) const { return hypers_[static_cast<int64_t>(group)][h]; }
 
   struct Slot {  // one parameter with its state

@@ -21,6 +21,10 @@ Schedule::Schedule(const ScheduleOptions& options, int64_t batches_per_epoch) : 
   accumulate_ = std::max<int64_t>(round_half_even(static_cast<double>(o_.nbs) / static_cast<double>(o_.batch)), 1);
 }
 
+bool Schedule::accumulation_fixed(int64_t ni) const {
+  return ni >= warmup_ || round_half_even(static_cast<double>(o_.nbs) / static_cast<double>(o_.batch)) <= 1;
+}
+
 double Schedule::lf(int64_t epoch) const {
   const double e = static_cast<double>(epoch), n = static_cast<double>(o_.epochs);
   if (o_.cos_lr) return ((1 - std::cos(e * M_PI / n)) / 2) * (o_.lrf - 1) + 1;

@@ -30,6 +30,9 @@ class Schedule {
   double lf(int64_t epoch) const;
   int64_t warmup_iterations() const { return warmup_; }
   int64_t accumulate() const { return accumulate_; }
+  // Whether the batches per optimizer step can still change at iteration ni or later: only warmup
+  // ramps them, and only when nbs / batch rounds above 1.
+  bool accumulation_fixed(int64_t ni) const;
 
   // Start of an epoch: every group's lr = initial_lr * lf(epoch).
   void begin_epoch(Optimizer& opt, int64_t epoch);

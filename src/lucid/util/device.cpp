@@ -37,18 +37,30 @@ torch::Device parse_device(const std::string& spec) {
 
 namespace lucid::util {
 
+// The weight-cast cache stays off: a recorded stage must not keep cached casts (they would live in
+// the recording's memory), and native execution runs the very same casts so both launch the same
+// kernels.
 Bf16Autocast::Bf16Autocast(bool enabled) : enabled_(enabled) {
   if (!enabled_) return;
   previous_ = at::autocast::is_autocast_enabled(at::kCUDA);
+  previous_cache_ = at::autocast::is_autocast_cache_enabled();
   at::autocast::set_autocast_enabled(at::kCUDA, true);
   at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+  at::autocast::set_autocast_cache_enabled(false);
 }
 
 Bf16Autocast::~Bf16Autocast() {
   if (!enabled_) return;
   at::autocast::set_autocast_enabled(at::kCUDA, previous_);
+  at::autocast::set_autocast_cache_enabled(previous_cache_);
   if (!previous_) at::autocast::clear_cache();
 }
+
+AutocastOff::AutocastOff() : previous_(at::autocast::is_autocast_enabled(at::kCUDA)) {
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+}
+
+AutocastOff::~AutocastOff() { at::autocast::set_autocast_enabled(at::kCUDA, previous_); }
 
 }  // namespace lucid::util
 

@@ -25,7 +25,19 @@ class Bf16Autocast {
   Bf16Autocast& operator=(const Bf16Autocast&) = delete;
 
  private:
-  bool enabled_, previous_ = false;
+  bool enabled_, previous_ = false, previous_cache_ = true;
+};
+
+// Autocast off for the guard's lifetime: backward passes run outside autocast, recorded or not.
+class AutocastOff {
+ public:
+  AutocastOff();
+  ~AutocastOff();
+  AutocastOff(const AutocastOff&) = delete;
+  AutocastOff& operator=(const AutocastOff&) = delete;
+
+ private:
+  bool previous_;
 };
 
 }  // namespace lucid::util

@@ -1,0 +1,63 @@
+// Stage replay through CUDA graphs on the GPU, against native execution, byte for byte after every
+// batch: every prediction and gradient (and whether it exists), the loss items, parameters,
+// BatchNorm statistics and optimizer state, over batches with changing instance counts, a batch
+// without instances, a partial batch (native, no new recording) and accumulation. BF16 autocast,
+// channels_last and the deterministic settings, as `lucid train` runs on a GPU. A native-native
+// control runs first: if it differs, the cause is determinism, not replay.
+#include <gtest/gtest.h>
+
+#include <c10/cuda/CUDACachingAllocator.h>
+
+#include "replay_harness.h"
+
+using namespace lucid;
+using namespace lucid::replay_harness;
+
+namespace {
+
+FitSetup gpu_setup() {
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
+  FitSetup s;
+  s.device = torch::Device(torch::kCUDA, 0);
+  s.backend = Backend::CudaGraph;
+  s.autocast = true;
+  s.imgsz = 256;
+  return s;
+}
+
+TEST(ReplayGpu, NativeTwiceIsIdentical) { compare_with_native(std::nullopt, optim::Kind::MuSGD, gpu_setup()); }
+
+TEST(ReplayGpu, AllStagesMuSGD) { compare_with_native(ReplayOptions{true, true, true}, optim::Kind::MuSGD, gpu_setup()); }
+TEST(ReplayGpu, SharedFeaturesOnly) {
+  compare_with_native(ReplayOptions{true, false, false}, optim::Kind::MuSGD, gpu_setup());
+}
+TEST(ReplayGpu, HeadPredictionsOnly) {
+  compare_with_native(ReplayOptions{false, true, false}, optim::Kind::MuSGD, gpu_setup());
+}
+TEST(ReplayGpu, OptimizerOnlySgdAndAdamW) {
+  compare_with_native(ReplayOptions{false, false, true}, optim::Kind::SGD, gpu_setup());
+  compare_with_native(ReplayOptions{false, false, true}, optim::Kind::AdamW, gpu_setup());
+}
+
+TEST(ReplayGpu, RecordingsReleasedWithTheRecorder) {
+  // Reserved memory returns to its level once a recorder is gone (pools are released).
+  auto setup = gpu_setup();
+  torch::cuda::synchronize();
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  const double before = util::cuda_memory().reserved_mib;
+  {
+    Fit fit(ReplayOptions{true, true, true}, optim::Kind::MuSGD, "", setup);
+    auto b = schedule(setup.imgsz);
+    fit.run(b[0].x, b[0].targets, true);
+    fit.run(b[2].x, b[2].targets, true);
+    EXPECT_TRUE(fit.recorder()->network_recorded());
+  }
+  torch::cuda::synchronize();
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  const double after = util::cuda_memory().reserved_mib;
+  EXPECT_LE(after, before + 2.0) << "reserved " << before << " MiB before, " << after << " MiB after";
+}
+
+}  // namespace
