@@ -66,6 +66,8 @@ def main():
             report = json.loads((run / "fit_report.json").read_text())
             check(all(k in report for k in REPORT) and all(re.fullmatch("[0-9a-f]{64}", report["sha256"][k]) for k in HASHES),
                   f"{arm} fit_report.json has every field and 64-hex digests")
+            # The replay component's summary reaches the report (on the CPU: every stage native, with why).
+            check((report["replay"] == {}) == (arm == "native"), f"{arm} report's replay summary {'empty' if arm == 'native' else 'filled'}")
             args = (run / "args.yaml").read_text()
             want = "True" if arm == "replay" else "False"
             check(all(f"{c}: {want}" in args for c in ("capture_network", "capture_segment_heads", "capture_optimizer")),
