@@ -4,8 +4,15 @@
 #   scripts/device-run.sh OUT_DIR [bench ...]
 # bench names: model_step, loader (the 512-image reference workload, built under $LUCID_WORKLOAD,
 # default /tmp/lucid-workload, from ../shared/bench; 1-16 workers, median of 5 runs), fit (the
-# reference workload fit, native), fit_replay (the same with every stage recording on); default:
-# model_step loader. LUCID_GPU_TESTS=0 skips the GPU tests.
+# reference workload fit, native), fit_replay (the same with every stage recording on), pairs,
+# pairs16; default: model_step loader. LUCID_GPU_TESTS=0 skips the GPU tests; LUCID_GPU_TEST_FILTER
+# runs only the GPU tests whose names match it.
+# pairs: `lucid bench pairs` on the reference workload (batch 4, 5 epochs), records and summary in
+# OUT_DIR/pairs; pairs16: the batch-16, 3-epoch screen in OUT_DIR/pairs16. Environment:
+#   LUCID_PAIRS (pairs per call, default 5), LUCID_PAIRS_FIRST (number of the first pair, so that
+#   calls continue the alternating order; join their folders with `lucid bench merge`),
+#   LUCID_REPLAY (the replay arm's capture options, default all three), LUCID_PAIRS_ARGS (more
+#   `lucid train` options for both arms).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: device-run.sh OUT_DIR [bench ...]}
@@ -27,9 +34,20 @@ fi
 echo "build: $(( $(date +%s) - start )) s"
 if [ "${LUCID_GPU_TESTS:-1}" != 0 ]; then
   export CUBLAS_WORKSPACE_CONFIG=${CUBLAS_WORKSPACE_CONFIG:-:4096:8}
-  ctest --test-dir "$LUCID_BUILD_DIR" -L gpu --output-on-failure > "$out/gpu-tests.log" 2>&1 || status=1
+  ctest --test-dir "$LUCID_BUILD_DIR" -L gpu -R "${LUCID_GPU_TEST_FILTER:-.}" --output-on-failure \
+    > "$out/gpu-tests.log" 2>&1 || status=1
   tail -5 "$out/gpu-tests.log"
 fi
+pairs() {  # pairs NAME lucid-train-options...: the pair benchmark on the reference workload
+  local name=$1 work=${LUCID_WORKLOAD:-/tmp/lucid-workload}
+  shift
+  [ -f "$work/data.yaml" ] || bash "${LUCID_SHARED:-$root/shared}/bench/make-workload.sh" "$work" > /dev/null
+  # Run directories (checkpoints) stay out of OUT_DIR; records, logs and the summary go into it.
+  "$LUCID_BUILD_DIR/lucid" bench pairs out="$out/$name" runs="/tmp/lucid-pairs-runs/$name" pairs="${LUCID_PAIRS:-5}" \
+    ${LUCID_PAIRS_FIRST:+first_pair=$LUCID_PAIRS_FIRST} ${LUCID_REPLAY:+replay=$LUCID_REPLAY} \
+    data="$work/data.yaml" model=yolo26n-seg.yaml imgsz=640 optimizer=MuSGD amp=True close_mosaic=0 warmup_epochs=1 \
+    workers=4 cache=ram device=0 "$@" ${LUCID_PAIRS_ARGS:-}
+}
 for b in "${benches[@]}"; do
   case "$b" in
     model_step) "$LUCID_BUILD_DIR/bench/bench_model_step" batch=4,16 imgsz=640 steps=50 warmup=15 > "$out/bench-model_step.log" 2>&1 || status=1 ;;
@@ -44,6 +62,8 @@ for b in "${benches[@]}"; do
            "${LUCID_FIT_RUNS:-2}" capture_network=True capture_segment_heads=True capture_optimizer=True \
            > "$out/bench-fit_replay.log" 2>&1 || status=1
          grep -h "^replay:" "$out"/fit_replay/fit-*.log >> "$out/bench-fit_replay.log" ;;
+    pairs) pairs pairs batch=4 epochs=5 > "$out/bench-pairs.log" 2>&1 || status=1 ;;
+    pairs16) pairs pairs16 batch=16 epochs=3 > "$out/bench-pairs16.log" 2>&1 || status=1 ;;
     *) echo "unknown bench $b"; status=1 ;;
   esac
   cat "$out/bench-$b.log"

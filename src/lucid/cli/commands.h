@@ -9,5 +9,6 @@ int model_command(const std::vector<std::string>& args);
 int train_command(const std::vector<std::string>& args);
 int coco_eval_command(const std::vector<std::string>& args);
 int data_command(const std::vector<std::string>& args);
+int bench_command(const std::vector<std::string>& args);
 
 }  // namespace lucid::cli

@@ -14,6 +14,7 @@ const char* kUsage =
     "  model info|save   inspect a model YAML, save its weights\n"
     "  coco-eval         COCO box/mask mAP of a results JSON (as pycocotools)\n"
     "  data check|synth|convert|prepare  inspect, synthesise, convert datasets; cache images\n"
+    "  bench pairs|merge fresh-process native/replay fit pairs: times, memory, state hashes\n"
     "  version           print the version\n";
 
 }  // namespace
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
     if (cmd == "model") return lucid::cli::model_command(rest);
     if (cmd == "coco-eval") return lucid::cli::coco_eval_command(rest);
     if (cmd == "data") return lucid::cli::data_command(rest);
+    if (cmd == "bench") return lucid::cli::bench_command(rest);
     if (cmd == "version") {
       std::cout << "lucid-yolo " << LUCID_VERSION << "\n";
       return 0;

@@ -1,5 +1,6 @@
 // `lucid train`: dataset (or the embedded synthetic one), prepared images, loaders, validator and
 // the fit. `resume=` continues a run from its weights/last checkpoint with the run's own options.
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 
@@ -95,6 +96,8 @@ int train_command(const std::vector<std::string>& args) {
     options = engine::train_options();
     options.parse(tokens);
   }
+  // The complete-fit clock (fit_report.json): before data, model and trainer construction.
+  const auto fit_start = std::chrono::steady_clock::now();
   auto settings = engine::TrainSettings::from(options);
   const std::string data_path = settings.data.empty() ? synthetic_dataset() : settings.data;
   data::IndexOptions io;
@@ -152,6 +155,7 @@ int train_command(const std::vector<std::string>& args) {
     return out;
   };
   engine::Trainer trainer(options, {index.nc(), index.names}, std::move(train_source), validate, resume);
+  trainer.set_fit_start(fit_start);
   trainer.fit();
   return 0;
 }

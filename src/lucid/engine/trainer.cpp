@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "lucid/data/hsv.h"
+#include "lucid/engine/fit_report.h"
 #include "lucid/engine/progress.h"
 #include "lucid/optim/schedule.h"
 #include "lucid/replay/recorder.h"
@@ -334,12 +335,33 @@ ValidationResult Trainer::fit() {
       break;
     }
   }
+  // The complete fit ends with the last checkpoint write above; releasing recordings and hashing
+  // for the report are outside it.
+  const auto fit_end = std::chrono::steady_clock::now();
+  const auto memory = util::cuda_memory(device_.index() < 0 ? 0 : device_.index());
   if (recorder) {
     replay_summary_ = recorder->summary();
     recorder.reset();
     std::printf("replay: %s\n", replay_summary_.dump().c_str());
   }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  FitReportInput report;
+  report.fit_seconds = std::chrono::duration<double>(fit_end - fit_start_).count();
+  report.peak_allocated_mib = device_.is_cuda() ? memory.peak_allocated_mib : 0.0;
+  report.peak_reserved_mib = device_.is_cuda() ? memory.peak_reserved_mib : 0.0;
+  report.epochs = state_.epoch;
+  report.model = model_.get();
+  report.ema = ema_->model().get();
+  report.ema_updates = ema_->updates();
+  report.optimizer = optimizer_.get();
+  report.accumulate = sched.accumulate();
+  report.last_opt_step = state_.last_opt_step;
+  report.step_losses = &step_losses_;
+  report.metrics = val.metrics;
+  report.losses = val.losses;
+  report.replay = replay_summary_;
+  write_fit_report((run_dir_ / kFitReportFile).string(), make_fit_report(report));
+  std::printf("complete fit: %.3f s (from before data, model and trainer construction)\n", report.fit_seconds);
+  const double secs = std::chrono::duration<double>(fit_end - start).count();
   std::printf("%lld epochs completed in %.3f hours (%.3f s); results in %s\n", static_cast<long long>(state_.epoch),
               secs / 3600.0, secs, run_dir_.string().c_str());
   if (device_.is_cuda()) {

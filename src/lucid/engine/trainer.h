@@ -4,6 +4,7 @@
 // weights/last exactly as if the run had not stopped.
 #pragma once
 #include <array>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -43,14 +44,20 @@ class Trainer {
   // Loss items (5 floats) of every training step so far in this process, as raw bytes.
   const std::vector<float>& step_losses() const { return step_losses_; }
   // Stage replay of the last fit: per stage, whether it was recorded, replayed and native steps,
-  // and the reasons of native steps (empty when replay was not requested).
+  // and the reasons of native steps (empty when replay was not requested); fit_report.json carries it.
   const nlohmann::ordered_json& replay_summary() const { return replay_summary_; }
+
+  // The complete-fit clock starts here (default: when this trainer began construction); the
+  // command sets it to before it builds the data, so the time covers data, model and trainer
+  // construction. It stops after the fit's last checkpoint write (fit_report.json).
+  void set_fit_start(std::chrono::steady_clock::time_point t) { fit_start_ = t; }
 
  private:
   void write_results_row(int64_t epoch, double seconds, const std::array<double, 5>& train_loss,
                          const ValidationResult& val);
   void save(const std::filesystem::path& path);
 
+  std::chrono::steady_clock::time_point fit_start_ = std::chrono::steady_clock::now();  // first member: set first
   TrainSettings s_;
   nlohmann::ordered_json args_;
   DatasetInfo dataset_;

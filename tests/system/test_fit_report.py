@@ -1,0 +1,103 @@
+"""fit_report.json: every digest is recomputed here from the fit's own files (the last checkpoint,
+step_losses.f32, the report's own values), two runs with the same seed write identical reports
+except for the time and memory fields, and a different seed changes the digests."""
+import hashlib
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+BUILD_DIR = Path(os.environ.get("LUCID_BUILD_DIR", Path(__file__).resolve().parents[2] / "build"))
+LUCID = BUILD_DIR / "lucid"
+ARGS = ["epochs=1", "batch=8", "imgsz=64", "workers=2", "device=cpu"]
+FIELDS = ["format", "fit_seconds", "peak_allocated_mib", "peak_reserved_mib", "epochs", "batches", "optimizer_steps",
+          "ema_updates", "sha256", "scheduler", "validation", "replay"]
+HASHES = ["model", "optimizer", "scheduler", "ema", "step_losses", "validation"]
+MEASURED = ["fit_seconds", "peak_allocated_mib", "peak_reserved_mib"]
+
+
+def train(env, project, name, extra=()):
+    r = subprocess.run([LUCID, "train", *ARGS, f"project={project}", f"name={name}", *extra], env=env,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"lucid train failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return json.loads((project / name / "fit_report.json").read_text())
+
+
+def checkpoint_sections(path):
+    """The checkpoint's tensors per section ('model', 'ema', 'optim'), raw bytes in written order."""
+    raw = Path(path).read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    meta = json.loads(header.pop("__metadata__")["lucid"])
+    data = raw[8 + n:]
+    sections = {}
+    for key, d in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+        a, b = d["data_offsets"]
+        sections.setdefault(key.split("/", 1)[0], []).append(data[a:b])
+    return sections, meta
+
+
+def expected_hashes(run, report):
+    sections, meta = checkpoint_sections(run / "weights" / "last.safetensors")
+    sha = lambda b: hashlib.sha256(b).hexdigest()
+    s = report["scheduler"]
+    sched = b"".join(struct.pack("<dd", lr, m) for lr, m in zip(s["lr"], s["momentum"]))
+    sched += struct.pack("<qq", s["accumulate"], s["last_opt_step"])
+    v = report["validation"]
+    return {
+        "model": sha(b"".join(sections["model"])),
+        "optimizer": sha(b"".join(sections["optim"])),
+        "scheduler": sha(sched),
+        "ema": sha(b"".join(sections["ema"]) + struct.pack("<q", meta["ema_updates"])),
+        "step_losses": sha((run / "step_losses.f32").read_bytes()),
+        "validation": sha(struct.pack("<13d", *v["metrics"], *v["losses"])),
+    }
+
+
+def main():
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        env = dict(os.environ, LUCID_CACHE_DIR=str(tmp / "cache"))
+        project = tmp / "runs"
+        a = train(env, project, "a")
+        b = train(env, project, "b")
+        c = train(env, project, "c", ["seed=1"])
+
+        missing = [f for f in FIELDS if f not in a] + [h for h in HASHES if h not in a["sha256"]]
+        if missing:
+            failures.append(f"fields missing from fit_report.json: {missing}")
+        if a["format"] != "lucid-fit-report-1" or a["replay"] != {} or a["epochs"] != 1:
+            failures.append(f"unexpected format/replay/epochs: {a['format']} {a['replay']} {a['epochs']}")
+        if not 0 < a["fit_seconds"] or a["peak_allocated_mib"] != 0 or a["peak_reserved_mib"] != 0:
+            failures.append(f"CPU fit: time {a['fit_seconds']}, memory {a['peak_allocated_mib']}/{a['peak_reserved_mib']}")
+        steps = len((project / "a" / "step_losses.f32").read_bytes()) // 20
+        if a["batches"] != steps or a["batches"] < 1 or not 1 <= a["optimizer_steps"] <= a["batches"]:
+            failures.append(f"batches {a['batches']} (step losses: {steps}), optimizer steps {a['optimizer_steps']}")
+
+        want = expected_hashes(project / "a", a)
+        for k in HASHES:
+            ok = a["sha256"][k] == want[k]
+            print(f"{k:12s} {a['sha256'][k][:16]} recomputed from the run's files: {'equal' if ok else 'DIFFERS ' + want[k][:16]}")
+            if not ok:
+                failures.append(f"sha256.{k} is not the digest of the fit's bytes")
+
+        same = lambda r: {k: v for k, v in r.items() if k not in MEASURED}
+        if same(a) != same(b):
+            failures.append("two runs with the same seed wrote different reports: " +
+                            str({k: (a[k], b[k]) for k in a if k not in MEASURED and a[k] != b[k]}))
+        else:
+            print("same seed twice: identical reports apart from time and memory")
+        changed = [k for k in ("model", "optimizer", "ema", "step_losses") if a["sha256"][k] == c["sha256"][k]]
+        if changed:
+            failures.append(f"seed=1 left these digests unchanged: {changed}")
+    if failures:
+        sys.exit("\n".join(failures))
+
+
+if __name__ == "__main__":
+    main()
