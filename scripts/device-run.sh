@@ -42,11 +42,17 @@ pairs() {  # pairs NAME lucid-train-options...: the pair benchmark on the refere
   local name=$1 work=${LUCID_WORKLOAD:-/tmp/lucid-workload}
   shift
   [ -f "$work/data.yaml" ] || bash "${LUCID_SHARED:-$root/shared}/bench/make-workload.sh" "$work" > /dev/null
-  # Run directories (checkpoints) stay out of OUT_DIR; records, logs and the summary go into it.
-  "$LUCID_BUILD_DIR/lucid" bench pairs out="$out/$name" runs="/tmp/lucid-pairs-runs/$name" pairs="${LUCID_PAIRS:-5}" \
+  # Run directories (checkpoints) and per-fit logs stay on this machine; the records and the summary
+  # come back in OUT_DIR/NAME (OUT_DIR returns only a few files).
+  local rc=0 keep=/tmp/lucid-pairs-out/$name
+  "$LUCID_BUILD_DIR/lucid" bench pairs out="$keep" runs="/tmp/lucid-pairs-runs/$name" pairs="${LUCID_PAIRS:-5}" \
     ${LUCID_PAIRS_FIRST:+first_pair=$LUCID_PAIRS_FIRST} ${LUCID_REPLAY:+replay=$LUCID_REPLAY} \
     data="$work/data.yaml" model=yolo26n-seg.yaml imgsz=640 optimizer=MuSGD amp=True close_mosaic=0 warmup_epochs=1 \
-    workers=4 cache=ram device=0 "$@" ${LUCID_PAIRS_ARGS:-}
+    workers=4 cache=ram device=0 "$@" ${LUCID_PAIRS_ARGS:-} || rc=1
+  mkdir -p "$out/$name"
+  cp "$keep/pairs.jsonl" "$keep/summary.md" "$out/$name/" 2>/dev/null
+  grep -h "^replay:" "$keep"/*.log 2>/dev/null | sort | uniq -c | head -20
+  return $rc
 }
 for b in "${benches[@]}"; do
   case "$b" in
