@@ -67,7 +67,12 @@ Prediction predict_image(model::SegmentationModelImpl& model, const torch::Devic
   auto boxes_in = det.narrow(1, 0, 4);
   auto coefs = det.narrow(1, 6, det.size(1) - 6);
   const std::array<int64_t, 2> orig{h0, w0};
-  auto boxes = scale_boxes(boxes_in, lb.box, orig);
+  // Boxes go back with the padding rounded as it was applied (the reference's scale_boxes); masks
+  // with the unrounded padding (its scale_masks rounds each side itself).
+  Letterbox applied = lb.box;
+  applied.pad_w = left;
+  applied.pad_h = top;
+  auto boxes = scale_boxes(boxes_in, applied, orig);
   Tensor masks;
   if (o.retina_masks) {
     masks = process_mask_native(proto, coefs, boxes, orig);
