@@ -111,7 +111,8 @@ int predict_command(const std::vector<std::string>& args) {
   if (!fs::exists(checkpoint)) throw UserError("model=" + checkpoint + ": no such file");
   engine::PredictOptions po;
   po.imgsz = static_cast<int>(options.integer("imgsz"));
-  if (po.imgsz < 32) throw UserError("option imgsz=" + options.str("imgsz") + ": expected at least 32");
+  if (po.imgsz < 32 || po.imgsz % 32 != 0)
+    throw UserError("option imgsz=" + options.str("imgsz") + ": expected a multiple of 32");
   po.conf = options.number("conf");
   if (po.conf < 0 || po.conf > 1) throw UserError("option conf=" + options.str("conf") + ": expected 0..1");
   po.iou = options.number("iou");

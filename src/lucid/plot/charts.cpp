@@ -17,6 +17,14 @@ const Color kBlue = rgb(31, 119, 180);   // matplotlib's first colour (the refer
 const Color kOrange = rgb(255, 127, 14);  // its second (the smoothed results line)
 const Color kGrey = rgb(128, 128, 128);
 
+// matplotlib's default colour cycle (tab10), which the reference's per-class curves use.
+Color cycle_color(size_t k) {
+  static const int hex[10] = {0x1f77b4, 0xff7f0e, 0x2ca02c, 0xd62728, 0x9467bd,
+                              0x8c564b, 0xe377c2, 0x7f7f7f, 0xbcbd22, 0x17becf};
+  const int v = hex[k % 10];
+  return rgb((v >> 16) & 255, (v >> 8) & 255, v & 255);
+}
+
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
@@ -133,14 +141,14 @@ void curve_figure(const std::string& path, const std::string& title, const std::
   std::vector<LegendEntry> entries;
   const bool each = per_class.size() < 21;  // the reference labels classes only below 21
   for (size_t k = 0; k < per_class.size(); ++k) {
-    ax.line(x, per_class[k], each ? class_color(static_cast<int64_t>(k)) : kGrey, 1);
-    if (each) entries.push_back({labels[k], class_color(static_cast<int64_t>(k)), 1});
+    ax.line(x, per_class[k], each ? cycle_color(k) : kGrey, 1);
+    if (each) entries.push_back({labels[k], cycle_color(k), 1});
   }
   if (!mean.empty()) {
     ax.line(x, mean, kBlue, 3);
     entries.push_back({mean_label, kBlue, 3});
   }
-  legend(c, 1000, 72, entries, 13);
+  legend(c, 1000, 72, entries, 16);
   c.save(path);
 }
 

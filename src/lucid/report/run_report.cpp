@@ -92,20 +92,6 @@ std::string write_report(const std::string& run_dir, const ReportContent& c) {
     h << "</table>\n";
   }
 
-  const auto csv = dir / "results.csv";
-  if (fs::exists(csv)) {
-    const auto t = plot::read_csv(csv.string());
-    h << "<h2>Results per epoch (<a href=\"results.csv\">results.csv</a>)</h2>\n<div class=\"scroll\"><table>\n<tr>";
-    for (const auto& col : t.columns) h << "<th>" << escape(col) << "</th>";
-    h << "</tr>\n";
-    for (const auto& row : t.rows) {
-      h << "<tr>";
-      for (double v : row) h << "<td>" << num(v, "%.5g") << "</td>";
-      h << "</tr>\n";
-    }
-    h << "</table></div>\n";
-  }
-
   std::vector<std::string> present;
   for (const auto& name : report_images())
     if (fs::exists(dir / name)) present.push_back(name);
@@ -118,6 +104,20 @@ std::string write_report(const std::string& run_dir, const ReportContent& c) {
         << "</figcaption></figure>\n";
     }
     h << "</div>\n";
+  }
+
+  const auto csv = dir / "results.csv";
+  if (fs::exists(csv)) {
+    const auto t = plot::read_csv(csv.string());
+    h << "<h2>Results per epoch (<a href=\"results.csv\">results.csv</a>)</h2>\n<div class=\"scroll\"><table>\n<tr>";
+    for (const auto& col : t.columns) h << "<th>" << escape(col) << "</th>";
+    h << "</tr>\n";
+    for (const auto& row : t.rows) {
+      h << "<tr>";
+      for (double v : row) h << "<td>" << num(v, "%.5g") << "</td>";
+      h << "</tr>\n";
+    }
+    h << "</table></div>\n";
   }
 
   const auto args = dir / "args.yaml";
