@@ -25,7 +25,8 @@ from PIL import Image
 
 BUILD_DIR = Path(os.environ.get("LUCID_BUILD_DIR", Path(__file__).resolve().parents[2] / "build"))
 LUCID = BUILD_DIR / "lucid"
-TRAIN = ["epochs=2", "batch=8", "imgsz=128", "workers=2", "device=cpu", "close_mosaic=1"]
+# imgsz left to its default (160 for the synthetic dataset): lucid val must resolve it as train did.
+TRAIN = ["epochs=2", "batch=8", "workers=2", "device=cpu", "close_mosaic=1"]
 PLOTS = ["results.png", "BoxPR_curve.png", "BoxP_curve.png", "BoxR_curve.png", "BoxF1_curve.png",
          "MaskPR_curve.png", "MaskP_curve.png", "MaskR_curve.png", "MaskF1_curve.png", "confusion_matrix.png",
          "confusion_matrix_normalized.png", "train_batch0.jpg", "train_batch1.jpg", "train_batch2.jpg",

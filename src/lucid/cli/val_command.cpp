@@ -7,6 +7,7 @@
 #include "lucid/cli/commands.h"
 #include "lucid/engine/checkpoint.h"
 #include "lucid/engine/evaluate.h"
+#include "lucid/engine/train_options.h"
 #include "lucid/engine/trainer.h"
 #include "lucid/report/run_report.h"
 #include "lucid/util/device.h"
@@ -70,21 +71,18 @@ int val_command(const std::vector<std::string>& args) {
                                    : util::parse_device(options.str("device"));
 
   auto loaded = engine::load_inference_model(checkpoint, device);
-  auto arg = [&](const char* key) {
-    return loaded.args.contains(key) ? loaded.args.at(key).get<std::string>() : std::string();
-  };
-  int imgsz = 0;
-  if (!options.str("imgsz").empty()) {
-    imgsz = static_cast<int>(options.integer("imgsz"));
-  } else {
-    try {
-      imgsz = std::stoi(arg("imgsz"));
-    } catch (const std::exception&) {
-      throw UserError(checkpoint + ": no imgsz in the training options; give imgsz=");
-    }
+  // The training run's settings, its defaults resolved as `lucid train` resolved them.
+  auto train_opts = engine::train_options();
+  {
+    std::vector<std::string> tokens;
+    for (auto it = loaded.args.begin(); it != loaded.args.end(); ++it)
+      if (train_opts.values().count(it.key())) tokens.push_back(it.key() + "=" + it.value().get<std::string>());
+    train_opts.parse(tokens);
   }
+  const auto trained = engine::TrainSettings::from(train_opts);
+  const int imgsz = options.str("imgsz").empty() ? static_cast<int>(trained.imgsz) : static_cast<int>(options.integer("imgsz"));
   if (imgsz < 32 || imgsz % 32 != 0) throw UserError("option imgsz=" + std::to_string(imgsz) + ": expected a multiple of 32");
-  std::string data_path = options.str("data").empty() ? arg("data") : options.str("data");
+  std::string data_path = options.str("data").empty() ? trained.data : options.str("data");
   if (data_path.empty()) data_path = default_dataset();
 
   data::IndexOptions io;
@@ -110,7 +108,7 @@ int val_command(const std::vector<std::string>& args) {
   vo.verbose = options.flag("verbose");
   vo.speed = true;
   vo.names = loaded.names;
-  vo.overlap_mask = arg("overlap_mask").empty() || arg("overlap_mask") == "True";
+  vo.overlap_mask = trained.overlap_mask;
   if (options.flag("save_json")) {
     vo.save_json = (run_dir / "predictions.json").string();
     if (index.format == data::DatasetFormat::Coco) vo.class_map = index.category_ids;
