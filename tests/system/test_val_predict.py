@@ -161,6 +161,11 @@ def main():
             size = [im.height, im.width]
         check(all(r["segmentation"]["size"] == size for r in rj), "retina_masks: masks at the image size")
 
+        run(["predict", f"model={best}", f"source={src}", "conf=0.001", "imgsz=128", "device=cpu", "classes=1",
+             "save=False", "save_json=True", f"project={project}", "name=classes"], env)
+        cj = json.loads((project / "classes" / "predictions.json").read_text())
+        check(len(cj) > 0 and all(r["category_id"] == 2 for r in cj), f"classes=1 keeps only class 1 ({len(cj)} results)")
+
         # Errors: one line naming the file or option.
         e = run(["predict", f"model={best}", f"source={tmp / 'nope'}"], env, expect=1)
         check("nope" in e.stderr and len(e.stderr.strip().splitlines()) == 1, f"missing source: {e.stderr.strip()}")
