@@ -10,5 +10,11 @@ int train_command(const std::vector<std::string>& args);
 int coco_eval_command(const std::vector<std::string>& args);
 int data_command(const std::vector<std::string>& args);
 int bench_command(const std::vector<std::string>& args);
+int val_command(const std::vector<std::string>& args);
+int predict_command(const std::vector<std::string>& args);
+
+// The embedded synthetic dataset's YAML (written once into the cache folder): the data of
+// `lucid train` without data=.
+std::string default_dataset();
 
 }  // namespace lucid::cli

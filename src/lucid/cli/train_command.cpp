@@ -6,9 +6,14 @@
 
 #include "lucid/cli/commands.h"
 #include "lucid/data/synth.h"
+#include "lucid/engine/checkpoint.h"
+#include "lucid/engine/evaluate.h"
 #include "lucid/engine/trainer.h"
 #include "lucid/engine/training_data.h"
 #include "lucid/engine/validator.h"
+#include "lucid/plot/annotate.h"
+#include "lucid/plot/charts.h"
+#include "lucid/report/run_report.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
 
@@ -18,8 +23,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
+}  // namespace
+
 // The embedded default dataset: written once per seed into the cache folder.
-std::string synthetic_dataset() {
+std::string default_dataset() {
   const char* env = std::getenv("LUCID_CACHE_DIR");
   fs::path base = env && *env ? fs::path(env) : fs::path(std::getenv("HOME") ? std::getenv("HOME") : ".") / ".cache" / "lucid";
   fs::path dir = base / "synth-v1";
@@ -32,6 +39,8 @@ std::string synthetic_dataset() {
   }
   return (dir / "data.yaml").string();
 }
+
+namespace {
 
 std::string newest_last_checkpoint(const std::string& project) {
   fs::path best;
@@ -73,6 +82,46 @@ data::LoaderOptions loader_options(const engine::TrainSettings& s, int64_t size,
   return o;
 }
 
+// The training batches, passed through; the first three of epoch 0 are also drawn with their labels
+// into train_batch0..2.jpg, as the reference plots its first iterations.
+class PlottedTrainBatches : public engine::BatchSource {
+ public:
+  PlottedTrainBatches(std::unique_ptr<engine::BatchSource> inner, std::string run_dir, std::vector<std::string> names,
+                      bool overlap_mask)
+      : inner_(std::move(inner)), names_(std::move(names)), overlap_mask_(overlap_mask), run_dir_(std::move(run_dir)) {}
+  void set_run_dir(std::string dir) { run_dir_ = std::move(dir); }
+  int64_t size() const override { return inner_->size(); }
+  int64_t batches_per_epoch() const override { return inner_->batches_per_epoch(); }
+  void start_epoch(int64_t epoch, bool mosaic) override {
+    epoch_ = epoch;
+    number_ = 0;
+    inner_->start_epoch(epoch, mosaic);
+  }
+  std::optional<engine::TrainBatch> next() override {
+    auto b = inner_->next();
+    if (b && epoch_ == 0 && number_ < 3 && !run_dir_.empty()) {
+      if (plot::available()) {
+        const auto& t = b->targets;
+        const int64_t bs = b->images.size(0), h = b->images.size(2), w = b->images.size(3);
+        auto labels = plot::target_instances(t.batch_idx, t.cls, t.bboxes, t.masks, bs, h, w, overlap_mask_);
+        plot::plot_image_grid(b->images, labels, {}, names_,
+                              (fs::path(run_dir_) / ("train_batch" + std::to_string(number_) + ".jpg")).string());
+      } else {
+        plot::skip_warning();
+      }
+    }
+    ++number_;
+    return b;
+  }
+
+ private:
+  std::unique_ptr<engine::BatchSource> inner_;
+  std::vector<std::string> names_;
+  bool overlap_mask_;
+  std::string run_dir_;
+  int64_t epoch_ = -1, number_ = 0;
+};
+
 }  // namespace
 
 int train_command(const std::vector<std::string>& args) {
@@ -99,7 +148,7 @@ int train_command(const std::vector<std::string>& args) {
   // The complete-fit clock (fit_report.json): before data, model and trainer construction.
   const auto fit_start = std::chrono::steady_clock::now();
   auto settings = engine::TrainSettings::from(options);
-  const std::string data_path = settings.data.empty() ? synthetic_dataset() : settings.data;
+  const std::string data_path = settings.data.empty() ? default_dataset() : settings.data;
   data::IndexOptions io;
   io.on_problem = [](const data::Problem& p) { std::fprintf(stderr, "warning: %s\n", p.str().c_str()); };
   auto index = data::build_index(data_path, io);
@@ -113,6 +162,8 @@ int train_command(const std::vector<std::string>& args) {
 
   auto train_source = std::make_unique<engine::LoaderSource>(engine::make_sample_source(train),
                                                              loader_options(settings, train.size(), true));
+  auto plotted = std::make_unique<PlottedTrainBatches>(std::move(train_source), "", index.names, settings.overlap_mask);
+  auto* plotted_batches = settings.plots ? plotted.get() : nullptr;
   auto val_opts = loader_options(settings, val.size(), false);
   val_opts.image_sizes = engine::image_sizes(val);
   auto val_loader = std::make_shared<data::Loader>(engine::make_sample_source(val), val_opts);
@@ -122,31 +173,11 @@ int train_command(const std::vector<std::string>& args) {
   vo.overlap_mask = settings.overlap_mask;
   vo.amp = settings.amp;
   auto validator = std::make_shared<engine::Validator>(vo);
-  std::vector<std::string> files;
-  for (auto i : val.usable) files.push_back(fs::path(val.split->images[static_cast<size_t>(i)].path).stem().string());
   torch::Device device = settings.device.empty() ? (util::cuda_usable() ? torch::Device("cuda:0") : torch::Device(torch::kCPU))
                                                  : util::parse_device(settings.device);
   engine::Validate validate = [=](model::SegmentationModel& ema, loss::SegmentationLoss& loss) {
     val_loader->start_epoch(0);
-    engine::ValBatchSource next = [&](engine::ValBatch& vb) {
-      auto b = val_loader->next();
-      if (!b) return false;
-      vb.images = b->images;
-      vb.targets = b->targets;
-      vb.info.clear();
-      for (int64_t k = 0; k < b->size(); ++k) {
-        engine::ValImage im;
-        im.orig_h = b->orig_sizes[static_cast<size_t>(k)].first;
-        im.orig_w = b->orig_sizes[static_cast<size_t>(k)].second;
-        const auto& lb = b->letterbox[static_cast<size_t>(k)];
-        im.letterbox.gain = lb.ratio;
-        im.letterbox.pad_w = lb.left;
-        im.letterbox.pad_h = lb.top;
-        im.file = files[static_cast<size_t>(b->indices[static_cast<size_t>(k)])];
-        vb.info.push_back(im);
-      }
-      return true;
-    };
+    auto next = engine::val_batches(*val_loader, val);
     auto r = validator->run(*ema, device, next, &loss, &std::cout);
     engine::ValidationResult out;
     out.metrics = r.mean_results();
@@ -154,9 +185,45 @@ int train_command(const std::vector<std::string>& args) {
     out.fitness = r.fitness();
     return out;
   };
-  engine::Trainer trainer(options, {index.nc(), index.names}, std::move(train_source), validate, resume);
+  std::unique_ptr<engine::BatchSource> batches = std::move(plotted);
+  engine::Trainer trainer(options, {index.nc(), index.names}, std::move(batches), validate, resume);
   trainer.set_fit_start(fit_start);
+  if (plotted_batches) plotted_batches->set_run_dir(trainer.run_dir().string());
   trainer.fit();
+
+  // Final validation of the best weights with plots, results.png and the report, as the reference's
+  // final_eval.
+  const auto run_dir = trainer.run_dir();
+  auto weights = run_dir / "weights" / "best.safetensors";
+  if (!fs::exists(weights)) weights = run_dir / "weights" / "last.safetensors";
+  std::printf("\nValidating %s...\n", weights.string().c_str());
+  auto loaded = engine::load_inference_model(weights.string(), device);
+  auto fo = vo;
+  fo.verbose = true;
+  fo.speed = true;
+  engine::EvaluateOptions eo;
+  eo.imgsz = static_cast<int>(settings.imgsz);
+  eo.batch = val_opts.batch;
+  eo.workers = val_opts.workers;
+  eo.plots = settings.plots;
+  eo.out_dir = run_dir.string();
+  auto final_results = engine::evaluate(*loaded.model, device, val, fo, eo, &std::cout);
+  if (settings.plots) {
+    if (plot::available())
+      plot::plot_results((run_dir / "results.csv").string(), (run_dir / "results.png").string());
+    else
+      plot::skip_warning();
+  }
+  report::ReportContent rc;
+  rc.title = "lucid train: " + run_dir.string();
+  rc.final = &final_results;
+  rc.names = index.names;
+  rc.summary = {{"data", data_path},
+                {"model", settings.model},
+                {"final validation", weights.string()},
+                {"speed", engine::Validator(fo).format_speed(final_results.speed)}};
+  report::write_report(run_dir.string(), rc);
+  std::printf("Results saved to %s\n", run_dir.string().c_str());
   return 0;
 }
 

@@ -109,4 +109,24 @@ LoopState load_checkpoint(const std::string& path, model::SegmentationModelImpl&
   return state;
 }
 
+InferenceModel load_inference_model(const std::string& path, const torch::Device& device) {
+  auto state = read_checkpoint_state(path);
+  InferenceModel out;
+  out.args = state.args;
+  for (const auto& n : state.names) out.names.push_back(n.get<std::string>());
+  if (!state.args.contains("model")) throw UserError(path + ": the checkpoint names no model (train_args.model)");
+  const auto model_name = state.args.at("model").get<std::string>();
+  out.model = model::SegmentationModel(config::load_model_spec(model_name, static_cast<int>(out.names.size())));
+  auto all = model::read_safetensors(path);
+  std::map<std::string, torch::Tensor> ema;
+  for (auto& [k, v] : all)
+    if (k.rfind("ema/", 0) == 0) ema.emplace(k.substr(4), v);
+  if (ema.empty()) throw UserError(path + ": no EMA weights (ema/...) in the checkpoint");
+  model::load_state(*out.model, ema, path);
+  out.model->to(device);
+  if (device.is_cuda()) model::use_channels_last(*out.model);
+  out.model->eval();
+  return out;
+}
+
 }  // namespace lucid::engine

@@ -33,4 +33,14 @@ LoopState read_checkpoint_state(const std::string& path);
 LoopState load_checkpoint(const std::string& path, model::SegmentationModelImpl& model,
                           model::SegmentationModelImpl* ema, optim::Optimizer* optimizer);
 
+// A trained model for validation and prediction: the model the checkpoint's run trained (its
+// train_args model and class names) with the checkpoint's EMA weights, as the reference evaluates
+// and predicts with the EMA.
+struct InferenceModel {
+  model::SegmentationModel model{nullptr};
+  std::vector<std::string> names;
+  nlohmann::ordered_json args;  // the training run's options
+};
+InferenceModel load_inference_model(const std::string& path, const torch::Device& device);
+
 }  // namespace lucid::engine

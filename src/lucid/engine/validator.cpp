@@ -161,6 +161,8 @@ ValResults Validator::run(model::SegmentationModelImpl& model, const torch::Devi
 
   metrics::SegmentationStats stats(nc);
   ValResults res;
+  res.confusion = metrics::ConfusionMatrix(nc, o.conf);
+  int64_t batch_number = 0;
   Tensor loss_sum;
   nlohmann::json jdict = nlohmann::json::array();
   double t_pre = 0, t_inf = 0, t_loss = 0, t_post = 0;
@@ -224,6 +226,7 @@ ValResults Validator::run(model::SegmentationModelImpl& model, const torch::Devi
                                 static_cast<float>(H)})
                      .to(device);
 
+    std::vector<Tensor> batch_masks;
     for (int64_t si = 0; si < bs; ++si) {
       auto pred = dets[si];
       const int64_t nl = counts[si];
@@ -235,6 +238,11 @@ ValResults Validator::run(model::SegmentationModelImpl& model, const torch::Devi
       auto pred_masks = native ? process_mask_native(proto[si], coefs, pred_boxes, shape)
                                : process_mask(proto[si], coefs, pred_boxes, shape);
       Tensor tp, tp_m;
+      {
+        auto gt_boxes = nl ? xywh2xyxy(gt_box_all.narrow(0, first[si], nl)) * scale
+                           : torch::zeros({0, 4}, torch::TensorOptions().device(device));
+        res.confusion.add_image(pred_boxes, pred.select(1, 4), pred_cls, gt_boxes, cls);
+      }
       if (nl == 0 || pred.size(0) == 0) {
         tp = torch::zeros({pred.size(0), metrics::kIouThresholds}, torch::kBool);
         tp_m = tp;
@@ -260,6 +268,7 @@ ValResults Validator::run(model::SegmentationModelImpl& model, const torch::Devi
       }
       stats.add_image(tp, tp_m, pred.select(1, 4), pred_cls, cls);
       if (o.on_image) o.on_image(batch.info[si], pred, pred_masks);
+      if (o.on_batch) batch_masks.push_back(pred_masks);
 
       if (native && pred.size(0)) {
         const auto& info = batch.info[si];
@@ -274,7 +283,7 @@ ValResults Validator::run(model::SegmentationModelImpl& model, const torch::Devi
         auto masks = scale_masks(pred_masks, info.letterbox, orig).to(torch::kUInt8).to(torch::kCPU).contiguous();
         auto conf = pred.select(1, 4).to(torch::kCPU, torch::kFloat32).contiguous();
         auto pc = pred_cls.to(torch::kCPU, torch::kFloat32).contiguous();
-        const auto id = image_id_of(info.file);
+        const nlohmann::json id = info.image_id >= 0 ? nlohmann::json(info.image_id) : image_id_of(info.file);
         const auto name = std::filesystem::path(info.file).filename().string();
         const uint32_t h = static_cast<uint32_t>(masks.size(1)), w = static_cast<uint32_t>(masks.size(2));
         auto tla = tl.accessor<float, 2>();
@@ -294,6 +303,8 @@ ValResults Validator::run(model::SegmentationModelImpl& model, const torch::Devi
         }
       }
     }
+    if (o.on_batch) o.on_batch(batch_number, batch, dets, batch_masks);
+    ++batch_number;
     tick(t_post, t0);
     ++res.batches;
   }

@@ -23,6 +23,7 @@
 #include "lucid/engine/postprocess.h"
 #include "lucid/loss/segmentation_loss.h"
 #include "lucid/loss/targets.h"
+#include "lucid/metrics/confusion_matrix.h"
 #include "lucid/metrics/detection_metrics.h"
 
 namespace lucid::model {
@@ -38,6 +39,7 @@ struct ValImage {
   int64_t orig_h = 0, orig_w = 0;
   Letterbox letterbox;
   std::string file;
+  int64_t image_id = -1;  // id in the results file (COCO data: the image's id); -1: from the file name
 };
 
 // A validation batch as the loader produces it.
@@ -67,6 +69,11 @@ struct ValidatorOptions {
   // Called per image with its detections (n, 6 + nm) [x1 y1 x2 y2 score class coefs] in input pixels
   // and their binary masks (n, h, w) as matched (1/4 resolution, or input resolution with save_json).
   std::function<void(const ValImage&, const Tensor& detections, const Tensor& masks)> on_image;
+  // Called per batch (number from 0) with the batch and each image's detections and masks as
+  // on_image gets them (for plots of the first batches).
+  std::function<void(int64_t number, const ValBatch& batch, const std::vector<Tensor>& detections,
+                     const std::vector<Tensor>& masks)>
+      on_batch;
 };
 
 struct ValSpeed {
@@ -78,6 +85,9 @@ struct ValResults {
   std::vector<double> losses;  // mean loss items per batch (empty when no loss was given)
   int64_t batches = 0;
   ValSpeed speed;
+  // Box confusion matrix (IoU 0.45, detections with conf above the validator's conf), as the
+  // reference's validator accumulates it.
+  metrics::ConfusionMatrix confusion;
 
   // P, R, mAP50, mAP50-95 of boxes, then of masks.
   std::array<double, 8> mean_results() const;

@@ -7,7 +7,6 @@ namespace lucid::metrics {
 
 namespace {
 
-constexpr int kCurvePoints = 1000;
 constexpr double kEps = 1e-16;
 
 // numpy.linspace(0, 1, n): i * step, the last point exactly 1.
@@ -36,6 +35,24 @@ double mean(const std::vector<double>& v) {
   return s / static_cast<double>(v.size());
 }
 
+
+std::vector<uint8_t> bool_rows(const Tensor& t, int64_t rows) {
+  std::vector<uint8_t> out(rows * kIouThresholds, 0);
+  if (rows == 0) return out;
+  auto c = t.to(torch::kCPU).to(torch::kUInt8).contiguous();
+  TORCH_CHECK(c.numel() == rows * kIouThresholds, "tp must be (n, 10)");
+  std::copy(c.data_ptr<uint8_t>(), c.data_ptr<uint8_t>() + c.numel(), out.begin());
+  return out;
+}
+
+std::vector<int64_t> int_values(const Tensor& t) {
+  if (!t.defined() || t.numel() == 0) return {};
+  auto c = t.reshape({-1}).to(torch::kCPU).to(torch::kInt64).contiguous();
+  return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
+}
+
+}  // namespace
+
 // numpy's box filter smooth(y, f): odd width round(n * f * 2) // 2 + 1, edges padded with the end
 // values, valid convolution.
 std::vector<double> smooth(const std::vector<double>& y, double f) {
@@ -56,23 +73,6 @@ std::vector<double> smooth(const std::vector<double>& y, double f) {
   }
   return out;
 }
-
-std::vector<uint8_t> bool_rows(const Tensor& t, int64_t rows) {
-  std::vector<uint8_t> out(rows * kIouThresholds, 0);
-  if (rows == 0) return out;
-  auto c = t.to(torch::kCPU).to(torch::kUInt8).contiguous();
-  TORCH_CHECK(c.numel() == rows * kIouThresholds, "tp must be (n, 10)");
-  std::copy(c.data_ptr<uint8_t>(), c.data_ptr<uint8_t>() + c.numel(), out.begin());
-  return out;
-}
-
-std::vector<int64_t> int_values(const Tensor& t) {
-  if (!t.defined() || t.numel() == 0) return {};
-  auto c = t.reshape({-1}).to(torch::kCPU).to(torch::kInt64).contiguous();
-  return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
-}
-
-}  // namespace
 
 const std::array<float, kIouThresholds>& iou_thresholds() {
   static const std::array<float, kIouThresholds> t = [] {
@@ -146,7 +146,8 @@ double np_interp(double x, const double* xp, const double* fp, size_t n, double 
   return slope * (x - xp[j]) + fp[j];
 }
 
-double compute_ap(const std::vector<double>& recall, const std::vector<double>& precision) {
+std::pair<std::vector<double>, std::vector<double>> precision_envelope(const std::vector<double>& recall,
+                                                                       const std::vector<double>& precision) {
   std::vector<double> mrec, mpre;
   mrec.reserve(recall.size() + 3);
   mpre.reserve(recall.size() + 3);
@@ -159,6 +160,11 @@ double compute_ap(const std::vector<double>& recall, const std::vector<double>& 
   mpre.push_back(0.0);
   mpre.push_back(0.0);
   for (size_t i = mpre.size() - 1; i-- > 0;) mpre[i] = std::max(mpre[i], mpre[i + 1]);
+  return {std::move(mrec), std::move(mpre)};
+}
+
+double compute_ap(const std::vector<double>& recall, const std::vector<double>& precision) {
+  const auto [mrec, mpre] = precision_envelope(recall, precision);
   const auto& x = recall_axis();
   std::vector<double> y(x.size());
   for (size_t i = 0; i < x.size(); ++i)
@@ -223,6 +229,7 @@ ClassMetrics ap_per_class(const std::vector<uint8_t>& tp, const std::vector<floa
   out.p_curve.assign(nc * kCurvePoints, 0.0);
   out.r_curve.assign(nc * kCurvePoints, 0.0);
   out.f1_curve.assign(nc * kCurvePoints, 0.0);
+  out.pr_curve.assign(nc * kCurvePoints, 0.0);
 
   for (size_t ci = 0; ci < nc; ++ci) {
     std::vector<size_t> idx;
@@ -254,6 +261,10 @@ ClassMetrics ap_per_class(const std::vector<uint8_t>& tp, const std::vector<floa
           np_interp(-x[i], neg_conf.data(), precision[0].data(), np_, 1.0, precision[0].back());
     }
     for (int t = 0; t < kIouThresholds; ++t) out.ap[ci][t] = compute_ap(recall[t], precision[t]);
+    const auto env = precision_envelope(recall[0], precision[0]);
+    for (int i = 0; i < kCurvePoints; ++i)
+      out.pr_curve[ci * kCurvePoints + i] = np_interp(x[i], env.first.data(), env.second.data(), env.first.size(),
+                                                      env.second.front(), env.second.back());
   }
 
   std::vector<double> f1_mean(kCurvePoints, 0.0);

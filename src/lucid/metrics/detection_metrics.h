@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace lucid::metrics {
@@ -22,6 +23,7 @@ namespace lucid::metrics {
 using torch::Tensor;
 
 constexpr int kIouThresholds = 10;
+constexpr int kCurvePoints = 1000;  // confidence (and recall) axis of the curves: linspace(0, 1, 1000)
 
 // The ten IoU thresholds 0.50, 0.55, ..., 0.95 as FP32 values (as torch.linspace gives them).
 const std::array<float, kIouThresholds>& iou_thresholds();
@@ -41,6 +43,14 @@ Tensor match_predictions(const Tensor& pred_cls, const Tensor& true_cls, const T
 // recall points, trapezoidal rule.
 double compute_ap(const std::vector<double>& recall, const std::vector<double>& precision);
 
+// The recall points with sentinels and the precision envelope (running maximum from the right) of
+// a curve, as compute_ap integrates them.
+std::pair<std::vector<double>, std::vector<double>> precision_envelope(const std::vector<double>& recall,
+                                                                       const std::vector<double>& precision);
+
+// numpy's box filter smooth(y, f) (odd width round(n f 2) // 2 + 1, ends padded with the end values).
+std::vector<double> smooth(const std::vector<double>& y, double f);
+
 // np.interp(x, xp, fp, left, right) for one x; xp ascending (repeats allowed).
 double np_interp(double x, const double* xp, const double* fp, size_t n, double left, double right);
 
@@ -49,7 +59,8 @@ struct ClassMetrics {
   std::vector<int64_t> classes;                           // ascending class ids with ground truth
   std::vector<double> p, r, f1;                           // at the max mean-F1 confidence
   std::vector<std::array<double, kIouThresholds>> ap;    // per class, per IoU threshold
-  std::vector<double> p_curve, r_curve, f1_curve;         // (classes x 1000) row-major, for plots
+  std::vector<double> p_curve, r_curve, f1_curve;         // (classes x 1000) vs confidence, row-major
+  std::vector<double> pr_curve;                           // (classes x 1000) precision vs recall at IoU 0.5
   int64_t best_index = 0;                                 // index on the 1000-point confidence axis
 
   size_t size() const { return classes.size(); }

@@ -1,0 +1,139 @@
+// `lucid val`: validates a checkpoint written by `lucid train` (its EMA weights) on a dataset split,
+// prints the reference's table with per-class rows and the speed line, and writes the run folder
+// (runs/segment/valN): plots, predictions.json with save_json, report.html.
+#include <filesystem>
+#include <iostream>
+
+#include "lucid/cli/commands.h"
+#include "lucid/engine/checkpoint.h"
+#include "lucid/engine/evaluate.h"
+#include "lucid/engine/train_options.h"
+#include "lucid/engine/trainer.h"
+#include "lucid/report/run_report.h"
+#include "lucid/util/device.h"
+#include "lucid/util/error.h"
+
+namespace lucid::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+config::Options val_options() {
+  return config::Options(
+      "val", {{"model", "", "checkpoint from lucid train (weights/best.safetensors or last.safetensors)"},
+              {"data", "", "dataset YAML, folder or COCO JSON (default: the training run's data)"},
+              {"split", "val", "split to validate: val or test"},
+              {"imgsz", "", "input size (default: the training run's imgsz)"},
+              {"batch", "16", "images per batch"},
+              {"conf", "0.001", "confidence threshold"},
+              {"iou", "0.7", "NMS IoU threshold"},
+              {"max_det", "300", "detections per image"},
+              {"agnostic_nms", "False", "class-agnostic NMS"},
+              {"single_cls", "False", "treat all classes as one"},
+              {"end2end", "True", "False: validate an end-to-end model through its one-to-many head and NMS"},
+              {"device", "", "cpu, 0, cuda:0 (default: the GPU when usable)"},
+              {"workers", "4", "loader threads"},
+              {"half", "True", "BF16 autocast on CUDA"},
+              {"save_json", "False", "write predictions.json (COCO results: bbox, RLE segmentation)"},
+              {"plots", "True", "write curves, confusion matrices, val_batch images"},
+              {"verbose", "True", "per-class rows"},
+              {"project", "runs/segment", "folder of runs"},
+              {"name", "val", "run name (val, val2, ...)"},
+              {"exist_ok", "False", "reuse project/name if it exists"}});
+}
+
+}  // namespace
+
+int val_command(const std::vector<std::string>& args) {
+  auto options = val_options();
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    std::cout << options.help();
+    return 0;
+  }
+  options.parse(args);
+  const auto checkpoint = options.str("model");
+  if (checkpoint.empty()) throw UserError("option model= is required (a lucid train checkpoint)");
+  if (!fs::exists(checkpoint)) throw UserError("model=" + checkpoint + ": no such file");
+  const auto split_name = options.str("split");
+  if (split_name != "val" && split_name != "test") throw UserError("option split=" + split_name + ": expected val or test");
+  const auto batch = options.integer("batch");
+  if (batch < 1) throw UserError("option batch=" + options.str("batch") + ": expected a positive integer");
+  const auto workers = options.integer("workers");
+  if (workers < 0) throw UserError("option workers=" + options.str("workers") + ": expected 0 or more");
+  const double conf = options.number("conf"), iou = options.number("iou");
+  if (conf < 0 || conf > 1) throw UserError("option conf=" + options.str("conf") + ": expected 0..1");
+  if (iou < 0 || iou > 1) throw UserError("option iou=" + options.str("iou") + ": expected 0..1");
+  const auto max_det = options.integer("max_det");
+  if (max_det < 1) throw UserError("option max_det=" + options.str("max_det") + ": expected a positive integer");
+  const torch::Device device = options.str("device").empty()
+                                   ? (util::cuda_usable() ? torch::Device("cuda:0") : torch::Device(torch::kCPU))
+                                   : util::parse_device(options.str("device"));
+
+  auto loaded = engine::load_inference_model(checkpoint, device);
+  // The training run's settings, its defaults resolved as `lucid train` resolved them.
+  auto train_opts = engine::train_options();
+  {
+    std::vector<std::string> tokens;
+    for (auto it = loaded.args.begin(); it != loaded.args.end(); ++it)
+      if (train_opts.values().count(it.key())) tokens.push_back(it.key() + "=" + it.value().get<std::string>());
+    train_opts.parse(tokens);
+  }
+  const auto trained = engine::TrainSettings::from(train_opts);
+  const int imgsz = options.str("imgsz").empty() ? static_cast<int>(trained.imgsz) : static_cast<int>(options.integer("imgsz"));
+  if (imgsz < 32 || imgsz % 32 != 0) throw UserError("option imgsz=" + std::to_string(imgsz) + ": expected a multiple of 32");
+  std::string data_path = options.str("data").empty() ? trained.data : options.str("data");
+  if (data_path.empty()) data_path = default_dataset();
+
+  data::IndexOptions io;
+  io.on_problem = [](const data::Problem& p) { std::fprintf(stderr, "warning: %s\n", p.str().c_str()); };
+  auto index = data::build_index(data_path, io);
+  const auto* split = index.find(split_name);
+  if (!split) throw UserError(data_path + ": no '" + split_name + "' split");
+  if (index.nc() != static_cast<int>(loaded.names.size()))
+    throw UserError(data_path + ": " + std::to_string(index.nc()) + " classes, but " + checkpoint + " has " +
+                    std::to_string(loaded.names.size()));
+
+  auto run_dir = engine::make_run_dir(options.str("project"), options.str("name"), options.flag("exist_ok"));
+  fs::remove(run_dir / "weights");  // an empty folder from make_run_dir; validation writes no weights
+
+  engine::ValidatorOptions vo;
+  vo.conf = conf;
+  vo.iou = iou;
+  vo.max_det = max_det;
+  vo.agnostic_nms = options.flag("agnostic_nms");
+  vo.single_cls = options.flag("single_cls");
+  vo.end2end = options.flag("end2end");
+  vo.amp = options.flag("half");
+  vo.verbose = options.flag("verbose");
+  vo.speed = true;
+  vo.names = loaded.names;
+  vo.overlap_mask = trained.overlap_mask;
+  if (options.flag("save_json")) {
+    vo.save_json = (run_dir / "predictions.json").string();
+    if (index.format == data::DatasetFormat::Coco) vo.class_map = index.category_ids;
+  }
+  engine::EvaluateOptions eo;
+  eo.imgsz = imgsz;
+  eo.batch = static_cast<int>(batch);
+  eo.workers = static_cast<int>(workers);
+  eo.plots = options.flag("plots");
+  eo.out_dir = run_dir.string();
+  std::printf("lucid val: %s on %s split '%s' (%lld images), imgsz %d, device %s\n", checkpoint.c_str(),
+              data_path.c_str(), split_name.c_str(), static_cast<long long>(split->images.size()), imgsz,
+              device.str().c_str());
+  auto prepared = engine::prepare_split(*split, imgsz, /*disk_cache=*/false, 0);
+  auto r = engine::evaluate(*loaded.model, device, prepared, vo, eo, &std::cout);
+
+  report::ReportContent rc;
+  rc.title = "lucid val: " + run_dir.string();
+  rc.final = &r;
+  rc.names = loaded.names;
+  rc.summary = {{"model", checkpoint}, {"data", data_path}, {"split", split_name}, {"imgsz", std::to_string(imgsz)},
+                {"speed", engine::Validator(vo).format_speed(r.speed)}};
+  report::write_report(run_dir.string(), rc);
+  std::printf("Results saved to %s\n", run_dir.string().c_str());
+  return 0;
+}
+
+}  // namespace lucid::cli

@@ -1,0 +1,183 @@
+#include "lucid/engine/predictor.h"
+
+#include <ATen/autocast_mode.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "lucid/data/resize.h"
+#include "lucid/model/model.h"
+#include "lucid/util/device.h"
+
+namespace lucid::engine {
+
+namespace F = torch::nn::functional;
+
+PredictLetterbox predict_letterbox(int orig_h, int orig_w, int imgsz, int stride) {
+  const double r = std::min(static_cast<double>(imgsz) / orig_h, static_cast<double>(imgsz) / orig_w);
+  const int uw = static_cast<int>(std::nearbyint(orig_w * r)), uh = static_cast<int>(std::nearbyint(orig_h * r));
+  const double dw = static_cast<double>((imgsz - uw) % stride) / 2, dh = static_cast<double>((imgsz - uh) % stride) / 2;
+  const int top = static_cast<int>(std::nearbyint(dh - 0.1)), bottom = static_cast<int>(std::nearbyint(dh + 0.1));
+  const int left = static_cast<int>(std::nearbyint(dw - 0.1)), right = static_cast<int>(std::nearbyint(dw + 0.1));
+  PredictLetterbox lb;
+  lb.height = uh + top + bottom;
+  lb.width = uw + left + right;
+  lb.box.gain = r;
+  lb.box.pad_w = dw;
+  lb.box.pad_h = dh;
+  return lb;
+}
+
+Prediction predict_image(model::SegmentationModelImpl& model, const torch::Device& device, const data::Image& image,
+                         const PredictOptions& o) {
+  torch::NoGradGuard no_grad;
+  const int h0 = image.height, w0 = image.width;
+  const auto lb = predict_letterbox(h0, w0, o.imgsz);
+  const int uw = static_cast<int>(std::nearbyint(w0 * lb.box.gain)), uh = static_cast<int>(std::nearbyint(h0 * lb.box.gain));
+  const data::Image resized = (uw != w0 || uh != h0) ? data::resize_linear(image, uw, uh) : image;
+  const int top = static_cast<int>(std::nearbyint(lb.box.pad_h - 0.1)), left = static_cast<int>(std::nearbyint(lb.box.pad_w - 0.1));
+  auto input = torch::full({lb.height, lb.width, 3}, 114, torch::kUInt8);
+  auto src = torch::from_blob(const_cast<uint8_t*>(resized.pixels.data()), {uh, uw, resized.channels}, torch::kUInt8);
+  input.narrow(0, top, uh).narrow(1, left, uw).copy_(src.narrow(2, 0, 3));
+  auto x = input.permute({2, 0, 1}).unsqueeze(0).to(device).to(torch::kFloat32).div_(255);
+  if (device.is_cuda()) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+
+  model.eval();
+  model::HeadOutputs out;
+  {
+    util::Bf16Autocast ac(device.is_cuda() && o.amp);
+    out = model.forward(x);
+  }
+  auto f32 = [](const Tensor& t) { return t.defined() ? t.to(torch::kFloat32) : t; };
+  auto to_fp32 = [&](const model::BranchOutputs& b) {
+    return model::BranchOutputs{f32(b.boxes), f32(b.scores), f32(b.mask_coefficient), f32(b.proto), f32(b.semantic)};
+  };
+  out.one2many = to_fp32(out.one2many);
+  if (out.one2one) out.one2one = to_fp32(*out.one2one);
+
+  NmsOptions nms;
+  nms.conf = o.conf;
+  nms.iou = o.iou;
+  nms.max_det = o.max_det;
+  nms.agnostic = o.agnostic_nms;
+  nms.multi_label = false;  // the predictor's default
+  nms.classes = o.classes;
+  auto det = postprocess(model, out, nms)[0];
+  const auto proto = out.primary().proto[0];
+  auto boxes_in = det.narrow(1, 0, 4);
+  auto coefs = det.narrow(1, 6, det.size(1) - 6);
+  const std::array<int64_t, 2> orig{h0, w0};
+  // Boxes go back with the padding rounded as it was applied (the reference's scale_boxes); masks
+  // with the unrounded padding (its scale_masks rounds each side itself).
+  Letterbox applied = lb.box;
+  applied.pad_w = left;
+  applied.pad_h = top;
+  auto boxes = scale_boxes(boxes_in, applied, orig);
+  Tensor masks;
+  if (o.retina_masks) {
+    masks = process_mask_native(proto, coefs, boxes, orig);
+  } else if (det.size(0) == 0) {
+    masks = torch::zeros({0, h0, w0}, torch::TensorOptions().dtype(torch::kUInt8).device(det.device()));
+  } else {
+    // Logits cropped at prototype resolution, upsampled to the input, > 0; then to the original.
+    const int64_t c = proto.size(0), mh = proto.size(1), mw = proto.size(2);
+    auto logits = coefs.matmul(proto.view({c, -1})).view({-1, mh, mw});
+    const float wr = static_cast<float>(mw) / lb.width, hr = static_cast<float>(mh) / lb.height;
+    auto ratios = torch::tensor({wr, hr, wr, hr}).to(det.device());
+    logits = crop_mask(logits, boxes_in * ratios);
+    auto in_masks = F::interpolate(logits.unsqueeze(0), F::InterpolateFuncOptions()
+                                                            .size(std::vector<int64_t>{lb.height, lb.width})
+                                                            .mode(torch::kBilinear)
+                                                            .align_corners(false))
+                        .squeeze(0)
+                        .gt(0.0)
+                        .to(torch::kUInt8);
+    masks = scale_masks(in_masks, lb.box, orig).gt(0.5).to(torch::kUInt8);
+  }
+  auto keep = masks.flatten(1).sum(1) > 0;
+  Prediction p;
+  p.orig_h = h0;
+  p.orig_w = w0;
+  p.boxes = boxes.index({keep}).to(torch::kCPU);
+  p.conf = det.select(1, 4).index({keep}).to(torch::kCPU);
+  p.cls = det.select(1, 5).index({keep}).to(torch::kCPU, torch::kInt64);
+  p.masks = masks.index({keep}).to(torch::kCPU).contiguous();
+  return p;
+}
+
+std::vector<float> mask_outline(const uint8_t* mask, int h, int w) {
+  // Largest 8-connected region (by pixel count).
+  std::vector<int> label(static_cast<size_t>(h) * w, 0);
+  int best = 0, best_label = 0, next = 0, best_start = -1;
+  std::vector<int> stack;
+  for (int i = 0; i < h * w; ++i) {
+    if (!mask[i] || label[i]) continue;
+    ++next;
+    int count = 0;
+    stack.push_back(i);
+    label[i] = next;
+    while (!stack.empty()) {
+      const int p = stack.back();
+      stack.pop_back();
+      ++count;
+      const int py = p / w, px = p % w;
+      for (int dy = -1; dy <= 1; ++dy)
+        for (int dx = -1; dx <= 1; ++dx) {
+          const int qy = py + dy, qx = px + dx;
+          if (qy < 0 || qy >= h || qx < 0 || qx >= w) continue;
+          const int q = qy * w + qx;
+          if (mask[q] && !label[q]) {
+            label[q] = next;
+            stack.push_back(q);
+          }
+        }
+    }
+    if (count > best) {
+      best = count;
+      best_label = next;
+      best_start = i;  // first pixel in raster order: top-most, then left-most
+    }
+  }
+  if (best_start < 0) return {};
+  // Moore-neighbour boundary following (counter-clockwise chain codes 0 = E, 1 = NE, ..., 7 = SE;
+  // y grows downwards), stopping when the start pixel is left again in the first direction.
+  static const int DX[8] = {1, 1, 0, -1, -1, -1, 0, 1}, DY[8] = {0, -1, -1, -1, 0, 1, 1, 1};
+  auto inside = [&](int x, int y) { return x >= 0 && x < w && y >= 0 && y < h && label[y * w + x] == best_label; };
+  const int sx = best_start % w, sy = best_start / w;
+  std::vector<std::pair<int, int>> pts{{sx, sy}};
+  std::vector<int> dirs;
+  int x = sx, y = sy, dir = 7, first_dir = -1;
+  for (size_t guard = 0; guard < static_cast<size_t>(4) * h * w + 8; ++guard) {
+    const int start = dir % 2 == 0 ? (dir + 7) % 8 : (dir + 6) % 8;
+    int found = -1;
+    for (int k = 0; k < 8; ++k) {
+      const int d = (start + k) % 8;
+      if (inside(x + DX[d], y + DY[d])) {
+        found = d;
+        break;
+      }
+    }
+    if (found < 0) break;  // a single pixel
+    if (x == sx && y == sy && first_dir >= 0 && found == first_dir) break;
+    if (first_dir < 0) first_dir = found;
+    x += DX[found];
+    y += DY[found];
+    dir = found;
+    dirs.push_back(found);
+    pts.emplace_back(x, y);
+  }
+  if (pts.size() > 1) pts.pop_back();  // back at the start
+  // Keep the points where the chain direction changes.
+  std::vector<float> out;
+  const size_t n = pts.size();
+  for (size_t i = 0; i < n; ++i) {
+    const int in_dir = dirs.empty() ? -1 : dirs[(i + n - 1) % n];
+    const int out_dir = dirs.empty() ? -1 : dirs[i % dirs.size()];
+    if (n > 2 && in_dir == out_dir) continue;
+    out.push_back(static_cast<float>(pts[i].first));
+    out.push_back(static_cast<float>(pts[i].second));
+  }
+  return out;
+}
+
+}  // namespace lucid::engine

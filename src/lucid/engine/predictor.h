@@ -1,0 +1,57 @@
+// Prediction on single images as the reference's predictor does it: letterbox to imgsz with the
+// minimal padding to a multiple of the stride (auto, 114 grey, bilinear resize), the model's
+// detections (end-to-end top-k or NMS, conf 0.25 by default), boxes mapped back to the original
+// image, and masks either from prototypes upsampled to the input and scaled back, or with
+// retina_masks at the original resolution (prototype logits upsampled before cropping). Detections
+// whose mask is empty are dropped, as in the reference.
+#pragma once
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "lucid/data/image_io.h"
+#include "lucid/engine/postprocess.h"
+
+namespace lucid::model {
+class SegmentationModelImpl;
+}
+
+namespace lucid::engine {
+
+struct PredictOptions {
+  int imgsz = 640;
+  double conf = 0.25;
+  double iou = 0.7;
+  int64_t max_det = 300;
+  bool agnostic_nms = false;
+  std::vector<int64_t> classes;  // keep only these (empty: all)
+  bool retina_masks = false;
+  bool amp = true;  // BF16 autocast on CUDA
+};
+
+struct Prediction {
+  int orig_h = 0, orig_w = 0;
+  Tensor boxes;  // (n, 4) xyxy in original-image pixels, FP32, CPU
+  Tensor conf;   // (n)
+  Tensor cls;    // (n) int64
+  Tensor masks;  // (n, orig_h, orig_w) uint8
+};
+
+// Letterbox of one image for prediction: the padded size (multiples of `stride` around the resized
+// image) and where the image sits in it.
+struct PredictLetterbox {
+  int height = 0, width = 0;
+  Letterbox box;
+};
+PredictLetterbox predict_letterbox(int orig_h, int orig_w, int imgsz, int stride = 32);
+
+Prediction predict_image(model::SegmentationModelImpl& model, const torch::Device& device, const data::Image& image,
+                         const PredictOptions& options);
+
+// The outline of the largest 8-connected region of a binary mask (h x w, nonzero = inside) as the
+// pixel coordinates x0, y0, x1, y1, ... of its boundary pixels with straight runs reduced to their
+// end points (as OpenCV's CHAIN_APPROX_SIMPLE). Empty when the mask is empty.
+std::vector<float> mask_outline(const uint8_t* mask, int h, int w);
+
+}  // namespace lucid::engine

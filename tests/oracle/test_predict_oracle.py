@@ -1,0 +1,92 @@
+"""`lucid predict` against the Ultralytics predictor with the same weights: a tiny `lucid train` run
+on the synthetic dataset, its EMA weights converted to an Ultralytics checkpoint
+(scripts/ultralytics_weights.py), then both predict the validation images (imgsz 128, conf 0.001,
+retina_masks). Per image the detections must agree: same count (ignoring scores within 1e-4 of conf),
+and each of ours pairs with a reference detection of the same class and score (within 1e-4) whose
+box is within 0.05 px and mask IoU >= 0.98."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+from pycocotools import mask as mask_utils
+from safetensors.torch import load_file, save_file
+
+from oracle_common import BUILD_DIR, SOURCE_DIR, run
+
+LUCID = BUILD_DIR / "lucid"
+CONF = 0.001
+
+
+def main():
+    from ultralytics import YOLO
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        env = dict(os.environ, LUCID_CACHE_DIR=str(tmp / "cache"))
+        r = subprocess.run([LUCID, "train", "epochs=2", "batch=8", "imgsz=128", "workers=2", "device=cpu", "plots=False",
+                            f"project={tmp / 'runs'}", "name=t"], env=env, capture_output=True, text=True)
+        if r.returncode:
+            sys.exit(f"lucid train failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+        ckpt = tmp / "runs" / "t" / "weights" / "best.safetensors"
+        ema = {k[4:]: v for k, v in load_file(ckpt).items() if k.startswith("ema/")}
+        save_file(ema, tmp / "ema.safetensors")
+        run([sys.executable, SOURCE_DIR / "scripts" / "ultralytics_weights.py", "to-pt", "yolo26n-seg.yaml",
+             tmp / "ema.safetensors", tmp / "ema.pt", "--nc", "3", "--fp32"])
+        src = tmp / "cache" / "synth-v1" / "images" / "val"
+        run([LUCID, "predict", f"model={ckpt}", f"source={src}", "imgsz=128", f"conf={CONF}", "device=cpu",
+             "retina_masks=True", "save=False", "save_json=True", f"project={tmp / 'runs'}", "name=p"])
+        ours = json.loads((tmp / "runs" / "p" / "predictions.json").read_text())
+
+        model = YOLO(str(tmp / "ema.pt"), task="segment")
+        worst = {"score": 0.0, "box": 0.0, "iou": 1.0}
+        failures, compared = [], 0
+        for path in sorted(src.glob("*.jpg")):
+            res = model.predict(str(path), imgsz=128, conf=CONF, retina_masks=True, device="cpu", verbose=False)[0]
+            ref = []
+            if res.boxes is not None and len(res.boxes):
+                for k in range(len(res.boxes)):
+                    ref.append((float(res.boxes.conf[k]), int(res.boxes.cls[k]), res.boxes.xyxy[k].numpy(),
+                                res.masks.data[k].numpy() > 0.5))
+            mine = [(p["score"], p["category_id"] - 1,
+                     np.array([p["bbox"][0], p["bbox"][1], p["bbox"][0] + p["bbox"][2], p["bbox"][1] + p["bbox"][3]]),
+                     mask_utils.decode(p["segmentation"]).astype(bool)) for p in ours if p["file_name"] == path.name]
+            ref = sorted([d for d in ref if d[0] > CONF + 1e-4], key=lambda d: -d[0])
+            mine = sorted([d for d in mine if d[0] > CONF + 1e-4], key=lambda d: -d[0])
+            if len(ref) != len(mine):
+                failures.append(f"{path.name}: {len(mine)} detections vs reference {len(ref)}")
+                continue
+            # Pair each of ours with the reference detection of the same class and score (ties in score
+            # order are not meaningful) whose box is closest.
+            left = list(ref)
+            for s0, c0, b0, m0 in mine:
+                cands = [d for d in left if d[1] == c0 and abs(d[0] - s0) <= 1e-4]
+                if not cands:
+                    failures.append(f"{path.name}: ours class {c0} score {s0:.5f} box {b0.round(2)} has no reference match")
+                    continue
+                best = min(cands, key=lambda d: float(np.abs(d[2] - b0).max()))
+                left.remove(best)
+                s1, c1, b1, m1 = best
+                compared += 1
+                inter, union = np.logical_and(m0, m1).sum(), np.logical_or(m0, m1).sum()
+                iou = inter / union if union else 1.0
+                worst["score"] = max(worst["score"], abs(s0 - s1))
+                worst["box"] = max(worst["box"], float(np.abs(b0 - b1).max()))
+                worst["iou"] = min(worst["iou"], iou)
+                if np.abs(b0 - b1).max() > 0.05 or iou < 0.98:
+                    failures.append(f"{path.name}: ours class {c0} score {s0:.5f} box {b0.round(2)}, reference "
+                                    f"box {b1.round(2)}, mask IoU {iou:.4f}")
+        print(f"{compared} detections compared; worst score difference {worst['score']:.2g}, box {worst['box']:.3g} px,"
+              f" lowest mask IoU {worst['iou']:.4f}")
+        if compared == 0:
+            failures.append("no detections above conf to compare")
+        if failures:
+            sys.exit("\n".join(failures[:20]))
+
+
+if __name__ == "__main__":
+    main()
