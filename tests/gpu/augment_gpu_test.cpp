@@ -3,6 +3,8 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <gtest/gtest.h>
 
+#include "sync_counter.h"
+
 #include "lucid/data/hsv.h"
 #include "lucid/data/loader.h"
 
@@ -11,12 +13,7 @@ using torch::Tensor;
 
 namespace {
 
-struct SyncCounter : c10::WarningHandler {
-  int count = 0;
-  void process(const c10::Warning& w) override {
-    if (w.msg().find("synchronizing") != std::string::npos) ++count;
-  }
-};
+using lucid::test_support::SyncCounter;
 
 }  // namespace
 

@@ -4,6 +4,8 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <gtest/gtest.h>
 
+#include "sync_counter.h"
+
 #include <ATen/autocast_mode.h>
 
 #include "lucid/loss/segmentation_loss.h"
@@ -13,12 +15,7 @@ using torch::Tensor;
 
 namespace {
 
-struct SyncCounter : c10::WarningHandler {
-  int count = 0;
-  void process(const c10::Warning& w) override {
-    if (w.msg().find("synchronizing") != std::string::npos) ++count;
-  }
-};
+using lucid::test_support::SyncCounter;
 
 model::HeadOutputs random_outputs(int64_t bs, int64_t h, int64_t w, int64_t nc, int64_t reg_max, bool e2e) {
   int64_t na = 0;

@@ -6,16 +6,15 @@ losses and results.csv apart from its time column. The fit spans 4 epochs of 11 
 counts, warmup over the first epoch with the accumulation count ramping from 1 to 4 (the
 accumulation fallback: those steps run natively), EMA validation after every epoch and
 close_mosaic in the last. A third fit repeats the replayed one (same bytes again)."""
-import hashlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-BUILD_DIR = Path(os.environ.get("LUCID_BUILD_DIR", Path(__file__).resolve().parents[2] / "build"))
-LUCID = BUILD_DIR / "lucid"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
+from lucid_runs import digest, results_without_time, train  # noqa: E402
+
 ARGS = ["epochs=4", "batch=6", "nbs=24", "imgsz=160", "workers=2", "device=0", "warmup_epochs=1",
         "close_mosaic=1", "optimizer=MuSGD", "exist_ok=True"]
 REPLAY = ["capture_network=True", "capture_segment_heads=True", "capture_optimizer=True"]
@@ -29,25 +28,13 @@ def cuda_usable():
         return False
 
 
-def digest(p):
-    return hashlib.sha256(Path(p).read_bytes()).hexdigest()[:16]
-
-
-def train(env, project, name, extra=()):
-    r = subprocess.run([LUCID, "train", *ARGS, f"project={project}", f"name={name}", *extra], env=env,
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"lucid train failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
-    return r.stdout
-
 
 def fingerprint(run):
-    rows = (run / "results.csv").read_text().splitlines()
     return {
-        "last": digest(run / "weights" / "last.safetensors"),
-        "best": digest(run / "weights" / "best.safetensors"),
-        "step_losses": digest(run / "step_losses.f32"),
-        "results": [",".join(c for i, c in enumerate(r.split(",")) if i != 1) for r in rows],
+        "last": digest(run / "weights" / "last.safetensors")[:16],
+        "best": digest(run / "weights" / "best.safetensors")[:16],
+        "step_losses": digest(run / "step_losses.f32")[:16],
+        "results": results_without_time(run),
     }
 
 
@@ -66,9 +53,9 @@ def main():
         tmp = Path(tmp)
         env = dict(os.environ, LUCID_CACHE_DIR=str(tmp / "cache"), CUBLAS_WORKSPACE_CONFIG=":4096:8")
         project = tmp / "runs"
-        train(env, project, "native")
-        out = train(env, project, "replay", REPLAY)
-        train(env, project, "replay2", REPLAY)
+        train(ARGS, env, project, "native")
+        out = train(ARGS, env, project, "replay", REPLAY)
+        train(ARGS, env, project, "replay2", REPLAY)
         summary = replay_summary(out)
         print(json.dumps(summary, indent=1))
         a, b, c = (fingerprint(project / n) for n in ("native", "replay", "replay2"))

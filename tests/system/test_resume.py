@@ -1,7 +1,6 @@
 """Exact resume: a training run killed with SIGKILL in the middle of an epoch and resumed from its
 last checkpoint ends with the same checkpoint bytes, per-step losses and results as a run that was
 never interrupted. Also: two uninterrupted runs with the same seed give identical bytes."""
-import hashlib
 import os
 import signal
 import subprocess
@@ -10,26 +9,13 @@ import tempfile
 import time
 from pathlib import Path
 
-BUILD_DIR = Path(os.environ.get("LUCID_BUILD_DIR", Path(__file__).resolve().parents[2] / "build"))
-LUCID = BUILD_DIR / "lucid"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
+from lucid_runs import LUCID, digest, results_without_time, train  # noqa: E402
+
 ARGS = ["epochs=3", "batch=8", "imgsz=64", "workers=2", "device=cpu", "close_mosaic=1"]
 
 
-def digest(p):
-    return hashlib.sha256(Path(p).read_bytes()).hexdigest()
 
-
-def train(env, project, name, extra=()):
-    r = subprocess.run([LUCID, "train", *ARGS, f"project={project}", f"name={name}", *extra], env=env,
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"lucid train failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
-    return r.stdout
-
-
-def results_without_time(run):
-    rows = (run / "results.csv").read_text().splitlines()
-    return [",".join(c for i, c in enumerate(r.split(",")) if i != 1) for r in rows]
 
 
 def explain(p, q):
@@ -58,8 +44,8 @@ def main():
         tmp = Path(tmp)
         env = dict(os.environ, LUCID_CACHE_DIR=str(tmp / "cache"))
         project = tmp / "runs"
-        train(env, project, "a")
-        train(env, project, "b")
+        train(ARGS, env, project, "a")
+        train(ARGS, env, project, "b")
         a, b = project / "a", project / "b"
         same = digest(a / "weights" / "last.safetensors") == digest(b / "weights" / "last.safetensors")
         print(f"same seed twice: checkpoint bytes {'equal' if same else 'DIFFER'}")
@@ -80,7 +66,7 @@ def main():
         if killed_at is None or proc.returncode != -signal.SIGKILL:
             sys.exit(f"the run was not killed mid-epoch (return code {proc.returncode})")
         print(f"killed during: {killed_at[:60]}...")
-        train(env, project, "c", [f"resume={c / 'weights' / 'last.safetensors'}"])
+        train(ARGS, env, project, "c", [f"resume={c / 'weights' / 'last.safetensors'}"])
         checks = {
             "last checkpoint": digest(a / "weights" / "last.safetensors") == digest(c / "weights" / "last.safetensors"),
             "best checkpoint": digest(a / "weights" / "best.safetensors") == digest(c / "weights" / "best.safetensors"),

@@ -17,7 +17,7 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Every model parameter outside the head: the backbone and the neck.
-std::vector<Tensor> shared_parameters(model::SegmentationModelImpl& m) {
+std::vector<Tensor> shared_parameters(const model::SegmentationModelImpl& m) {
   std::unordered_set<const void*> head;
   for (const auto& p : m.head()->parameters()) head.insert(p.unsafeGetTensorImpl());
   std::vector<Tensor> out;
@@ -79,7 +79,7 @@ FitFacts StageRecorder::facts_for(const model::SegmentationModelImpl& m) const {
   const auto params = m.parameters();
   f.cuda = backend_ == Backend::Eager || (!params.empty() && params.front().is_cuda());
   f.devices = 1;
-  for (const auto& p : shared_parameters(const_cast<model::SegmentationModelImpl&>(m)))
+  for (const auto& p : shared_parameters(m))
     if (!p.requires_grad()) f.shared_frozen = true;
   auto head = m.head();
   for (int64_t k = 0; k < head->prediction_count(); ++k)
