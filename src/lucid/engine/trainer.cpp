@@ -306,9 +306,6 @@ ValidationResult Trainer::fit() {
     val = ValidationResult{};
     if (validate_ && (s_.val || final_epoch)) {
       util::TraceRange range("validation");
-      // Recordings keep their memory; the training steps' cached blocks are released so that
-      // validation's allocations do not stack on both.
-      if (recorder) recorder->release_cached_memory();
       val = validate_(ema_->model(), *loss_);
     }
     state_.epoch = epoch + 1;

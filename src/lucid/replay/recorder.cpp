@@ -330,10 +330,6 @@ void StageRecorder::optimizer_step() {
   optimizer_.apply();
 }
 
-void StageRecorder::release_cached_memory() {
-  if (backend_ == Backend::CudaGraph && (features_ctx_ || optimizer_ctx_)) c10::cuda::CUDACachingAllocator::emptyCache();
-}
-
 nlohmann::ordered_json StageRecorder::summary() const {
   nlohmann::ordered_json j;
   auto stage = [&](Stage s, bool recorded) {

@@ -33,9 +33,6 @@ class StageRecorder {
   // The optimizer step (prepare, orthogonalize, apply), its first two stages replayed where they hold.
   void optimizer_step();
 
-  // Returns the caching allocator's unused blocks to the device (recordings keep their own pools).
-  void release_cached_memory();
-
   const RouteLog& log() const { return log_; }
   bool network_recorded() const { return network_ != nullptr; }
   bool heads_recorded() const { return !heads_.empty(); }
