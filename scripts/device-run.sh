@@ -5,7 +5,8 @@
 # bench names: model_step, loader (the 512-image reference workload, built under $LUCID_WORKLOAD,
 # default /tmp/lucid-workload, from ../shared/bench; 1-16 workers, median of 5 runs), fit (the
 # reference workload fit, native), fit_replay (the same with every stage recording on), pairs,
-# pairs16; default: model_step loader. LUCID_GPU_TESTS=0 skips the GPU tests; LUCID_GPU_TEST_FILTER
+# pairs16, trace (Nsight Systems NVTX summary of a short replay fit, where nsys exists); default:
+# model_step loader. LUCID_GPU_TESTS=0 skips the GPU tests; LUCID_GPU_TEST_FILTER
 # runs only the GPU tests whose names match it.
 # pairs: `lucid bench pairs` on the reference workload (batch 4, 5 epochs), records and summary in
 # OUT_DIR/pairs; pairs16: the batch-16, 3-epoch screen in OUT_DIR/pairs16. Environment:
@@ -68,6 +69,22 @@ for b in "${benches[@]}"; do
            "${LUCID_FIT_RUNS:-2}" capture_network=True capture_segment_heads=True capture_optimizer=True \
            > "$out/bench-fit_replay.log" 2>&1 || status=1
          grep -h "^replay:" "$out"/fit_replay/fit-*.log >> "$out/bench-fit_replay.log" ;;
+    trace) # Nsight Systems: a 2-epoch replay fit of the workload, NVTX ranges summed per stage.
+           nsys=$(command -v nsys || ls /opt/nvidia/nsight-*/*/host/target-linux-x64/nsys 2>/dev/null | head -1)
+           if [ -z "$nsys" ]; then echo "trace: no nsys on this machine" > "$out/bench-trace.log"; else
+             work=${LUCID_WORKLOAD:-/tmp/lucid-workload}
+             [ -f "$work/data.yaml" ] || bash "${LUCID_SHARED:-$root/shared}/bench/make-workload.sh" "$work" > /dev/null
+             mkdir -p /tmp/lucid-trace
+             { echo "nsys: $nsys"
+               timeout 240 "$nsys" profile -t cuda,nvtx -o /tmp/lucid-trace/fit --force-overwrite true \
+                 "$LUCID_BUILD_DIR/lucid" train data="$work/data.yaml" model=yolo26n-seg.yaml epochs=2 batch=4 imgsz=640 \
+                 optimizer=MuSGD close_mosaic=0 warmup_epochs=1 workers=4 cache=ram device=0 project=/tmp/lucid-trace \
+                 name=run exist_ok=True plots=False capture_network=True capture_segment_heads=True capture_optimizer=True \
+                 2>&1 | tail -5
+               ls -la /tmp/lucid-trace
+               timeout 120 "$nsys" stats --report nvtx_sum,cuda_gpu_kern_sum --format csv \
+                 /tmp/lucid-trace/fit.nsys-rep 2>&1 | head -80; } > "$out/bench-trace.log" 2>&1 || status=1
+           fi ;;
     pairs) pairs pairs batch=4 epochs=5 > "$out/bench-pairs.log" 2>&1 || status=1 ;;
     pairs16) pairs pairs16 batch=16 epochs=3 > "$out/bench-pairs16.log" 2>&1 || status=1 ;;
     *) echo "unknown bench $b"; status=1 ;;

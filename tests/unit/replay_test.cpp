@@ -149,6 +149,48 @@ TEST(GraphedCallable, GradientsAccumulateWithoutAliasingAndAnUnusedCallableLeave
   EXPECT_THROW(first.sum().backward(), std::exception);
 }
 
+TEST(GraphedCallable, SharedPoolReplaysFollowCaptureOrder) {
+  // Recordings of one context share its pool, so the context refuses replays out of capture order.
+  auto w = torch::full({2}, 2.0f, torch::requires_grad());
+  auto v = torch::full({2}, 3.0f, torch::requires_grad());
+  RecordingContext ctx(Backend::Eager);
+  GraphedCallable a("a", [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * w}; }, {w});
+  GraphedCallable b("b", [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] * v}; }, {v});
+  auto x = torch::tensor({1.0f, 2.0f});
+  a.set_inputs({x}, {false}, false);
+  a.capture_forward(ctx);
+  b.set_inputs(a.static_outputs(), {true}, true);
+  b.capture_forward(ctx);
+  b.capture_backward(ctx);
+  a.capture_backward(ctx);
+
+  // Autograd runs the nodes in capture order (b's backward, then a's), chained or side by side.
+  auto ya = a({x})[0];
+  auto yb = b({ya})[0];
+  (yb.sum() + ya.sum()).backward();
+  EXPECT_TRUE(torch::equal(w.grad(), torch::tensor({4.0f, 8.0f})));  // x (v + 1)
+  EXPECT_TRUE(torch::equal(v.grad(), torch::tensor({2.0f, 4.0f})));  // x w
+  // b's backward may be skipped (an output the loss ignores).
+  ya = a({x})[0];
+  yb = b({ya})[0];
+  ya.sum().backward();
+  EXPECT_TRUE(torch::equal(w.grad(), torch::tensor({5.0f, 10.0f})));
+  // a's backward before b's: b's would follow a later-captured one's.
+  ya = a({x})[0];
+  yb = b({ya.detach()})[0];
+  ya.sum().backward();
+  EXPECT_THROW(yb.sum().backward(), std::logic_error);
+  // A forward out of order, and a backward before the forward sequence is complete.
+  EXPECT_THROW(b({x}), std::logic_error);
+  ya = a({x})[0];
+  EXPECT_THROW(ya.sum().backward(), std::logic_error);
+  // A recording outside the sequence (the optimizer's) closes the step.
+  ya = a({x})[0];
+  yb = b({ya})[0];
+  ctx.replaying_other();
+  EXPECT_THROW(yb.sum().backward(), std::logic_error);
+}
+
 // --- the recorder on yolo26n-seg, eager stand-in against native ---------------------------------
 
 using namespace lucid::replay_harness;

@@ -78,9 +78,29 @@ RecordingContext::RecordingContext(Backend backend) : backend_(backend) {
 
 RecordingContext::~RecordingContext() = default;
 
-PoolId RecordingContext::new_pool() {
+PoolId RecordingContext::pool() {
   if (backend_ == Backend::Eager) return {0, 0};
-  return at::cuda::graph_pool_handle();
+  if (!pool_) pool_ = at::cuda::graph_pool_handle();
+  return *pool_;
+}
+
+void RecordingContext::replaying_forward(int position, const std::string& name) {
+  if (position == 0) {
+    step_open_ = true;
+    last_backward_ = -1;
+    next_forward_ = 0;
+  }
+  if (position != next_forward_)
+    throw std::logic_error("replay of " + name + "'s forward out of capture order (position " +
+                           std::to_string(position) + ", expected " + std::to_string(next_forward_) + ")");
+  ++next_forward_;
+}
+
+void RecordingContext::replaying_backward(int position, const std::string& name) {
+  if (!step_open_ || next_forward_ != forwards_ || position <= last_backward_)
+    throw std::logic_error("replay of " + name +
+                           "'s backward out of capture order: its memory may hold another recording's data");
+  last_backward_ = position;
 }
 
 void RecordingContext::synchronize() {

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,10 +38,22 @@ class Graph {
 };
 
 // The recordings captured together: one capture stream (cuBLAS and cuDNN state is per stream, so
-// warm-up and capture share it; its graphs are released together). Memory pools are handed out
-// per recording: graphs that share a pool may reuse each other's freed memory, which is safe only
-// when they always replay in capture order, and autograd does not promise an order among the
-// head predictions' backward nodes.
+// warm-up and capture share it) and one memory pool that all of them share, as
+// torch.cuda.make_graphed_callables shares one among its callables. A capture may reuse memory that
+// earlier captures freed (their temporaries, and activations their backward consumed), so one pool
+// holds little more than the largest step's live memory, where a pool per recording would hold
+// every recording's temporaries at once. That is safe only when replays follow capture order: the
+// context checks the order of every replay and refuses one that could read memory a later-captured
+// recording has overwritten.
+//   forward sequence  forwards replay in capture order, all of them, each step (position 0 opens
+//                     a step);
+//   backward          after the whole forward sequence, in capture order (forward sequence then
+//                     backwards captured in reverse), each at most once; skipping is allowed (an
+//                     output the loss ignores). Autograd runs the callables' nodes in this order: it
+//                     executes ready nodes by descending sequence number, which follows the order
+//                     the forwards created them;
+//   other             a recording outside the sequence (the optimizer's) closes the step: no
+//                     backward of that step may follow.
 class RecordingContext {
  public:
   explicit RecordingContext(Backend backend);
@@ -49,16 +62,29 @@ class RecordingContext {
   RecordingContext& operator=(const RecordingContext&) = delete;
 
   Backend backend() const { return backend_; }
-  PoolId new_pool();
+  // The context's one memory pool ({0, 0} for the eager stand-in).
+  PoolId pool();
   // Runs fn with the capture stream current (warm-up work), synchronising the device around it.
   void on_capture_stream(const std::function<void()>& fn);
   void synchronize();
+
+  // Replay order. Capture calls hand out positions; replay calls check them and throw
+  // std::logic_error, naming the recording, before an out-of-order replay runs.
+  int add_forward() { return forwards_++; }
+  int add_backward() { return backwards_++; }
+  void replaying_forward(int position, const std::string& name);
+  void replaying_backward(int position, const std::string& name);
+  void replaying_other() { step_open_ = false; }
 
  private:
   friend class Graph;
   struct Cuda;
   Backend backend_;
   std::unique_ptr<Cuda> cuda_;
+  std::optional<PoolId> pool_;
+  int forwards_ = 0, backwards_ = 0;
+  int next_forward_ = 0, last_backward_ = -1;
+  bool step_open_ = false;
 };
 
 }  // namespace lucid::replay

@@ -75,10 +75,10 @@ std::vector<Tensor> GraphedCallable::surface() const {
 
 void GraphedCallable::capture_forward(RecordingContext& ctx) {
   ctx_ = &ctx;
-  pool_ = ctx.new_pool();
+  forward_position_ = ctx.add_forward();
   torch::AutoGradMode grad(true);
   if (ctx.backend() == Backend::CudaGraph) {
-    forward_.capture(ctx, pool_, [&] { static_outputs_ = fn_(static_inputs_); });
+    forward_.capture(ctx, ctx.pool(), [&] { static_outputs_ = fn_(static_inputs_); });
   } else {
     eager_outputs_ = fn_(static_inputs_);
     static_outputs_.clear();
@@ -110,8 +110,9 @@ void GraphedCallable::capture_backward(RecordingContext& ctx) {
     grads = torch::autograd::grad(roots, wrt, root_grads, /*retain_graph=*/false, /*create_graph=*/false,
                                   /*allow_unused=*/true);
   };
+  backward_position_ = ctx.add_backward();
   if (cuda)
-    backward_.capture(ctx, pool_, body);
+    backward_.capture(ctx, ctx.pool(), body);
   else
     body();
   // Align with inputs then parameters; only gradients autograd produced get a static buffer.
@@ -148,6 +149,7 @@ std::vector<Tensor> GraphedCallable::operator()(const std::vector<Tensor>& input
 }
 
 std::vector<Tensor> GraphedCallable::replay_forward(const std::vector<Tensor>& inputs) {
+  ctx_->replaying_forward(forward_position_, name_);
   ++generation_;
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -168,6 +170,7 @@ std::vector<Tensor> GraphedCallable::replay_forward(const std::vector<Tensor>& i
 std::vector<Tensor> GraphedCallable::replay_backward(const std::vector<Tensor>& grads, int64_t generation) {
   if (generation != generation_)
     throw std::logic_error("replayed backward of " + name_ + " after a later forward replay overwrote its activations");
+  ctx_->replaying_backward(backward_position_, name_);
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < static_grad_outputs_.size(); ++i) {
     auto& buf = static_grad_outputs_[i];

@@ -8,8 +8,9 @@
 //             are handed to autograd, which accumulates them exactly as native gradients (a static
 //             buffer handed out would be adopted as param.grad and overwritten by the next replay).
 // The callable is one autograd node, so a prediction whose outputs the loss ignores never runs its
-// backward and its parameters keep no gradient, as natively. Its graphs have a memory pool of their
-// own; a backward after a later forward replay (whose activations overwrote its own) is an error.
+// backward and its parameters keep no gradient, as natively. Its graphs use the context's shared
+// memory pool, so replays must follow the context's capture order (graph.h); a backward after a
+// later forward replay (whose activations overwrote its own) is an error.
 #pragma once
 #include "lucid/replay/graph.h"
 
@@ -54,7 +55,7 @@ class GraphedCallable {
   Fn fn_;
   std::vector<Tensor> params_;
   RecordingContext* ctx_ = nullptr;
-  PoolId pool_{0, 0};  // this recording's own memory pool (forward and backward graphs)
+  int forward_position_ = -1, backward_position_ = -1;  // in ctx_'s replay order
   int64_t generation_ = 0;
   std::vector<Tensor> static_inputs_, static_outputs_, static_grad_outputs_;
   std::vector<Tensor> static_grads_;  // per input, then per parameter; undefined where none flows

@@ -1,6 +1,7 @@
 #include "lucid/replay/recorder.h"
 
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 
 #include <chrono>
 #include <unordered_set>
@@ -15,6 +16,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Reserved device memory after the allocator's unused cache is released: taken before and after a
+// recording, the difference is what the recording keeps (its share of the pool, static buffers).
+double released_reserved_mib(Backend backend) {
+  if (backend != Backend::CudaGraph) return 0;
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  return util::cuda_memory(c10::cuda::current_device()).reserved_mib;
+}
 
 // Every model parameter outside the head: the backbone and the neck.
 std::vector<Tensor> shared_parameters(const model::SegmentationModelImpl& m) {
@@ -68,8 +77,7 @@ StageRecorder::StageRecorder(model::SegmentationModelImpl& model, optim::Optimiz
 StageRecorder::~StageRecorder() {
   // Replays may still run on the device: wait before the graphs and their memory go.
   try {
-    if (features_ctx_) features_ctx_->synchronize();
-    if (optimizer_ctx_) optimizer_ctx_->synchronize();
+    if (ctx_) ctx_->synchronize();
   } catch (...) {
   }
 }
@@ -95,9 +103,9 @@ void StageRecorder::warm_up(const Tensor& x) {
   std::vector<Tensor> params;
   for (const auto& p : model_.parameters())
     if (p.requires_grad()) params.push_back(p);
-  // Cached blocks are per stream: the native steps' cache and the warm-up's would add up.
-  if (backend_ == Backend::CudaGraph) c10::cuda::CUDACachingAllocator::emptyCache();
-  features_ctx_->on_capture_stream([&] {
+  // Cached blocks are per stream: the native steps' cache (released by the caller) and the
+  // warm-up's would add up.
+  ctx_->on_capture_stream([&] {
     for (int i = 0; i < 3; ++i) {
       torch::AutoGradMode grad(true);
       auto roots = differentiable_outputs(model_.heads(model_.shared(x)));
@@ -121,16 +129,17 @@ bool StageRecorder::record_features(const Tensor& x, bool network, bool heads) {
     for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
   };
   try {
-    features_ctx_ = std::make_unique<RecordingContext>(backend_);
+    if (!ctx_) ctx_ = std::make_unique<RecordingContext>(backend_);
+    const double before = released_reserved_mib(backend_);
     warm_up(x);
-    features_ctx_->synchronize();
+    ctx_->synchronize();
     std::vector<Tensor> sample;
     if (network) {
       network_ = std::make_unique<GraphedCallable>(
           "shared features", [this](const std::vector<Tensor>& in) { return model_.shared(in[0]); },
           shared_parameters(model_));
       network_->set_inputs({x}, {false}, /*alias=*/false);
-      network_->capture_forward(*features_ctx_);
+      network_->capture_forward(*ctx_);
       sample = network_->static_outputs();
     } else {
       // Native features are staged once per step into buffers every head recording reads.
@@ -147,14 +156,14 @@ bool StageRecorder::record_features(const Tensor& x, bool network, bool heads) {
             head->prediction_parameters(k)));
         heads_.back()->set_inputs(sample, std::vector<bool>(sample.size(), !head->prediction_detached(k)),
                                   /*alias=*/true);
-        heads_.back()->capture_forward(*features_ctx_);
+        heads_.back()->capture_forward(*ctx_);
       }
-      for (auto it = heads_.rbegin(); it != heads_.rend(); ++it) (*it)->capture_backward(*features_ctx_);
+      for (auto it = heads_.rbegin(); it != heads_.rend(); ++it) (*it)->capture_backward(*ctx_);
     }
-    if (network) network_->capture_backward(*features_ctx_);
-    features_ctx_->synchronize();
+    if (network) network_->capture_backward(*ctx_);
+    ctx_->synchronize();
     restore();
-    if (backend_ == Backend::CudaGraph) c10::cuda::CUDACachingAllocator::emptyCache();
+    features_kept_mib_ = released_reserved_mib(backend_) - before;
   } catch (const std::exception& e) {
     release_features();
     restore();
@@ -163,17 +172,17 @@ bool StageRecorder::record_features(const Tensor& x, bool network, bool heads) {
     return false;
   }
   features_record_s_ = seconds_since(t0);
-  std::printf("replay: recorded %s%s%s in %.2f s\n", network ? "the shared features" : "",
-              network && heads ? " and " : "", heads ? "the head predictions" : "", features_record_s_);
+  std::printf("replay: recorded %s%s%s in %.2f s, keeping %.0f MiB\n", network ? "the shared features" : "",
+              network && heads ? " and " : "", heads ? "the head predictions" : "", features_record_s_,
+              features_kept_mib_);
   return true;
 }
 
 void StageRecorder::release_features() {
-  if (features_ctx_) features_ctx_->synchronize();
+  if (ctx_) ctx_->synchronize();
   heads_.clear();
   network_.reset();
   head_inputs_.clear();
-  features_ctx_.reset();
 }
 
 model::HeadOutputs StageRecorder::forward(const Tensor& x) {
@@ -245,7 +254,8 @@ model::HeadOutputs StageRecorder::forward(const Tensor& x) {
 bool StageRecorder::record_optimizer() {
   const auto t0 = Clock::now();
   try {
-    optimizer_ctx_ = std::make_unique<RecordingContext>(backend_);
+    if (!ctx_) ctx_ = std::make_unique<RecordingContext>(backend_);
+    const double before = released_reserved_mib(backend_);
     opt_params_ = optimizer_.parameters();
     opt_grads_.clear();
     for (const auto& p : opt_params_) {
@@ -256,7 +266,7 @@ bool StageRecorder::record_optimizer() {
     auto state = optimizer_.state();
     std::vector<Tensor> saved;
     for (const auto& [name, t] : state) saved.push_back(t.clone());
-    optimizer_ctx_->on_capture_stream([&] {
+    ctx_->on_capture_stream([&] {
       for (int i = 0; i < 2; ++i) {
         GradSwap swap(opt_params_, opt_grads_);
         optimizer_.prepare_update();
@@ -267,32 +277,31 @@ bool StageRecorder::record_optimizer() {
       torch::NoGradGuard no_grad;
       for (size_t i = 0; i < state.size(); ++i) state[i].second.copy_(saved[i]);
     }
-    optimizer_ctx_->synchronize();
-    // The two optimizer graphs always replay in capture order: they share one pool.
-    const auto pool = optimizer_ctx_->new_pool();
-    prepare_.capture(*optimizer_ctx_, pool, [this] {
+    ctx_->synchronize();
+    // The optimizer graphs share the model stages' pool: they replay between steps (graph.h).
+    prepare_.capture(*ctx_, ctx_->pool(), [this] {
       GradSwap swap(opt_params_, opt_grads_);
       optimizer_.prepare_update();
     });
     if (optimizer_.kind() == optim::Kind::MuSGD)
-      orthogonalize_.capture(*optimizer_ctx_, pool, [this] {
+      orthogonalize_.capture(*ctx_, ctx_->pool(), [this] {
         GradSwap swap(opt_params_, opt_grads_);
         optimizer_.orthogonalize();
       });
-    optimizer_ctx_->synchronize();
+    ctx_->synchronize();
+    optimizer_kept_mib_ = released_reserved_mib(backend_) - before;
   } catch (const std::exception& e) {
-    if (optimizer_ctx_) optimizer_ctx_->synchronize();
+    if (ctx_) ctx_->synchronize();
     prepare_.reset();
     orthogonalize_.reset();
     opt_grads_.clear();
-    optimizer_ctx_.reset();
     optimizer_failed_ = true;
     std::printf("replay: recording the optimizer stages failed, they run natively: %s\n", e.what());
     return false;
   }
   optimizer_record_s_ = seconds_since(t0);
-  std::printf("replay: recorded the optimizer's update preparation%s in %.2f s\n",
-              orthogonalize_.recorded() ? " and orthogonalisation" : "", optimizer_record_s_);
+  std::printf("replay: recorded the optimizer's update preparation%s in %.2f s, keeping %.0f MiB\n",
+              orthogonalize_.recorded() ? " and orthogonalisation" : "", optimizer_record_s_, optimizer_kept_mib_);
   return true;
 }
 
@@ -318,6 +327,7 @@ void StageRecorder::optimizer_step() {
     torch::_foreach_copy_(opt_grads_, grads);
   }
   optimizer_.upload_hypers();
+  ctx_->replaying_other();
   {
     util::TraceRange range("optimizer prepare");
     prepare_.replay();
@@ -343,6 +353,8 @@ nlohmann::ordered_json StageRecorder::summary() const {
   j["optimizer_stages"] = stage(Stage::Optimizer, optimizer_recorded());
   j["native_reasons"] = log_.reasons();
   j["record_seconds"] = {{"model_stages", features_record_s_}, {"optimizer", optimizer_record_s_}};
+  // Reserved memory each recording added (CUDA; the model stages' includes the shared pool).
+  j["kept_mib"] = {{"model_stages", features_kept_mib_}, {"optimizer", optimizer_kept_mib_}};
   return j;
 }
 

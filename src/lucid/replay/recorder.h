@@ -56,8 +56,9 @@ class StageRecorder {
   RouteLog log_;
   bool features_failed_ = false, optimizer_failed_ = false;
   double features_record_s_ = 0, optimizer_record_s_ = 0;
+  double features_kept_mib_ = 0, optimizer_kept_mib_ = 0;
 
-  std::unique_ptr<RecordingContext> features_ctx_, optimizer_ctx_;
+  std::unique_ptr<RecordingContext> ctx_;  // every recording's stream, pool and replay order
   std::unique_ptr<GraphedCallable> network_;
   std::vector<std::unique_ptr<GraphedCallable>> heads_;
   std::vector<Tensor> head_inputs_;  // staged native features, when only the heads are recorded
