@@ -5,7 +5,8 @@
 # bench names: model_step, loader (the 512-image reference workload, built under $LUCID_WORKLOAD,
 # default /tmp/lucid-workload, from ../shared/bench; 1-16 workers, median of 5 runs), fit (the
 # reference workload fit, native), fit_replay (the same with every stage recording on), pairs,
-# pairs16, trace (Nsight Systems NVTX summary of a short replay fit, where nsys exists); default:
+# pairs16, stages (the workload fit native and replayed with stage_times=True), trace (Nsight
+# Systems NVTX summary of a short replay fit, where nsys exists); default:
 # model_step loader. LUCID_GPU_TESTS=0 skips the GPU tests; LUCID_GPU_TEST_FILTER
 # runs only the GPU tests whose names match it.
 # pairs: `lucid bench pairs` on the reference workload (batch 4, 5 epochs), records and summary in
@@ -69,6 +70,14 @@ for b in "${benches[@]}"; do
            "${LUCID_FIT_RUNS:-2}" capture_network=True capture_segment_heads=True capture_optimizer=True \
            > "$out/bench-fit_replay.log" 2>&1 || status=1
          grep -h "^replay:" "$out"/fit_replay/fit-*.log >> "$out/bench-fit_replay.log" ;;
+    stages) # The workload fit natively and with every recording, each stage timed (stage_times=True).
+         for arm in native replay; do
+           extra=(); [ $arm = replay ] && extra=(capture_network=True capture_segment_heads=True capture_optimizer=True)
+           LUCID_SHARED=${LUCID_SHARED:-$root/shared} LUCID_RUNS=/tmp/lucid-stages-$arm \
+             "$root/bench/fit_workload.sh" "$LUCID_BUILD_DIR/lucid" /tmp/lucid-workload /tmp/lucid-stages-out/$arm 1 \
+             stage_times=True "${extra[@]}" || status=1
+           echo "== $arm"; sed -n '/^stage times/,$p' /tmp/lucid-stages-out/$arm/fit-1.log | head -16
+         done > "$out/bench-stages.log" 2>&1 ;;
     trace) # Nsight Systems: a 2-epoch replay fit of the workload, NVTX ranges summed per stage.
            nsys=$(command -v nsys || ls /opt/nvidia/nsight-*/*/host/target-linux-x64/nsys 2>/dev/null | head -1)
            if [ -z "$nsys" ]; then echo "trace: no nsys on this machine" > "$out/bench-trace.log"; else

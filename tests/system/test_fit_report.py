@@ -1,29 +1,27 @@
 """fit_report.json: every digest is recomputed here from the fit's own files (the last checkpoint,
 step_losses.f32, the report's own values), two runs with the same seed write identical reports
-except for the time and memory fields, and a different seed changes the digests."""
+except for the time and memory fields (and the stage times the second one asks for, which leave its
+checkpoint bytes unchanged), and a different seed changes the digests."""
 import hashlib
 import json
 import os
 import struct
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-BUILD_DIR = Path(os.environ.get("LUCID_BUILD_DIR", Path(__file__).resolve().parents[2] / "build"))
-LUCID = BUILD_DIR / "lucid"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
+from lucid_runs import digest, train as run_train  # noqa: E402
+
 ARGS = ["epochs=1", "batch=8", "imgsz=64", "workers=2", "device=cpu"]
 FIELDS = ["format", "fit_seconds", "peak_allocated_mib", "peak_reserved_mib", "epochs", "batches", "optimizer_steps",
           "ema_updates", "sha256", "scheduler", "validation", "replay"]
 HASHES = ["model", "optimizer", "scheduler", "ema", "step_losses", "validation"]
-MEASURED = ["fit_seconds", "peak_allocated_mib", "peak_reserved_mib"]
+MEASURED = ["fit_seconds", "peak_allocated_mib", "peak_reserved_mib", "stage_times"]
 
 
 def train(env, project, name, extra=()):
-    r = subprocess.run([LUCID, "train", *ARGS, f"project={project}", f"name={name}", *extra], env=env,
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"lucid train failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    run_train(ARGS, env, project, name, extra)
     return json.loads((project / name / "fit_report.json").read_text())
 
 
@@ -65,7 +63,7 @@ def main():
         env = dict(os.environ, LUCID_CACHE_DIR=str(tmp / "cache"))
         project = tmp / "runs"
         a = train(env, project, "a")
-        b = train(env, project, "b")
+        b = train(env, project, "b", ["stage_times=True"])
         c = train(env, project, "c", ["seed=1"])
 
         missing = [f for f in FIELDS if f not in a] + [h for h in HASHES if h not in a["sha256"]]
@@ -86,6 +84,21 @@ def main():
             if not ok:
                 failures.append(f"sha256.{k} is not the digest of the fit's bytes")
 
+        if "stage_times" in a:
+            failures.append("stage_times in a report that did not ask for them")
+        st = b.get("stage_times", {})
+        calls = {k: v["calls"] for k, v in st.items()}
+        want_calls = {"data": b["batches"] + 1, "upload": b["batches"], "forward": b["batches"], "loss": b["batches"],
+                      "backward": b["batches"], "clip gradients": b["optimizer_steps"],
+                      "optimizer prepare": b["optimizer_steps"], "optimizer apply": b["optimizer_steps"],
+                      "EMA": b["optimizer_steps"], "validation": 1}
+        wrong = {k: (calls.get(k), n) for k, n in want_calls.items() if calls.get(k) != n}
+        if wrong or any(v["host_ms"] <= 0 or "device_ms" in v for v in st.values()):
+            failures.append(f"stage_times (calls, expected) {wrong}; report {st}")
+        else:
+            print("stage_times:", {k: round(v["host_ms"], 1) for k, v in st.items()})
+        if digest(project / "a" / "weights" / "last.safetensors") != digest(project / "b" / "weights" / "last.safetensors"):
+            failures.append("stage_times=True changed the checkpoint bytes")
         same = lambda r: {k: v for k, v in r.items() if k not in MEASURED}
         if same(a) != same(b):
             failures.append("two runs with the same seed wrote different reports: " +

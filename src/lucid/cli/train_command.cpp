@@ -139,9 +139,9 @@ int train_command(const std::vector<std::string>& args) {
     std::vector<std::string> tokens;
     for (auto it = state.args.begin(); it != state.args.end(); ++it)
       if (it.key() != "resume") tokens.push_back(it.key() + "=" + it.value().get<std::string>());
-    // Stage replay is not part of the checkpoint: the resuming command line chooses it.
+    // How stages execute is not part of the checkpoint: the resuming command line chooses it.
     for (const auto& a : args)
-      if (a.rfind("capture_", 0) == 0) tokens.push_back(a);
+      if (engine::execution_option(a.substr(0, a.find('=')))) tokens.push_back(a);
     options = engine::train_options();
     options.parse(tokens);
   }

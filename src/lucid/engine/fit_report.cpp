@@ -83,6 +83,7 @@ nlohmann::ordered_json make_fit_report(const FitReportInput& in) {
   r["scheduler"] = {{"lr", lr}, {"momentum", momentum}, {"accumulate", in.accumulate}, {"last_opt_step", in.last_opt_step}};
   r["validation"] = {{"metrics", in.metrics}, {"losses", in.losses}};
   r["replay"] = in.replay;
+  if (!in.stage_times.is_null()) r["stage_times"] = in.stage_times;
   return r;
 }
 

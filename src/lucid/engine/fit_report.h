@@ -40,6 +40,7 @@ struct FitReportInput {
   std::array<double, 8> metrics{};  // final validation: P R mAP50 mAP50-95 for boxes, then masks
   std::array<double, 5> losses{};   // final validation losses
   nlohmann::ordered_json replay = nlohmann::ordered_json::object();  // stage replay's own summary
+  nlohmann::ordered_json stage_times;  // util::StageClock::summary() with stage_times=True; else null
 };
 
 // The report; every pointer in `in` must be set. Keys of "sha256": model (parameters and buffers

@@ -4,6 +4,8 @@
 
 namespace lucid::engine {
 
+bool execution_option(const std::string& key) { return key.rfind("capture_", 0) == 0 || key == "stage_times"; }
+
 config::Options train_options() {
   return config::Options(
       "train",
@@ -49,6 +51,7 @@ config::Options train_options() {
           {"capture_network", "False", "replay the shared features (backbone + neck) as recorded CUDA graphs"},
           {"capture_segment_heads", "False", "replay each head prediction as its own recorded CUDA graph"},
           {"capture_optimizer", "False", "replay the optimizer's update preparation and orthogonalisation"},
+          {"stage_times", "False", "time every stage (host and device) over the fit; printed and in fit_report.json"},
           {"val", "True", "validate after every epoch"},
           {"plots", "True", "write plots"},
           {"patience", "100", "epochs without fitness improvement before stopping"},
@@ -112,6 +115,7 @@ TrainSettings TrainSettings::from(const config::Options& o) {
   s.capture_network = o.flag("capture_network");
   s.capture_segment_heads = o.flag("capture_segment_heads");
   s.capture_optimizer = o.flag("capture_optimizer");
+  s.stage_times = o.flag("stage_times");
   auto require = [](bool ok, const std::string& key, const std::string& why) {
     if (!ok) throw UserError("option " + key + ": " + why);
   };

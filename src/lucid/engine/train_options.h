@@ -9,6 +9,10 @@ namespace lucid::engine {
 
 config::Options train_options();
 
+// Options that choose how a run executes, not what it computes (stage replay, stage times):
+// checkpoints leave them out, and a resumed run takes them from its own command line.
+bool execution_option(const std::string& key);
+
 struct TrainSettings {
   std::string data, model, device, optimizer, project, name, resume, cache;
   int64_t epochs, imgsz, batch, workers, seed, nbs, close_mosaic, patience, save_period;
@@ -16,6 +20,7 @@ struct TrainSettings {
   double box, cls, dfl, hsv_h, hsv_s, hsv_v, degrees, translate, scale, shear, perspective, flipud, fliplr, mosaic;
   bool cos_lr, overlap_mask, val, amp, deterministic, exist_ok, plots;
   bool capture_network, capture_segment_heads, capture_optimizer;  // stage replay, all off by default
+  bool stage_times;
   std::string freeze;
 
   static TrainSettings from(const config::Options& o);  // validates ranges; errors name the key

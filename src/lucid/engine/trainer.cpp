@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "lucid/data/hsv.h"
@@ -69,12 +70,12 @@ Trainer::Trainer(const config::Options& options, DatasetInfo dataset, std::uniqu
                  Validate validate, const std::string& resume_from)
     : s_(TrainSettings::from(options)), dataset_(std::move(dataset)), train_(std::move(train)),
       validate_(std::move(validate)) {
-  // Where a run lives, and whether its stages are replayed, is not part of what it computes:
-  // checkpoints leave it out, so runs that differ only in those write the same bytes (args.yaml
-  // keeps everything).
+  // Where a run lives, and how its stages execute, is not part of what it computes: checkpoints
+  // leave it out, so runs that differ only in those write the same bytes (args.yaml keeps
+  // everything).
   for (const auto& spec : options.specs())
     if (spec.key != "project" && spec.key != "name" && spec.key != "exist_ok" && spec.key != "resume" &&
-        spec.key.rfind("capture_", 0) != 0)
+        !execution_option(spec.key))
       args_[spec.key] = options.str(spec.key);
   device_ = s_.device.empty() ? (util::cuda_usable() ? torch::Device("cuda:0") : torch::Device(torch::kCPU))
                               : util::parse_device(s_.device);
@@ -206,6 +207,8 @@ ValidationResult Trainer::fit() {
   const replay::ReplayOptions replay_options{s_.capture_network, s_.capture_segment_heads, s_.capture_optimizer};
   if (replay_options.any())
     recorder = std::make_unique<replay::StageRecorder>(*model_, *optimizer_, replay_options, replay::Backend::CudaGraph);
+  std::optional<util::StageClock> stage_clock;
+  if (s_.stage_times) stage_clock.emplace(device_.is_cuda());
   for (int64_t epoch = state_.epoch; epoch < s_.epochs; ++epoch) {
     sched.begin_epoch(*optimizer_, epoch);
     const bool mosaic = s_.mosaic > 0 && !(s_.close_mosaic > 0 && epoch >= s_.epochs - s_.close_mosaic);
@@ -356,6 +359,11 @@ ValidationResult Trainer::fit() {
   report.metrics = val.metrics;
   report.losses = val.losses;
   report.replay = replay_summary_;
+  if (stage_clock) {
+    report.stage_times = stage_clock->summary();
+    stage_clock.reset();
+    std::printf("%s", util::StageClock::table(report.stage_times).c_str());
+  }
   write_fit_report((run_dir_ / kFitReportFile).string(), make_fit_report(report));
   std::printf("complete fit: %.3f s (from before data, model and trainer construction)\n", report.fit_seconds);
   const double secs = std::chrono::duration<double>(fit_end - start).count();
