@@ -1,6 +1,7 @@
 """fit_report.json: every digest is recomputed here from the fit's own files (the last checkpoint,
 step_losses.f32, the report's own values), two runs with the same seed write identical reports
-except for the time and memory fields, and a different seed changes the digests."""
+except for the time and memory fields (also when one renders its augmented images with the tensor
+form, gpu_augment=True), and a different seed changes the digests."""
 import hashlib
 import json
 import os
@@ -67,6 +68,7 @@ def main():
         a = train(env, project, "a")
         b = train(env, project, "b")
         c = train(env, project, "c", ["seed=1"])
+        d = train(env, project, "d", ["gpu_augment=True"])
 
         missing = [f for f in FIELDS if f not in a] + [h for h in HASHES if h not in a["sha256"]]
         if missing:
@@ -92,6 +94,11 @@ def main():
                             str({k: (a[k], b[k]) for k in a if k not in MEASURED and a[k] != b[k]}))
         else:
             print("same seed twice: identical reports apart from time and memory")
+        if same(a) != same(d):
+            failures.append("gpu_augment=True changed the report: " +
+                            str({k: (a[k], d[k]) for k in a if k not in MEASURED and a[k] != d[k]}))
+        else:
+            print("gpu_augment=True: identical report")
         changed = [k for k in ("model", "optimizer", "ema", "step_losses") if a["sha256"][k] == c["sha256"][k]]
         if changed:
             failures.append(f"seed=1 left these digests unchanged: {changed}")

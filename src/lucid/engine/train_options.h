@@ -15,6 +15,7 @@ struct TrainSettings {
   double lr0, lrf, momentum, weight_decay, warmup_epochs, warmup_momentum, warmup_bias_lr;
   double box, cls, dfl, hsv_h, hsv_s, hsv_v, degrees, translate, scale, shear, perspective, flipud, fliplr, mosaic;
   bool cos_lr, overlap_mask, val, amp, deterministic, exist_ok, plots;
+  bool gpu_augment;  // training pixels rendered on the device (data::render_batch)
   bool capture_network, capture_segment_heads, capture_optimizer;  // stage replay, all off by default
   std::string freeze;
 
