@@ -727,6 +727,7 @@ TEST(DeviceAugment, RenderEqualsAugmentSample) {
     EXPECT_GT(flips_lr, 0);
     const auto got = render_batch(images, plans);
     ASSERT_EQ(got.sizes(), (torch::IntArrayRef{24, 3, c.imgsz, c.imgsz}));
+    EXPECT_TRUE(got.is_contiguous());
     EXPECT_EQ(got.ne(torch::stack(want)).sum().item<int64_t>(), 0) << c.name;
   }
 }

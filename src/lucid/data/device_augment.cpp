@@ -1,6 +1,7 @@
 #include "lucid/data/device_augment.h"
 
 #include <algorithm>
+#include <bit>
 #include <stdexcept>
 #include <string>
 
@@ -73,12 +74,16 @@ struct Tables {
   int64_t lx = 0, ly = 0;
 };
 
+// A pixel's RGBX int32 read back as its bytes R, G, B (little-endian: the low byte first).
+static_assert(std::endian::native == std::endian::little);
+
 Tensor f64(const Tensor& t) { return t.to(torch::kDouble); }
 
-// warp.cpp's single-precision fused multiply-add a * b + c: the product is exact in double, so
-// c + a * b in double (addcmul: one rounding, fused or not) rounded to single.
+// warp.cpp's single-precision fused multiply-add a * b + c (a, b single precision or small integers):
+// the product is exact in double, so c + a * b in double (addcmul: one rounding, fused or not),
+// rounded to single. `a` is double, so the kernel casts the other operands as it reads them.
 Tensor fma32(const Tensor& a, const Tensor& b, const Tensor& c) {
-  return torch::addcmul(f64(c), f64(a), f64(b)).to(torch::kFloat);
+  return torch::addcmul(c, a, b).to(torch::kFloat);
 }
 
 // The source cell of each position s (float) along an axis of `size` pixels: the index of its left
@@ -88,7 +93,7 @@ std::pair<Tensor, Tensor> cell(Tensor s, const Tensor& size) {
   const auto inside = (s >= -1) & (s < size);
   s = torch::where(inside, s, -2.f);
   auto k = s.floor();
-  return {k.to(torch::kLong), s - k};
+  return {k.to(torch::kInt), s - k};
 }
 
 void check_plans(const DeviceImages& images, const std::vector<PixelPlan>& plans) {
@@ -155,6 +160,7 @@ Tensor render_batch(const DeviceImages& images, const std::vector<PixelPlan>& pl
   const auto tables = make_tables(images, plans);
   auto column = [&](int k) { return tables.samples.select(1, k).view({B, 1, 1}); };
   auto m = [&](int k) { return column(kMap + k).to(torch::kFloat); };
+  auto m64 = [&](int k) { return column(kMap + k); };  // the same values, in double
   auto flag = [&](int k) { return column(k).ne(0); };
   const auto lopts = torch::TensorOptions().dtype(torch::kLong).device(dev);
 
@@ -170,19 +176,19 @@ Tensor render_batch(const DeviceImages& images, const std::vector<PixelPlan>& pl
   Tensor sx, sy;
   if (any_affine) {
     const auto ry_x = fy * m(1), ry_y = fy * m(4);  // products rounded before the additions
-    sx = fma32(m(0), fx, ry_x + m(2));
-    sy = fma32(m(3), fx, ry_y + m(5));
+    sx = fma32(m64(0), fx, ry_x + m(2));
+    sy = fma32(m64(3), fx, ry_y + m(5));
     const int64_t vec_end = (W / detail::kWarpLanes) * detail::kWarpLanes;
     if (vec_end < W) {  // OpenCV's scalar tail of each row
       const auto tail = xp >= vec_end;
-      sx = torch::where(tail, fma32(fx, m(0), ry_x) + m(2), sx);
-      sy = torch::where(tail, fma32(fx, m(3), ry_y) + m(5), sy);
+      sx = torch::where(tail, fma32(m64(0), fx, ry_x) + m(2), sx);
+      sy = torch::where(tail, fma32(m64(3), fx, ry_y) + m(5), sy);
     }
   }
   if (any_perspective) {
-    const auto w = fma32(m(6), fx, fy * m(7) + m(8));
-    const auto px = (f64(fma32(m(0), fx, fy * m(1) + m(2))) / f64(w)).to(torch::kFloat);
-    const auto py = (f64(fma32(m(3), fx, fy * m(4) + m(5))) / f64(w)).to(torch::kFloat);
+    const auto w = f64(fma32(m64(6), fx, fy * m(7) + m(8)));  // a float quotient, correctly rounded via double
+    const auto px = (f64(fma32(m64(0), fx, fy * m(1) + m(2))) / w).to(torch::kFloat);
+    const auto py = (f64(fma32(m64(3), fx, fy * m(4) + m(5))) / w).to(torch::kFloat);
     const auto persp = flag(kPerspective);
     sx = any_affine ? torch::where(persp, px, sx) : px;
     sy = any_affine ? torch::where(persp, py, sy) : py;
@@ -190,28 +196,32 @@ Tensor render_batch(const DeviceImages& images, const std::vector<PixelPlan>& pl
   const auto [ix, ax] = cell(sx, column(kCanvasW).to(torch::kFloat));
   const auto [iy, ay] = cell(sy, column(kCanvasH).to(torch::kFloat));
 
-  // The four neighbours (ix + dx, iy + dy): their quadrant bits and their entries in the axis tables.
-  const auto b = torch::arange(B, lopts).view({B, 1, 1});
-  const auto xc = column(kXc).to(torch::kLong), yc = column(kYc).to(torch::kLong);
+  // The four neighbours (ix + dx, iy + dy): their quadrant bits and their entries in the axis tables
+  // (32-bit: the tables are small).
+  const auto b = torch::arange(B, lopts.dtype(torch::kInt)).view({B, 1, 1});
+  const auto xc = column(kXc).to(torch::kInt), yc = column(kYc).to(torch::kInt);
   const Tensor qx[2] = {ix >= xc, ix >= xc - 1}, qy[2] = {iy >= yc, iy >= yc - 1};
   const int64_t lx = tables.lx, ly = tables.ly, rows = B * 2 * lx;
   const auto cx0 = ix + (b * (2 * lx) + 2), cy0 = iy + (b * (2 * ly) + 2 + rows);
   const Tensor col_at[2][2] = {{cx0, cx0 + lx}, {cx0 + 1, cx0 + (1 + lx)}};  // [dx][qy]
   const Tensor row_at[2][2] = {{cy0, cy0 + ly}, {cy0 + 1, cy0 + (1 + ly)}};  // [dy][qx]
   const int32_t pad = plans[0].pad_value * (1 + (1 << 8) + (1 << 16));
-  const auto shifts = (torch::arange(3, lopts.dtype(torch::kInt32)) * 8).view({1, 3, 1, 1});  // made on the device
+  auto lookup = [&](const Tensor& at) { return tables.axes.index_select(0, at.reshape({-1})).view({B, H, W}); };
   auto read = [&](int dx, int dy) {
-    const auto index = tables.axes.take(torch::where(qy[dy], col_at[dx][1], col_at[dx][0])) +
-                       tables.axes.take(torch::where(qx[dx], row_at[dy][1], row_at[dy][0]));
+    const auto index = lookup(torch::where(qy[dy], col_at[dx][1], col_at[dx][0])) +
+                       lookup(torch::where(qx[dx], row_at[dy][1], row_at[dy][0]));
     const auto rgbx = torch::where(index >= 0, images.pixels().take(index.clamp_min(0)), pad);
-    return rgbx.unsqueeze(1).bitwise_right_shift(shifts).bitwise_and(255);  // (B, 3, H, W) int32
+    return rgbx.view(torch::kUInt8).view({B, H, W, 4}).permute({0, 3, 1, 2}).narrow(1, 0, 3);  // (B, 3, H, W) view
   };
   const auto p00 = read(0, 0), p01 = read(1, 0), p10 = read(0, 1), p11 = read(1, 1);
 
-  // Bilinear blend as warp.cpp: along x, then y, rounded half to even.
-  const auto axc = ax.unsqueeze(1), ayc = ay.unsqueeze(1);
-  const auto v0 = fma32(axc, p01 - p00, p00), v1 = fma32(axc, p11 - p10, p10);
-  return fma32(ayc, v1 - v0, v0).round().clamp(0, 255).to(torch::kUInt8);
+  // Bilinear blend as warp.cpp: along x, then y, rounded half to even. Convex combinations of bytes,
+  // so always within [0, 255].
+  const auto axc = f64(ax).unsqueeze(1), ayc = f64(ay).unsqueeze(1);
+  auto diff = [](const Tensor& a, const Tensor& b) { return a.to(torch::kShort) - b; };
+  const auto v0 = fma32(axc, diff(p01, p00), p00), v1 = fma32(axc, diff(p11, p10), p10);
+  // The byte views make the blend channels-last; the batch is (B, 3, H, W) contiguous, as the CPU's.
+  return fma32(ayc, v1 - v0, v0).round().to(torch::kUInt8).contiguous();
 }
 
 }  // namespace lucid::data

@@ -6,7 +6,7 @@
 // Every output pixel is computed on its own, without a mosaic canvas: its position before the
 // flips, its source position on the canvas through the inverse map, the four neighbours of its
 // bilinear cell, each read from the tile of its canvas quadrant (pad 114 outside every tile and
-// outside the canvas), and the blend; a batch is a fixed sequence of about 100 elementwise and gather
+// outside the canvas), and the blend; a batch is a fixed sequence of about 80 elementwise and gather
 // operations over all its pixels, whatever B. The arithmetic is warp.cpp's reproduction of OpenCV's:
 // inverse map in single precision, products and sums rounded to single where OpenCV rounds them,
 // single-precision fused multiply-adds emulated as warp.cpp emulates them (an exact double product,
