@@ -5,8 +5,12 @@
 // ../shared/bench; prepared in RAM, the preparation (decode + resize) timed with 1 thread and with
 // all), or synthetic prepared images shaped like COCO's (long side 640, 4:3 and 3:4, 1-13 polygon
 // instances of 20-80 vertices). Also a single-thread breakdown per stage and device HSV per batch.
+// --pixels device: the gpu_augment path; workers make instances, masks and pixel plans, the images
+// are rendered on --device from the prepared set uploaded there (render_batch; rates include it,
+// the device synchronised before the clock stops), and the first batches are compared with the CPU
+// path's bytes.
 //   bench_loader [--data DATA.yaml] [--images N] [--batch B] [--batches K] [--imgsz S]
-//                [--workers 1,2,4] [--reps R] [--device cpu|cuda]
+//                [--workers 1,2,4] [--reps R] [--device cpu|cuda] [--pixels cpu|device]
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -18,6 +22,7 @@
 
 #include "lucid/data/augment.h"
 #include "lucid/data/dataset.h"
+#include "lucid/data/device_augment.h"
 #include "lucid/engine/training_data.h"
 #include "lucid/data/hsv.h"
 #include "lucid/data/loader.h"
@@ -106,7 +111,7 @@ std::vector<int> parse_list(const std::string& s) {
 
 int main(int argc, char** argv) {
   int n_images = 64, batch = 16, batches = 12, imgsz = 640, reps = 3;
-  std::string data;
+  std::string data, pixels = "cpu";
   std::vector<int> workers = {1, 2, 4};
   std::string device = lucid::util::cuda_usable() ? "cuda" : "cpu";
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -119,6 +124,7 @@ int main(int argc, char** argv) {
     else if (k == "--device") device = v;
     else if (k == "--reps") reps = std::stoi(v);
     else if (k == "--data") data = v;
+    else if (k == "--pixels") pixels = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -151,6 +157,23 @@ int main(int argc, char** argv) {
     std::printf("dataset %s: %d training images, imgsz %d, batch %d, %u hardware threads\n", data.c_str(), n_images,
                 imgsz, batch, std::thread::hardware_concurrency());
     for (int i = 0; i < std::min(n_images, 64); ++i) images.push_back(source(i));
+  }
+
+  if (pixels != "cpu" && pixels != "device") {
+    std::fprintf(stderr, "--pixels: expected cpu or device\n");
+    return 2;
+  }
+  const torch::Device dev(device);
+  auto sync = [&] {
+    if (dev.is_cuda()) torch::cuda::synchronize();
+  };
+  std::shared_ptr<const DeviceImages> device_images;
+  if (pixels == "device") {
+    const auto t0 = Clock::now();
+    device_images = std::make_shared<const DeviceImages>(source, n_images, dev);
+    sync();
+    std::printf("pixels on %s: %d prepared images uploaded, %.1f MiB of device memory, %.3f s\n", device.c_str(),
+                n_images, double(device_images->bytes()) / (1024.0 * 1024.0), seconds(t0, Clock::now()));
   }
 
   // Single-thread breakdown.
@@ -189,6 +212,16 @@ int main(int argc, char** argv) {
                 "(%.1f instances/image)\n",
                 1e3 * t_load_mosaic / reps, 1e3 * t_persp / reps, 1e3 * t_masks / reps, 1e3 * t_total / reps,
                 double(instances) / reps);
+    if (device_images) {  // what a worker does per image on the device path
+      const double t0 = thread_cpu();
+      for (int r = 0; r < reps; ++r) {
+        PixelPlan plan;
+        auto s = plan_sample(source, n_images, r % n_images, o, 3, 0, plan);
+        (void)make_mask_targets(s.instances, imgsz, imgsz, 4, true);
+      }
+      std::printf("single thread CPU time per image without pixels (plan_sample + masks): %.2f ms\n",
+                  1e3 * (thread_cpu() - t0) / reps);
+    }
   }
 
   for (int nw : workers) {
@@ -200,6 +233,7 @@ int main(int argc, char** argv) {
       o.batch = batch;
       o.workers = nw;
       o.seed = uint64_t(rep);
+      o.device_images = device_images;
       Loader loader(source, o);
       loader.start_epoch(0);
       (void)loader.next();  // warm-up: first batch
@@ -216,6 +250,7 @@ int main(int argc, char** argv) {
           ++got;
         }
       }
+      sync();  // rendering on a device is asynchronous
       rates.push_back(double(count) / seconds(t0, Clock::now()));
       cpu_ms.push_back(1e3 * (process_cpu() - c0) / double(count));
     }
@@ -226,9 +261,44 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
 
+  if (device_images) {
+    // The device path's bytes against the CPU path's on the first batches, and the rendering alone.
+    LoaderOptions o;
+    o.dataset_size = n_images;
+    o.imgsz = imgsz;
+    o.batch = batch;
+    o.workers = 2;
+    Loader cpu(source, o);
+    o.device_images = device_images;
+    Loader dev_loader(source, o);
+    cpu.start_epoch(0);
+    dev_loader.start_epoch(0);
+    int64_t differing = 0, total = 0;
+    std::vector<PixelPlan> plans;
+    for (int k = 0; k < 4; ++k) {
+      auto a = cpu.next(), b = dev_loader.next();
+      if (!a || !b) break;
+      differing += a->images.ne(b->images.cpu()).sum().item<int64_t>();
+      total += a->images.numel();
+      plans = b->pixel_plans;
+    }
+    std::printf("device pixels against the CPU path: %lld of %lld bytes differ\n", (long long)differing,
+                (long long)total);
+    auto out = render_batch(*device_images, plans);  // warm-up
+    sync();
+    const int reps = dev.is_cuda() ? 50 : 3;
+    auto t0 = Clock::now();
+    for (int r = 0; r < reps; ++r) out = render_batch(*device_images, plans);
+    sync();
+    std::printf("render_batch on %s: %.2f ms per batch of %zu\n", device.c_str(),
+                1e3 * seconds(t0, Clock::now()) / reps, plans.size());
+    if (dev.is_cuda())  // the prepared set plus the largest rendering's temporaries
+      std::printf("peak device memory allocated so far: %.1f MiB\n",
+                  lucid::util::cuda_memory(dev.index() < 0 ? 0 : dev.index()).peak_allocated_mib);
+  }
+
   // HSV on a batch.
   {
-    const torch::Device dev(device);
     auto imgs = torch::randint(0, 256, {batch, 3, imgsz, imgsz}, torch::kUInt8).to(dev);
     auto gains = (torch::rand({batch, 3}, torch::kDouble) * 2 - 1) * torch::tensor({0.015, 0.7, 0.4}, torch::kDouble);
     auto out = hsv_augment(imgs, gains);  // warm-up

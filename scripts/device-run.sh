@@ -3,7 +3,8 @@
 # tests labelled gpu and the named benchmarks, and write logs into OUT_DIR.
 #   scripts/device-run.sh OUT_DIR [bench ...]
 # bench names: model_step, loader (the 512-image reference workload, built under $LUCID_WORKLOAD,
-# default /tmp/lucid-workload, from ../shared/bench; 1-16 workers, median of 5 runs), fit (the
+# default /tmp/lucid-workload, from ../shared/bench; 1-16 workers, median of 5 runs), loader_gpu
+# (the same with the images rendered on the GPU, gpu_augment's path: 1-16 workers), fit (the
 # reference workload fit, native), fit_replay (the same with every stage recording on), pairs,
 # pairs16, stages (the workload fit native and replayed with stage_times=True), trace (Nsight
 # Systems NVTX summary of a short replay fit, where nsys exists); default:
@@ -59,10 +60,12 @@ pairs() {  # pairs NAME lucid-train-options...: the pair benchmark on the refere
 for b in "${benches[@]}"; do
   case "$b" in
     model_step) "$LUCID_BUILD_DIR/bench/bench_model_step" batch=4,16 imgsz=640 steps=50 warmup=15 > "$out/bench-model_step.log" 2>&1 || status=1 ;;
-    loader) work=${LUCID_WORKLOAD:-/tmp/lucid-workload}
+    loader|loader_gpu)
+            work=${LUCID_WORKLOAD:-/tmp/lucid-workload}
             [ -f "$work/data.yaml" ] || bash "${LUCID_SHARED:-$root/shared}/bench/make-workload.sh" "$work" > /dev/null
-            "$LUCID_BUILD_DIR/bench/bench_loader" --data "$work/data.yaml" --workers 1,2,4,8,12,16 --batches 96 \
-              --reps 5 > "$out/bench-loader.log" 2>&1 || status=1 ;;
+            if [ "$b" = loader ]; then args=(--workers 1,2,4,8,12,16); else args=(--workers 1,2,4,8,16 --pixels device --device cuda); fi
+            "$LUCID_BUILD_DIR/bench/bench_loader" --data "$work/data.yaml" "${args[@]}" --batches 96 \
+              --reps 5 > "$out/bench-$b.log" 2>&1 || status=1 ;;
     fit) LUCID_SHARED=${LUCID_SHARED:-$root/shared} "$root/bench/fit_workload.sh" "$LUCID_BUILD_DIR/lucid" \
            /tmp/lucid-workload "$out/fit" "${LUCID_FIT_RUNS:-2}" > "$out/bench-fit.log" 2>&1 || status=1 ;;
     fit_replay) LUCID_SHARED=${LUCID_SHARED:-$root/shared} LUCID_RUNS=/tmp/lucid-fit-replay \

@@ -1,10 +1,12 @@
-// Device HSV: the CUDA tensor form gives the same bytes as the CPU per-pixel form, without a host
-// synchronisation; and a loader batch (pinned when CUDA is usable) goes through it on the device.
+// Device HSV and device pixels: the CUDA tensor forms give the same bytes as the CPU forms, without a
+// host synchronisation; loader batches (pinned when CUDA is usable) go through them on the device.
 #include <c10/cuda/CUDAFunctions.h>
 #include <gtest/gtest.h>
 
+#include "pixel_cases.h"
 #include "sync_counter.h"
 
+#include "lucid/data/device_augment.h"
 #include "lucid/data/hsv.h"
 #include "lucid/data/loader.h"
 
@@ -13,7 +15,25 @@ using torch::Tensor;
 
 namespace {
 
-using lucid::test_support::SyncCounter;
+using lucid::test_support::count_syncs;
+using lucid::test_support::PixelCase;
+
+// Prepared images at training size (long side 640, landscape, portrait and square) of random bytes,
+// each with one polygon instance.
+SampleSource training_size_source() {
+  torch::manual_seed(1);
+  auto samples = std::make_shared<std::vector<Sample>>();
+  const int sizes[][2] = {{480, 640}, {640, 480}, {640, 640}, {427, 640}, {640, 512}, {360, 640}};
+  for (const auto& hw : sizes) {
+    Sample s;
+    s.image = torch::randint(0, 256, {hw[0], hw[1], 3}, torch::kUInt8);
+    s.orig_height = hw[0];
+    s.orig_width = hw[1];
+    s.instances.push_back(1, {100, 100, 300, 120, 250, 300, 90, 280}, {90, 100, 300, 300});
+    samples->push_back(std::move(s));
+  }
+  return [samples](int64_t i) { return samples->at(size_t(i)); };
+}
 
 }  // namespace
 
@@ -25,15 +45,8 @@ TEST(HsvGpu, SameBytesAsCpuWithoutSync) {
     auto cpu = hsv_augment(imgs, gains);
     EXPECT_TRUE(torch::equal(cpu, hsv_augment_ops(imgs, gains))) << w;
     auto dev = imgs.to(torch::kCUDA);
-    SyncCounter counter;
     Tensor out;
-    {
-      c10::WarningUtils::WarningHandlerGuard guard(&counter);
-      c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN);
-      out = hsv_augment(dev, gains);
-      c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);
-    }
-    EXPECT_EQ(counter.count, 0) << w;
+    EXPECT_EQ(count_syncs([&] { out = hsv_augment(dev, gains); }), 0) << w;
     EXPECT_TRUE(out.is_cuda());
     EXPECT_TRUE(torch::equal(out.cpu(), cpu)) << w;
   }
@@ -63,4 +76,65 @@ TEST(LoaderGpu, PinnedBatchThroughDeviceHsv) {
   auto dev = b->images.to(torch::kCUDA, /*non_blocking=*/true);
   auto out = hsv_augment(dev, b->hsv_gains);
   EXPECT_TRUE(torch::equal(out.cpu(), hsv_augment(b->images, b->hsv_gains)));
+}
+
+// render_batch on CUDA equals the CPU path's images (augment_sample) byte for byte, without a host
+// synchronisation: at 640 with the default mosaic and affine map, with rotation, shear and
+// perspective, and without mosaic at a width with OpenCV's scalar row tail (600 = 37 * 16 + 8).
+TEST(DeviceAugmentGpu, SameBytesAsCpuWithoutSync) {
+  const auto source = training_size_source();
+  const DeviceImages on_cuda(source, 6, torch::kCUDA), on_cpu(source, 6, torch::kCPU);
+  EXPECT_TRUE(on_cuda.device().is_cuda());
+  EXPECT_EQ(on_cuda.bytes(), on_cpu.bytes());
+  const PixelCase cases[] = {{"default", 1, 0, 0, 0, 640}, {"rotated perspective", 1, 10, 2, 5e-4, 640},
+                             {"single tail", 0, 0, 0, 0, 600}};
+  for (const auto& c : cases) {
+    const auto o = c.options();
+    std::vector<PixelPlan> plans;
+    std::vector<Tensor> want;
+    for (int64_t k = 0; k < 8; ++k) {
+      PixelPlan plan;
+      plan_sample(source, 6, k % 6, o, 9, k / 6, plan);
+      plans.push_back(plan);
+      want.push_back(augment_sample(source, 6, k % 6, o, 9, k / 6).image.permute({2, 0, 1}));
+    }
+    (void)render_batch(on_cuda, plans);  // warm-up
+    Tensor out;
+    EXPECT_EQ(count_syncs([&] { out = render_batch(on_cuda, plans); }), 0) << c.name;
+    ASSERT_TRUE(out.is_cuda());
+    const auto expected = torch::stack(want);
+    EXPECT_EQ(out.cpu().ne(expected).sum().item<int64_t>(), 0) << c.name;
+    EXPECT_TRUE(torch::equal(render_batch(on_cpu, plans), expected)) << c.name;
+  }
+}
+
+// A loader with device pixels on CUDA hands over images on the device and every byte of the CPU
+// loader's batches, with several workers.
+TEST(LoaderGpu, DevicePixelsOnCuda) {
+  const auto source = training_size_source();
+  LoaderOptions o;
+  o.dataset_size = 6;
+  o.imgsz = 320;
+  o.batch = 4;
+  o.workers = 3;
+  o.seed = 4;
+  auto with = o;
+  with.device_images = std::make_shared<const DeviceImages>(source, 6, torch::kCUDA);
+  Loader device(source, with), cpu(source, o);
+  for (int64_t epoch : {0, 1}) {
+    device.start_epoch(epoch);
+    cpu.start_epoch(epoch);
+    while (auto a = device.next()) {
+      auto b = cpu.next();
+      ASSERT_TRUE(b.has_value());
+      EXPECT_TRUE(a->images.is_cuda());
+      EXPECT_TRUE(a->targets.masks.is_pinned());
+      EXPECT_TRUE(torch::equal(a->images.cpu(), b->images));
+      EXPECT_TRUE(torch::equal(a->hsv_gains, b->hsv_gains));
+      EXPECT_TRUE(torch::equal(a->targets.bboxes, b->targets.bboxes));
+      EXPECT_TRUE(torch::equal(a->targets.masks, b->targets.masks));
+      EXPECT_TRUE(torch::equal(a->targets.sem_masks, b->targets.sem_masks));
+    }
+    EXPECT_FALSE(cpu.next().has_value());
+  }
 }

@@ -1,7 +1,8 @@
 """fit_report.json: every digest is recomputed here from the fit's own files (the last checkpoint,
 step_losses.f32, the report's own values), two runs with the same seed write identical reports
 except for the time and memory fields (and the stage times the second one asks for, which leave its
-checkpoint bytes unchanged), and a different seed changes the digests."""
+checkpoint bytes unchanged; also when one renders its augmented images with the tensor form,
+gpu_augment=True), and a different seed changes the digests."""
 import hashlib
 import json
 import os
@@ -65,6 +66,7 @@ def main():
         a = train(env, project, "a")
         b = train(env, project, "b", ["stage_times=True"])
         c = train(env, project, "c", ["seed=1"])
+        d = train(env, project, "d", ["gpu_augment=True"])
 
         missing = [f for f in FIELDS if f not in a] + [h for h in HASHES if h not in a["sha256"]]
         if missing:
@@ -97,14 +99,20 @@ def main():
             failures.append(f"stage_times (calls, expected) {wrong}; report {st}")
         else:
             print("stage_times:", {k: round(v["host_ms"], 1) for k, v in st.items()})
-        if digest(project / "a" / "weights" / "last.safetensors") != digest(project / "b" / "weights" / "last.safetensors"):
-            failures.append("stage_times=True changed the checkpoint bytes")
+        for run, option in (("b", "stage_times=True"), ("d", "gpu_augment=True")):
+            if digest(project / "a" / "weights" / "last.safetensors") != digest(project / run / "weights" / "last.safetensors"):
+                failures.append(f"{option} changed the checkpoint bytes")
         same = lambda r: {k: v for k, v in r.items() if k not in MEASURED}
         if same(a) != same(b):
             failures.append("two runs with the same seed wrote different reports: " +
                             str({k: (a[k], b[k]) for k in a if k not in MEASURED and a[k] != b[k]}))
         else:
             print("same seed twice: identical reports apart from time and memory")
+        if same(a) != same(d):
+            failures.append("gpu_augment=True changed the report: " +
+                            str({k: (a[k], d[k]) for k in a if k not in MEASURED and a[k] != d[k]}))
+        else:
+            print("gpu_augment=True: identical report")
         changed = [k for k in ("model", "optimizer", "ema", "step_losses") if a["sha256"][k] == c["sha256"][k]]
         if changed:
             failures.append(f"seed=1 left these digests unchanged: {changed}")

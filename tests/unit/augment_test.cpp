@@ -8,11 +8,13 @@
 #include <set>
 
 #include "lucid/data/augment.h"
+#include "lucid/data/device_augment.h"
 #include "lucid/data/hsv.h"
 #include "lucid/data/loader.h"
 #include "lucid/data/masks.h"
 #include "lucid/data/polygon.h"
 #include "lucid/data/warp.h"
+#include "pixel_cases.h"
 
 using namespace lucid::data;
 using torch::Tensor;
@@ -689,4 +691,100 @@ TEST(Loader, ValidationRectBatches) {
     ++k;
   }
   EXPECT_EQ(k, 4);
+}
+
+// ---- Device pixels (the tensor form of the pixel work, here on the CPU) ------------------------------
+
+// render_batch gives augment_sample's image bytes, and plan_sample its instances: mosaic on and off,
+// maps without and with rotation and shear (the CPU's separable and per-pixel warps), perspective,
+// both flips, and an output width with OpenCV's scalar row tail (60 = 3 * 16 + 12).
+TEST(DeviceAugment, RenderEqualsAugmentSample) {
+  const int64_t n = 10;
+  const DeviceImages images(synthetic, n, torch::kCPU);
+  const lucid::test_support::PixelCase cases[] = {
+      {"mosaic", 1, 0, 0, 0, 64},         {"mosaic rotated", 1, 10, 5, 0, 64},       {"single", 0, 0, 0, 0, 64},
+      {"single rotated", 0, 30, 10, 0, 64}, {"mosaic perspective", 1, 5, 0, 1e-3, 64}, {"single perspective", 0, 0, 0, 2e-3, 64},
+      {"tail mosaic", 1, 10, 0, 0, 60},   {"tail single", 0, 0, 0, 0, 60}};
+  for (const auto& c : cases) {
+    const auto o = c.options(/*polygon_points=*/50);
+    std::vector<PixelPlan> plans;
+    std::vector<Tensor> want;
+    int flips_ud = 0, flips_lr = 0;
+    for (int64_t k = 0; k < 24; ++k) {
+      PixelPlan plan;
+      const Sample planned = plan_sample(synthetic, n, k % n, o, 3, k / n, plan);
+      const Sample full = augment_sample(synthetic, n, k % n, o, 3, k / n);
+      EXPECT_FALSE(planned.image.defined());
+      EXPECT_EQ(planned.instances.boxes, full.instances.boxes) << c.name << " " << k;
+      EXPECT_EQ(planned.instances.polygons, full.instances.polygons) << c.name << " " << k;
+      EXPECT_EQ(plan.tile_count, c.mosaic ? 4 : 1);
+      flips_ud += plan.flip_ud;
+      flips_lr += plan.flip_lr;
+      plans.push_back(plan);
+      want.push_back(full.image.permute({2, 0, 1}));
+    }
+    EXPECT_GT(flips_ud, 0);
+    EXPECT_GT(flips_lr, 0);
+    const auto got = render_batch(images, plans);
+    ASSERT_EQ(got.sizes(), (torch::IntArrayRef{24, 3, c.imgsz, c.imgsz}));
+    EXPECT_TRUE(got.is_contiguous());
+    EXPECT_EQ(got.ne(torch::stack(want)).sum().item<int64_t>(), 0) << c.name;
+  }
+}
+
+// The identity map at the image's size, which random_perspective does not warp at all, renders the
+// image itself; plans the images cannot satisfy are refused.
+TEST(DeviceAugment, IdentityAndBadPlans) {
+  auto square = [](int64_t i) {
+    Sample s;
+    s.image = tagged_image(64, 64, int(i));
+    return s;
+  };
+  const DeviceImages images(square, 3, torch::kCPU);
+  AugmentOptions o;
+  o.imgsz = 64;
+  o.mosaic = 0;
+  o.translate = o.scale = 0;
+  o.fliplr = 0;
+  PixelPlan plan;
+  plan_sample(square, 3, 2, o, 1, 0, plan);
+  EXPECT_EQ(plan.M, (Matrix3{1, 0, 0, 0, 1, 0, 0, 0, 1}));
+  EXPECT_TRUE(torch::equal(render_batch(images, {plan})[0], tagged_image(64, 64, 2).permute({2, 0, 1})));
+  auto bad = plan;
+  bad.tiles[0].index = 3;
+  EXPECT_THROW(render_batch(images, {bad}), std::invalid_argument);
+  bad = plan;
+  bad.tiles[0].src_x = 1;
+  EXPECT_THROW(render_batch(images, {bad}), std::invalid_argument);
+  bad = plan;
+  bad.out_w = 32;
+  EXPECT_THROW(render_batch(images, {plan, bad}), std::invalid_argument);
+}
+
+// A loader with device pixels (on the CPU here) hands over the CPU loader's batches byte for byte,
+// with any number of workers and after close_mosaic; a store without every image is refused.
+TEST(Loader, DevicePixelsSameBytes) {
+  const auto images = std::make_shared<const DeviceImages>(synthetic, 10, torch::kCPU);
+  for (int workers : {0, 3}) {
+    auto o = small_options(workers);
+    o.device_images = images;
+    Loader device(synthetic, o), cpu(synthetic, small_options(workers));
+    auto a = run_epochs(device, 2), b = run_epochs(cpu, 2);
+    device.set_mosaic(false);
+    cpu.set_mosaic(false);
+    for (auto& x : run_epochs(device, 1)) a.push_back(std::move(x));
+    for (auto& x : run_epochs(cpu, 1)) b.push_back(std::move(x));
+    ASSERT_EQ(a.size(), 9u);
+    ASSERT_EQ(b.size(), 9u);
+    for (size_t k = 0; k < a.size(); ++k) {
+      expect_same_batch(a[k], b[k]);
+      EXPECT_EQ(a[k].orig_sizes, b[k].orig_sizes);
+      ASSERT_EQ(int64_t(a[k].pixel_plans.size()), a[k].size());
+      EXPECT_EQ(a[k].pixel_plans[0].tile_count, k < 6 ? 4 : 1);
+      EXPECT_TRUE(b[k].pixel_plans.empty());
+    }
+  }
+  auto o = small_options(0);
+  o.device_images = std::make_shared<const DeviceImages>(synthetic, 4, torch::kCPU);
+  EXPECT_THROW(Loader(synthetic, o), std::invalid_argument);
 }

@@ -104,7 +104,7 @@ class PlottedTrainBatches : public engine::BatchSource {
         const auto& t = b->targets;
         const int64_t bs = b->images.size(0), h = b->images.size(2), w = b->images.size(3);
         auto labels = plot::target_instances(t.batch_idx, t.cls, t.bboxes, t.masks, bs, h, w, overlap_mask_);
-        plot::plot_image_grid(b->images, labels, {}, names_,
+        plot::plot_image_grid(b->images.cpu(), labels, {}, names_,
                               (fs::path(run_dir_) / ("train_batch" + std::to_string(number_) + ".jpg")).string());
       } else {
         plot::skip_warning();
@@ -160,8 +160,12 @@ int train_command(const std::vector<std::string>& args) {
   auto train = engine::prepare_split(*train_split, static_cast<int>(settings.imgsz), disk, 0);
   auto val = engine::prepare_split(*val_split, static_cast<int>(settings.imgsz), disk, 0);
 
-  auto train_source = std::make_unique<engine::LoaderSource>(engine::make_sample_source(train),
-                                                             loader_options(settings, train.size(), true));
+  torch::Device device = settings.device.empty() ? (util::cuda_usable() ? torch::Device("cuda:0") : torch::Device(torch::kCPU))
+                                                 : util::parse_device(settings.device);
+  auto train_samples = engine::make_sample_source(train);
+  auto train_opts = loader_options(settings, train.size(), true);
+  if (settings.gpu_augment) train_opts.device_images = engine::upload_prepared(train_samples, train.size(), device);
+  auto train_source = std::make_unique<engine::LoaderSource>(train_samples, train_opts);
   auto plotted = std::make_unique<PlottedTrainBatches>(std::move(train_source), "", index.names, settings.overlap_mask);
   auto* plotted_batches = settings.plots ? plotted.get() : nullptr;
   auto val_opts = loader_options(settings, val.size(), false);
@@ -173,8 +177,6 @@ int train_command(const std::vector<std::string>& args) {
   vo.overlap_mask = settings.overlap_mask;
   vo.amp = settings.amp;
   auto validator = std::make_shared<engine::Validator>(vo);
-  torch::Device device = settings.device.empty() ? (util::cuda_usable() ? torch::Device("cuda:0") : torch::Device(torch::kCPU))
-                                                 : util::parse_device(settings.device);
   engine::Validate validate = [=](model::SegmentationModel& ema, loss::SegmentationLoss& loss) {
     val_loader->start_epoch(0);
     auto next = engine::val_batches(*val_loader, val);

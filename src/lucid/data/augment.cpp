@@ -46,67 +46,104 @@ MosaicDraw draw_mosaic(SampleRng& rng, double p, int imgsz, int64_t dataset_size
   return d;
 }
 
-Sample mosaic4(std::array<Sample, 4>&& tiles, int xc, int yc, int imgsz, uint8_t pad_value,
-               std::optional<std::array<int, 4>> window) {
-  const int s2 = 2 * imgsz;
-  for (const auto& t : tiles) check_sample(t, "mosaic4");
-  const int cn = int(tiles[0].image.size(2));
-  Sample out;
-  out.index = tiles[0].index;
-  out.orig_height = tiles[0].orig_height;
-  out.orig_width = tiles[0].orig_width;
-  out.image = torch::empty({s2, s2, cn}, torch::kUInt8);
-  uint8_t* canvas = out.image.data_ptr<uint8_t>();
+namespace {
+
+// Tile i of the reference's 4-mosaic on the s2 x s2 canvas for an h x w image: tile 0 ends at the
+// centre (its bottom-right corner there), tile 1 to its right, tile 2 below, tile 3 diagonally,
+// cropped at the canvas border.
+PixelTile mosaic_tile(int i, int h, int w, int xc, int yc, int s2) {
+  int x1a, y1a, x2a, y2a, x1b, y1b, x2b, y2b;
+  if (i == 0) {
+    x1a = std::max(xc - w, 0), y1a = std::max(yc - h, 0), x2a = xc, y2a = yc;
+    x1b = w - (x2a - x1a), y1b = h - (y2a - y1a), x2b = w, y2b = h;
+  } else if (i == 1) {
+    x1a = xc, y1a = std::max(yc - h, 0), x2a = std::min(xc + w, s2), y2a = yc;
+    x1b = 0, y1b = h - (y2a - y1a), x2b = std::min(w, x2a - x1a), y2b = h;
+  } else if (i == 2) {
+    x1a = std::max(xc - w, 0), y1a = yc, x2a = xc, y2a = std::min(s2, yc + h);
+    x1b = w - (x2a - x1a), y1b = 0, x2b = w, y2b = std::min(y2a - y1a, h);
+  } else {
+    x1a = xc, y1a = yc, x2a = std::min(xc + w, s2), y2a = std::min(s2, yc + h);
+    x1b = 0, y1b = 0, x2b = std::min(w, x2a - x1a), y2b = std::min(y2a - y1a, h);
+  }
+  // The image part is drawn only when it matches the canvas part (the reference's slice
+  // assignment); the labels shift by (x0 - src_x, y0 - src_y) either way.
+  const int rows = y2a - y1a, cols = x2a - x1a;
+  const bool drawn = rows > 0 && cols > 0 && rows == y2b - y1b && cols == x2b - x1b;
+  return {-1, x1a, y1a, drawn ? x2a : x1a, drawn ? y2a : y1a, x1b, y1b};
+}
+
+std::array<PixelTile, 4> mosaic_tiles(const std::array<Sample, 4>& tiles, int xc, int yc, int s2) {
+  std::array<PixelTile, 4> out;
+  for (int i = 0; i < 4; ++i) {
+    check_sample(tiles[i], "mosaic4");
+    out[i] = mosaic_tile(i, tiles[i].height(), tiles[i].width(), xc, yc, s2);
+    out[i].index = tiles[i].index;
+  }
+  return out;
+}
+
+// The canvas pixels; with `window` = {x0, y0, x1, y1} only those in [x0, x1) x [y0, y1).
+torch::Tensor mosaic_canvas(const std::array<PixelTile, 4>& placed, const std::array<torch::Tensor, 4>& images,
+                            int s2, uint8_t pad_value, std::optional<std::array<int, 4>> window) {
+  const int cn = int(images[0].size(2));
+  auto out = torch::empty({s2, s2, cn}, torch::kUInt8);
+  uint8_t* canvas = out.data_ptr<uint8_t>();
   const auto [wx0, wy0, wx1, wy1] = window.value_or(std::array<int, 4>{0, 0, s2, s2});
   if (wx0 < 0 || wy0 < 0 || wx1 > s2 || wy1 > s2) throw std::invalid_argument("mosaic4: window outside the canvas");
   for (int y = wy0; y < wy1; ++y)
     if (wx1 > wx0) std::memset(canvas + (size_t(y) * s2 + wx0) * cn, pad_value, size_t(wx1 - wx0) * cn);
   for (int i = 0; i < 4; ++i) {
-    auto& t = tiles[i];
-    auto img = t.image.contiguous();
-    const int h = int(img.size(0)), w = int(img.size(1));
+    auto img = images[i].contiguous();
     if (img.size(2) != cn) throw std::invalid_argument("mosaic4: tiles differ in channels");
-    int x1a, y1a, x2a, y2a, x1b, y1b, x2b, y2b;
-    if (i == 0) {  // ends at the centre
-      x1a = std::max(xc - w, 0), y1a = std::max(yc - h, 0), x2a = xc, y2a = yc;
-      x1b = w - (x2a - x1a), y1b = h - (y2a - y1a), x2b = w, y2b = h;
-    } else if (i == 1) {  // right of the centre
-      x1a = xc, y1a = std::max(yc - h, 0), x2a = std::min(xc + w, s2), y2a = yc;
-      x1b = 0, y1b = h - (y2a - y1a), x2b = std::min(w, x2a - x1a), y2b = h;
-    } else if (i == 2) {  // below the centre
-      x1a = std::max(xc - w, 0), y1a = yc, x2a = xc, y2a = std::min(s2, yc + h);
-      x1b = w - (x2a - x1a), y1b = 0, x2b = w, y2b = std::min(y2a - y1a, h);
-    } else {  // diagonal
-      x1a = xc, y1a = yc, x2a = std::min(xc + w, s2), y2a = std::min(s2, yc + h);
-      x1b = 0, y1b = 0, x2b = std::min(w, x2a - x1a), y2b = std::min(y2a - y1a, h);
-    }
+    const int w = int(img.size(1));
+    const auto& t = placed[i];
     const uint8_t* src = img.data_ptr<uint8_t>();
-    const int rows = y2a - y1a, cols = x2a - x1a;
-    if (rows > 0 && cols > 0 && rows == y2b - y1b && cols == x2b - x1b) {
-      // The tile's part inside the window.
-      const int cx0 = std::max(x1a, wx0), cx1 = std::min(x2a, wx1), cy0 = std::max(y1a, wy0), cy1 = std::min(y2a, wy1);
-      for (int y = cy0; y < cy1 && cx0 < cx1; ++y)
-        std::memcpy(canvas + (size_t(y) * s2 + cx0) * cn, src + (size_t(y - y1a + y1b) * w + (cx0 - x1a + x1b)) * cn,
-                    size_t(cx1 - cx0) * cn);
-    }
-    const float padw = float(x1a - x1b), padh = float(y1a - y1b);
-    auto& in = t.instances;
+    // The tile's part inside the window.
+    const int cx0 = std::max(t.x0, wx0), cx1 = std::min(t.x1, wx1), cy0 = std::max(t.y0, wy0), cy1 = std::min(t.y1, wy1);
+    for (int y = cy0; y < cy1 && cx0 < cx1; ++y)
+      std::memcpy(canvas + (size_t(y) * s2 + cx0) * cn, src + (size_t(y - t.y0 + t.src_y) * w + (cx0 - t.x0 + t.src_x)) * cn,
+                  size_t(cx1 - cx0) * cn);
+  }
+  return out;
+}
+
+// The tiles' instances shifted with their tile, then clipped to the canvas, zero-area boxes dropped.
+SampleInstances mosaic_instances(const std::array<PixelTile, 4>& placed, std::array<Sample, 4>& tiles, int s2) {
+  SampleInstances out;
+  for (int i = 0; i < 4; ++i) {
+    const float padw = float(placed[i].x0 - placed[i].src_x), padh = float(placed[i].y0 - placed[i].src_y);
+    auto& in = tiles[i].instances;
     for (auto& b : in.boxes) b = {b[0] + padw, b[1] + padh, b[2] + padw, b[3] + padh};
     for (auto& p : in.polygons)
       for (size_t k = 0; k + 1 < p.size(); k += 2) p[k] += padw, p[k + 1] += padh;
-    out.instances.append(std::move(in));
+    out.append(std::move(in));
   }
-  // Clip to the canvas and drop boxes without area.
-  auto& in = out.instances;
   const float lim = float(s2);
-  std::vector<bool> keep(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    auto& b = in.boxes[i];
+  std::vector<bool> keep(out.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    auto& b = out.boxes[i];
     for (auto& v : b) v = std::clamp(v, 0.f, lim);
-    for (auto& v : in.polygons[i]) v = std::clamp(v, 0.f, lim);
+    for (auto& v : out.polygons[i]) v = std::clamp(v, 0.f, lim);
     keep[i] = (b[2] - b[0]) * (b[3] - b[1]) > 0.f;
   }
-  in.keep(keep);
+  out.keep(keep);
+  return out;
+}
+
+}  // namespace
+
+Sample mosaic4(std::array<Sample, 4>&& tiles, int xc, int yc, int imgsz, uint8_t pad_value,
+               std::optional<std::array<int, 4>> window) {
+  const int s2 = 2 * imgsz;
+  const auto placed = mosaic_tiles(tiles, xc, yc, s2);
+  Sample out;
+  out.index = tiles[0].index;
+  out.orig_height = tiles[0].orig_height;
+  out.orig_width = tiles[0].orig_width;
+  out.image = mosaic_canvas(placed, {tiles[0].image, tiles[1].image, tiles[2].image, tiles[3].image}, s2, pad_value,
+                            window);
+  out.instances = mosaic_instances(placed, tiles, s2);
   return out;
 }
 
@@ -137,13 +174,16 @@ Matrix3 affine_matrix(const AffineDraw& d, int in_h, int in_w, int out_h, int ou
   return mul(T, mul(S, mul(R, mul(P, C))));
 }
 
-Sample random_perspective(Sample&& s, const Matrix3& M, double scale, int out_h, int out_w, bool perspective,
-                          uint8_t pad_value) {
-  check_sample(s, "random_perspective");
-  if (out_h != s.height() || out_w != s.width() || M != kIdentity)
-    s.image = perspective ? warp_perspective(s.image, M, out_h, out_w, pad_value)
-                          : warp_affine(s.image, M, out_h, out_w, pad_value);
-  auto& in = s.instances;
+namespace {
+
+// The warped image; random_perspective keeps the image when the map is the identity at its size.
+torch::Tensor perspective_pixels(const torch::Tensor& image, const Matrix3& M, int out_h, int out_w, bool perspective,
+                                 uint8_t pad_value) {
+  if (out_h == image.size(0) && out_w == image.size(1) && M == kIdentity) return image;
+  return perspective ? warp_perspective(image, M, out_h, out_w, pad_value) : warp_affine(image, M, out_h, out_w, pad_value);
+}
+
+void perspective_instances(SampleInstances& in, const Matrix3& M, double scale, int out_h, int out_w) {
   const size_t n = in.size();
   bool any_polygon = false;
   for (const auto& p : in.polygons) any_polygon |= !p.empty();
@@ -189,23 +229,38 @@ Sample random_perspective(Sample&& s, const Matrix3& M, double scale, int out_h,
     keep[i] = w2 > 2 && h2 > 2 && w2 * h2 / (w1 * h1 + eps) > area_thr && ar < 100;
   }
   in.keep(keep);
+}
+
+}  // namespace
+
+Sample random_perspective(Sample&& s, const Matrix3& M, double scale, int out_h, int out_w, bool perspective,
+                          uint8_t pad_value) {
+  check_sample(s, "random_perspective");
+  s.image = perspective_pixels(s.image, M, out_h, out_w, perspective, pad_value);
+  perspective_instances(s.instances, M, scale, out_h, out_w);
   return std::move(s);
 }
 
 // ---- Flips ---------------------------------------------------------------------------------------
 
-void flip_sample(Sample& s, bool horizontal) {
-  check_sample(s, "flip_sample");
-  s.image = flip_image(s.image, horizontal);
-  const float ext = float(horizontal ? s.width() : s.height());
+namespace {
+// x -> ext - x (horizontal) or y -> ext - y (vertical).
+void flip_instances(SampleInstances& in, float ext, bool horizontal) {
   const int c = horizontal ? 0 : 1;
-  for (auto& b : s.instances.boxes) {
+  for (auto& b : in.boxes) {
     const float lo = ext - b[c + 2], hi = ext - b[c];
     b[c] = lo;
     b[c + 2] = hi;
   }
-  for (auto& p : s.instances.polygons)
+  for (auto& p : in.polygons)
     for (size_t k = c; k < p.size(); k += 2) p[k] = ext - p[k];
+}
+}  // namespace
+
+void flip_sample(Sample& s, bool horizontal) {
+  check_sample(s, "flip_sample");
+  s.image = flip_image(s.image, horizontal);
+  flip_instances(s.instances, float(horizontal ? s.width() : s.height()), horizontal);
 }
 
 // ---- Letterbox -------------------------------------------------------------------------------------
@@ -280,34 +335,74 @@ Sample load(const SampleSource& source, int64_t index, const AugmentOptions& o) 
 }
 }  // namespace
 
-Sample augment_sample(const SampleSource& source, int64_t dataset_size, int64_t index, const AugmentOptions& o,
-                      uint64_t seed, int64_t epoch, std::array<float, 3>* hsv_gains) {
+Sample plan_sample(const SampleSource& source, int64_t dataset_size, int64_t index, const AugmentOptions& o,
+                   uint64_t seed, int64_t epoch, PixelPlan& plan, std::array<float, 3>* hsv_gains,
+                   std::array<torch::Tensor, 4>* tile_images) {
   SampleRng mosaic_rng(seed, epoch, index, Purpose::Mosaic);
   const auto md = draw_mosaic(mosaic_rng, o.mosaic, o.imgsz, dataset_size);
   SampleRng affine_rng(seed, epoch, index, Purpose::Perspective);
   const auto ad = draw_affine(affine_rng, o);
+  plan = PixelPlan{};
+  plan.out_h = plan.out_w = o.imgsz;
+  plan.pad_value = o.pad_value;
+  plan.perspective = o.perspective != 0.0;
   Sample s = load(source, index, o);
+  std::array<torch::Tensor, 4> images{s.image};
   if (md.apply) {
     std::array<Sample, 4> tiles{std::move(s), load(source, md.others[0], o), load(source, md.others[1], o),
                                 load(source, md.others[2], o)};
-    // Only the part of the canvas that the warp reads is assembled.
     const int s2 = 2 * o.imgsz;
-    std::optional<std::array<int, 4>> window;
-    if (o.perspective == 0.0)
-      window = warp_affine_source_window(affine_matrix(ad, s2, s2, o.imgsz, o.imgsz), s2, s2, o.imgsz, o.imgsz);
-    s = mosaic4(std::move(tiles), md.xc, md.yc, o.imgsz, o.pad_value, window);
+    plan.tiles = mosaic_tiles(tiles, md.xc, md.yc, s2);
+    plan.tile_count = 4;
+    plan.canvas_h = plan.canvas_w = s2;
+    plan.xc = md.xc, plan.yc = md.yc;
+    for (int i = 0; i < 4; ++i) images[i] = tiles[i].image;
+    s = Sample{};
+    s.index = tiles[0].index;
+    s.orig_height = tiles[0].orig_height;
+    s.orig_width = tiles[0].orig_width;
+    s.instances = mosaic_instances(plan.tiles, tiles, s2);
+  } else {
+    plan.canvas_h = plan.yc = s.height();
+    plan.canvas_w = plan.xc = s.width();
+    plan.tiles[0] = {index, 0, 0, s.width(), s.height(), 0, 0};
+    s.image = torch::Tensor();
   }
-  const auto M = affine_matrix(ad, s.height(), s.width(), o.imgsz, o.imgsz);
-  s = random_perspective(std::move(s), M, ad.scale, o.imgsz, o.imgsz, o.perspective != 0.0, o.pad_value);
+  plan.M = affine_matrix(ad, plan.canvas_h, plan.canvas_w, o.imgsz, o.imgsz);
+  perspective_instances(s.instances, plan.M, ad.scale, o.imgsz, o.imgsz);
   SampleRng flip_rng(seed, epoch, index, Purpose::Flip);
-  const bool flip_ud = flip_rng.uniform() < o.flipud;
-  const bool flip_lr = flip_rng.uniform() < o.fliplr;
-  if (flip_ud) flip_sample(s, /*horizontal=*/false);
-  if (flip_lr) flip_sample(s, /*horizontal=*/true);
+  plan.flip_ud = flip_rng.uniform() < o.flipud;
+  plan.flip_lr = flip_rng.uniform() < o.fliplr;
+  if (plan.flip_ud) flip_instances(s.instances, float(o.imgsz), /*horizontal=*/false);
+  if (plan.flip_lr) flip_instances(s.instances, float(o.imgsz), /*horizontal=*/true);
   if (hsv_gains) {
     SampleRng hsv_rng(seed, epoch, index, Purpose::Hsv);
     *hsv_gains = draw_hsv_gains(hsv_rng, o);
   }
+  if (tile_images) *tile_images = std::move(images);
+  return s;
+}
+
+torch::Tensor render_pixels(const PixelPlan& p, const std::array<torch::Tensor, 4>& tile_images) {
+  torch::Tensor canvas = tile_images[0];
+  if (p.tile_count == 4) {
+    // Only the part of the canvas that the warp reads is assembled.
+    std::optional<std::array<int, 4>> window;
+    if (!p.perspective) window = warp_affine_source_window(p.M, p.canvas_h, p.canvas_w, p.out_h, p.out_w);
+    canvas = mosaic_canvas(p.tiles, tile_images, p.canvas_w, p.pad_value, window);
+  }
+  auto image = perspective_pixels(canvas, p.M, p.out_h, p.out_w, p.perspective, p.pad_value);
+  if (p.flip_ud) image = flip_image(image, /*horizontal=*/false);
+  if (p.flip_lr) image = flip_image(image, /*horizontal=*/true);
+  return image;
+}
+
+Sample augment_sample(const SampleSource& source, int64_t dataset_size, int64_t index, const AugmentOptions& o,
+                      uint64_t seed, int64_t epoch, std::array<float, 3>* hsv_gains) {
+  PixelPlan plan;
+  std::array<torch::Tensor, 4> images;
+  Sample s = plan_sample(source, dataset_size, index, o, seed, epoch, plan, hsv_gains, &images);
+  s.image = render_pixels(plan, images);
   return s;
 }
 

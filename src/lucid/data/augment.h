@@ -102,10 +102,44 @@ RectPlan rect_batches(const std::vector<std::pair<int, int>>& sizes_hw, int batc
 // Gains r = U(-1, 1) * (hsv_h, hsv_s, hsv_v) from the Hsv stream (applied later, see hsv.h).
 std::array<float, 3> draw_hsv_gains(SampleRng& rng, const AugmentOptions& o);
 
+// ---- Pixel plans -----------------------------------------------------------------------------------
+// What a training sample's pixels are made of, so that the pixel work can run apart from the
+// instances: on the CPU (render_pixels, what augment_sample does) or as tensor operations on a
+// device (device_augment.h). The warp reads a canvas_h x canvas_w source: the 2s x 2s mosaic, whose
+// tile k covers its rectangle and lies in quadrant k about (xc, yc) (0 top-left, 1 top-right,
+// 2 bottom-left, 3 bottom-right; canvas pixels outside every tile are pad), or without mosaic the
+// sample's own image as the only tile (xc, yc = the canvas size, so everything is quadrant 0).
+struct PixelTile {
+  int64_t index = -1;                  // dataset index of the prepared image (-1: no tile)
+  int x0 = 0, y0 = 0, x1 = 0, y1 = 0;  // the canvas rectangle [x0, x1) x [y0, y1) it covers (may be empty)
+  int src_x = 0, src_y = 0;            // the image pixel at canvas (x0, y0)
+};
+struct PixelPlan {
+  int canvas_h = 0, canvas_w = 0;
+  int xc = 0, yc = 0;
+  int tile_count = 1;  // 4 with mosaic
+  std::array<PixelTile, 4> tiles;
+  Matrix3 M{};               // canvas -> output pixels
+  bool perspective = false;  // warp_perspective, else warp_affine
+  int out_h = 0, out_w = 0;
+  bool flip_ud = false, flip_lr = false;  // after the warp, in this order
+  uint8_t pad_value = 114;
+};
+
+// A training sample's instances exactly as augment_sample makes them, and its pixel plan; the image
+// is left undefined. `tile_images` receives the tiles' prepared images as the source gave them.
+Sample plan_sample(const SampleSource& source, int64_t dataset_size, int64_t index, const AugmentOptions& o,
+                   uint64_t seed, int64_t epoch, PixelPlan& plan, std::array<float, 3>* hsv_gains = nullptr,
+                   std::array<torch::Tensor, 4>* tile_images = nullptr);
+
+// The pixels of a plan on the CPU from its tiles' images (tile_images of plan_sample): mosaic canvas
+// (only the window an affine warp reads), warp, flips.
+torch::Tensor render_pixels(const PixelPlan& plan, const std::array<torch::Tensor, 4>& tile_images);
+
 // ---- Whole pipelines -------------------------------------------------------------------------------
 // A training sample: loads `index` (and the mosaic's other tiles) from `source`, resamples the
 // polygons, then mosaic (when o.mosaic > 0), perspective, flips. `hsv_gains` receives the sample's
-// HSV gains. Output imgsz x imgsz.
+// HSV gains. Output imgsz x imgsz. The same as plan_sample followed by render_pixels.
 Sample augment_sample(const SampleSource& source, int64_t dataset_size, int64_t index, const AugmentOptions& o,
                       uint64_t seed, int64_t epoch, std::array<float, 3>* hsv_gains = nullptr);
 

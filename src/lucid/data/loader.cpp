@@ -37,6 +37,14 @@ AugmentOptions batch_augment(const LoaderOptions& o, bool mosaic) {
   return aug;
 }
 
+bool device_pixels(const LoaderOptions& o) { return o.augment && o.device_images; }
+
+// The images of a batch built with device pixels, rendered from its plans.
+Batch with_images(Batch batch, const LoaderOptions& o) {
+  if (device_pixels(o)) batch.images = render_batch(*o.device_images, batch.pixel_plans);
+  return batch;
+}
+
 // A batch under construction: images written in place by whichever thread builds each sample, the
 // targets collated once every sample is in.
 struct BatchAssembly {
@@ -55,7 +63,10 @@ BatchAssembly start_batch(const LoaderOptions& o, int64_t epoch, int64_t number,
   batch.epoch = epoch;
   batch.number = number;
   batch.indices = indices;
-  batch.images = host_empty({B, 3, H, W}, torch::kUInt8, pin);
+  if (device_pixels(o))
+    batch.pixel_plans.resize(B);
+  else
+    batch.images = host_empty({B, 3, H, W}, torch::kUInt8, pin);
   batch.hsv_gains = host_empty({B, 3}, torch::kFloat, pin);
   std::memset(batch.hsv_gains.data_ptr<float>(), 0, sizeof(float) * B * 3);
   batch.orig_sizes.resize(B);
@@ -72,24 +83,27 @@ void build_sample(const SampleSource& source, const LoaderOptions& o, const Augm
   Sample s;
   if (o.augment) {
     std::array<float, 3> g{};
-    s = augment_sample(source, o.dataset_size, index, aug, o.seed, epoch, &g);
+    s = device_pixels(o) ? plan_sample(source, o.dataset_size, index, aug, o.seed, epoch, batch.pixel_plans[i], &g)
+                         : augment_sample(source, o.dataset_size, index, aug, o.seed, epoch, &g);
     std::copy(g.begin(), g.end(), batch.hsv_gains.data_ptr<float>() + i * 3);
   } else {
     s = validation_sample(source, index, H, W, aug, &batch.letterbox[i]);
   }
-  if (s.height() != H || s.width() != W || s.image.size(2) != 3)
-    throw std::runtime_error("make_batch: sample " + std::to_string(index) + " came out " +
-                             std::to_string(s.height()) + "x" + std::to_string(s.width()) + ", expected " +
-                             std::to_string(H) + "x" + std::to_string(W) + "x3");
   batch.orig_sizes[i] = {s.orig_height, s.orig_width};
-  // HWC -> CHW into the batch.
-  const uint8_t* src = s.image.data_ptr<uint8_t>();
-  uint8_t* dst = batch.images.data_ptr<uint8_t>() + i * 3 * int64_t(H) * W;
-  const size_t plane = size_t(H) * W;
-  for (size_t p = 0; p < plane; ++p) {
-    dst[p] = src[3 * p];
-    dst[plane + p] = src[3 * p + 1];
-    dst[2 * plane + p] = src[3 * p + 2];
+  if (s.image.defined()) {  // else rendered on the device once the batch is complete
+    if (s.height() != H || s.width() != W || s.image.size(2) != 3)
+      throw std::runtime_error("make_batch: sample " + std::to_string(index) + " came out " +
+                               std::to_string(s.height()) + "x" + std::to_string(s.width()) + ", expected " +
+                               std::to_string(H) + "x" + std::to_string(W) + "x3");
+    // HWC -> CHW into the batch.
+    const uint8_t* src = s.image.data_ptr<uint8_t>();
+    uint8_t* dst = batch.images.data_ptr<uint8_t>() + i * 3 * int64_t(H) * W;
+    const size_t plane = size_t(H) * W;
+    for (size_t p = 0; p < plane; ++p) {
+      dst[p] = src[3 * p];
+      dst[plane + p] = src[3 * p + 1];
+      dst[2 * plane + p] = src[3 * p + 2];
+    }
   }
   a.masks[i] = make_mask_targets(s.instances, H, W, o.mask_ratio, o.overlap_mask);
   if (o.overlap_mask) s.instances.reorder(a.masks[i].order);
@@ -170,7 +184,7 @@ Batch make_batch(const SampleSource& source, const LoaderOptions& o, int64_t epo
   const AugmentOptions aug = batch_augment(o, mosaic);
   BatchAssembly a = start_batch(o, epoch, number, indices, H, W, pin);
   for (int64_t i = 0; i < int64_t(indices.size()); ++i) build_sample(source, o, aug, epoch, a, i, H, W);
-  return finish_batch(std::move(a), o, H, W, pin);
+  return with_images(finish_batch(std::move(a), o, H, W, pin), o);
 }
 
 Loader::Loader(SampleSource source, LoaderOptions options) : source_(std::move(source)), opts_(std::move(options)) {
@@ -189,6 +203,8 @@ Loader::Loader(SampleSource source, LoaderOptions options) : source_(std::move(s
     rect_order_ = std::move(plan.order);
     rect_shapes_ = std::move(plan.shapes);
   }
+  if (device_pixels(opts_) && opts_.device_images->size() != opts_.dataset_size)
+    throw std::invalid_argument("Loader: device_images must hold every image of the dataset");
   if (opts_.prefetch <= 0) opts_.prefetch = std::max(2, 2 * opts_.workers);
   for (int i = 0; i < opts_.workers; ++i) threads_.emplace_back([this] { worker_loop(); });
 }
@@ -266,7 +282,7 @@ std::optional<Batch> Loader::next() {
   lock.unlock();
   work_cv_.notify_all();
   if (slot.error) std::rethrow_exception(slot.error);
-  return std::move(slot.batch);
+  return with_images(std::move(*slot.batch), opts_);
 }
 
 // A batch whose samples the workers build concurrently; the one that finishes its last sample

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "lucid/data/augment.h"
+#include "lucid/data/device_augment.h"
 #include "lucid/loss/targets.h"
 
 namespace lucid::data {
@@ -40,11 +41,16 @@ struct LoaderOptions {
   uint64_t seed = 0;
   int pin_memory = -1;  // -1: when CUDA is usable
   AugmentOptions aug;   // its imgsz is replaced by `imgsz`
+  // Training only, "gpu_augment": the prepared images of every index on a device. Workers then
+  // build each sample's instances, mask targets and pixel plan (plan_sample) but not its pixels;
+  // the batch's images are rendered from these on their device (render_batch) when it is handed
+  // over, on the consumer's thread. Every byte equals the CPU path's.
+  std::shared_ptr<const DeviceImages> device_images;
 };
 
 struct Batch {
   int64_t epoch = 0, number = 0;  // position in the epoch
-  torch::Tensor images;           // (B, 3, H, W) uint8 RGB
+  torch::Tensor images;           // (B, 3, H, W) uint8 RGB (on the device_images' device when given)
   loss::SegTargets targets;       // batch_idx int64 (N), cls float (N), bboxes float (N, 4) normalised
                                   // cxcywh; masks (B, Hm, Wm) uint8/int32 overlap map or (N, Hm, Wm)
                                   // uint8; sem_masks (B, Hm, Wm) int32
@@ -52,6 +58,7 @@ struct Batch {
   std::vector<int64_t> indices;   // dataset index of each image
   std::vector<std::pair<int, int>> orig_sizes;  // decoded image (h, w)
   std::vector<Letterbox> letterbox;             // validation: resize ratio and padding per image
+  std::vector<PixelPlan> pixel_plans;           // with device_images: what each image was rendered from
   int64_t size() const { return int64_t(indices.size()); }
 };
 

@@ -29,9 +29,7 @@ inline uint8_t sat_u8(int v) { return static_cast<uint8_t>(v < 0 ? 0 : (v > 255 
 // independent of the compiler's FMA contraction.
 inline float fmaf_(float a, float b, float c) { return float(double(a) * double(b) + double(c)); }
 
-// OpenCV (>= 4.11) warp kernels process 16 output pixels per vector step on AVX2; the rest of a row
-// takes a scalar path that computes the source position in another order.
-constexpr int kWarpLanes = 16;
+using detail::kWarpLanes;
 
 // Round half to even of 0 <= v < 2^23 by the float magic number (no library call; the default
 // rounding mode does the work, and without -ffast-math the compiler may not fold the two steps).
@@ -325,10 +323,7 @@ torch::Tensor warp_perspective(const torch::Tensor& image_in, const Matrix3& M, 
   check_image(image_in, "warp_perspective");
   auto image = image_in.contiguous();
   const int ih = int(image.size(0)), iw = int(image.size(1)), cn = int(image.size(2));
-  Matrix3 inv{};
-  if (!invert3(M, inv)) inv.fill(0.0);
-  std::array<float, 9> m;
-  for (int i = 0; i < 9; ++i) m[i] = float(inv[i]);
+  const auto m = detail::inverse_map(M, /*perspective=*/true);
   auto out = torch::empty({oh, ow, cn}, torch::kUInt8);
   const uint8_t* src = image.data_ptr<uint8_t>();
   uint8_t* dst = out.data_ptr<uint8_t>();
@@ -368,6 +363,18 @@ std::array<int, 4> warp_affine_source_window(const Matrix3& M, int ih, int iw, i
 }
 
 namespace detail {
+std::array<float, 9> inverse_map(const Matrix3& M, bool perspective) {
+  if (!perspective) {
+    const auto a = inverse_affine(M);
+    return {a[0], a[1], a[2], a[3], a[4], a[5], 0.f, 0.f, 1.f};
+  }
+  Matrix3 inv{};
+  if (!invert3(M, inv)) inv.fill(0.0);
+  std::array<float, 9> m;
+  for (int i = 0; i < 9; ++i) m[i] = float(inv[i]);
+  return m;
+}
+
 torch::Tensor warp_affine_pointwise(const torch::Tensor& image, const Matrix3& M, int oh, int ow, uint8_t border) {
   return warp_affine_impl(image, M, oh, ow, border, false);
 }

@@ -35,6 +35,15 @@ torch::Tensor warp_perspective(const torch::Tensor& image, const Matrix3& M, int
 std::array<int, 4> warp_affine_source_window(const Matrix3& M, int ih, int iw, int out_height, int out_width);
 
 namespace detail {
+// OpenCV's (>= 4.11) AVX2 warp kernels process 16 output pixels per vector step; the last
+// `width % 16` pixels of a row take a scalar path that computes the affine source position in
+// another order.
+constexpr int kWarpLanes = 16;
+
+// The inverse map warp_affine (perspective false: rows 0-1, row 2 = 0 0 1) or warp_perspective
+// samples the source with, computed in double and held in single precision as OpenCV does.
+std::array<float, 9> inverse_map(const Matrix3& M, bool perspective);
+
 // warp_affine computed pixel by pixel, without the fast path for maps without rotation or shear:
 // the definition that path must reproduce byte for byte.
 torch::Tensor warp_affine_pointwise(const torch::Tensor& image, const Matrix3& M, int out_height, int out_width,

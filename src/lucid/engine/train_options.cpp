@@ -4,7 +4,9 @@
 
 namespace lucid::engine {
 
-bool execution_option(const std::string& key) { return key.rfind("capture_", 0) == 0 || key == "stage_times"; }
+bool execution_option(const std::string& key) {
+  return key.rfind("capture_", 0) == 0 || key == "stage_times" || key == "gpu_augment";
+}
 
 config::Options train_options() {
   return config::Options(
@@ -18,6 +20,9 @@ config::Options train_options() {
           {"device", "", "cpu, cuda, cuda:N or N (default: cuda:0 if usable, else cpu)"},
           {"workers", "8", "data loader worker threads"},
           {"cache", "ram", "prepared-image cache: ram, disk or False"},
+          {"gpu_augment", "False",
+           "render the augmented training images (mosaic, perspective, flips) on the training device from the "
+           "prepared images held in its memory (same bytes as the workers' CPU path)"},
           {"optimizer", "auto", "auto, SGD, AdamW or MuSGD"},
           {"seed", "0", "random seed"},
           {"deterministic", "True", "deterministic algorithms"},
@@ -112,6 +117,7 @@ TrainSettings TrainSettings::from(const config::Options& o) {
   s.deterministic = o.flag("deterministic");
   s.exist_ok = o.flag("exist_ok");
   s.plots = o.flag("plots");
+  s.gpu_augment = o.flag("gpu_augment");
   s.capture_network = o.flag("capture_network");
   s.capture_segment_heads = o.flag("capture_segment_heads");
   s.capture_optimizer = o.flag("capture_optimizer");

@@ -9,7 +9,8 @@ namespace lucid::engine {
 
 config::Options train_options();
 
-// Options that choose how a run executes, not what it computes (stage replay, stage times):
+// Options that choose how a run executes, not what it computes (stage replay, stage times, where
+// the augmented images are rendered):
 // checkpoints leave them out, and a resumed run takes them from its own command line.
 bool execution_option(const std::string& key);
 
@@ -19,6 +20,7 @@ struct TrainSettings {
   double lr0, lrf, momentum, weight_decay, warmup_epochs, warmup_momentum, warmup_bias_lr;
   double box, cls, dfl, hsv_h, hsv_s, hsv_v, degrees, translate, scale, shear, perspective, flipud, fliplr, mosaic;
   bool cos_lr, overlap_mask, val, amp, deterministic, exist_ok, plots;
+  bool gpu_augment;  // training pixels rendered on the device (data::render_batch)
   bool capture_network, capture_segment_heads, capture_optimizer;  // stage replay, all off by default
   bool stage_times;
   std::string freeze;

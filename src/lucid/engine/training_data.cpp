@@ -1,5 +1,6 @@
 #include "lucid/engine/training_data.h"
 
+#include <chrono>
 #include <cstdio>
 #include <map>
 
@@ -72,6 +73,22 @@ data::SampleSource make_sample_source(const PreparedSplit& ps) {
     }
     return s;
   };
+}
+
+std::shared_ptr<const data::DeviceImages> upload_prepared(const data::SampleSource& source, int64_t size,
+                                                          const torch::Device& device) {
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    auto images = std::make_shared<const data::DeviceImages>(source, size, device);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("gpu_augment: %lld prepared images in %s memory, %.1f MiB, %.2f s\n", static_cast<long long>(size),
+                device.str().c_str(), static_cast<double>(images->bytes()) / (1024.0 * 1024.0), secs);
+    return images;
+  } catch (const c10::OutOfMemoryError&) {
+    std::fprintf(stderr, "warning: gpu_augment: the prepared images do not fit in %s memory; augmenting on the CPU\n",
+                 device.str().c_str());
+    return nullptr;
+  }
 }
 
 std::vector<std::pair<int, int>> image_sizes(const PreparedSplit& ps) {

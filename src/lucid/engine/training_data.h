@@ -24,6 +24,12 @@ PreparedSplit prepare_split(const data::Split& split, int imgsz, bool disk_cache
 // Samples in loader order (pixels and instances in prepared-image pixels).
 data::SampleSource make_sample_source(const PreparedSplit& prepared);
 
+// gpu_augment: the split's prepared images in `device` memory (data::DeviceImages), announced with
+// their size and upload time; nullptr, with a warning, when the device cannot hold them (the
+// workers then make the pixels, with the same bytes).
+std::shared_ptr<const data::DeviceImages> upload_prepared(const data::SampleSource& source, int64_t size,
+                                                          const torch::Device& device);
+
 // Original (h, w) of each usable image, for rect validation batches.
 std::vector<std::pair<int, int>> image_sizes(const PreparedSplit& prepared);
 
