@@ -131,9 +131,7 @@ int predict_command(const std::vector<std::string>& args) {
     if (line_width <= 0) throw UserError("option line_width=" + options.str("line_width") + ": expected a positive number");
   }
   const auto sources = list_sources(options.str("source"));
-  const torch::Device device = options.str("device").empty()
-                                   ? (util::cuda_usable() ? torch::Device("cuda:0") : torch::Device(torch::kCPU))
-                                   : util::parse_device(options.str("device"));
+  const torch::Device device = util::parse_device(options.str("device"));
   auto loaded = engine::load_inference_model(checkpoint, device);
   for (auto c : po.classes)
     if (c >= static_cast<int64_t>(loaded.names.size()))

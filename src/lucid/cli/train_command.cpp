@@ -160,8 +160,7 @@ int train_command(const std::vector<std::string>& args) {
   auto train = engine::prepare_split(*train_split, static_cast<int>(settings.imgsz), disk, 0);
   auto val = engine::prepare_split(*val_split, static_cast<int>(settings.imgsz), disk, 0);
 
-  torch::Device device = settings.device.empty() ? (util::cuda_usable() ? torch::Device("cuda:0") : torch::Device(torch::kCPU))
-                                                 : util::parse_device(settings.device);
+  const torch::Device device = util::parse_device(settings.device);
   auto train_samples = engine::make_sample_source(train);
   auto train_opts = loader_options(settings, train.size(), true);
   if (settings.gpu_augment) train_opts.device_images = engine::upload_prepared(train_samples, train.size(), device);

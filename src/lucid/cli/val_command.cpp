@@ -66,9 +66,7 @@ int val_command(const std::vector<std::string>& args) {
   if (iou < 0 || iou > 1) throw UserError("option iou=" + options.str("iou") + ": expected 0..1");
   const auto max_det = options.integer("max_det");
   if (max_det < 1) throw UserError("option max_det=" + options.str("max_det") + ": expected a positive integer");
-  const torch::Device device = options.str("device").empty()
-                                   ? (util::cuda_usable() ? torch::Device("cuda:0") : torch::Device(torch::kCPU))
-                                   : util::parse_device(options.str("device"));
+  const torch::Device device = util::parse_device(options.str("device"));
 
   auto loaded = engine::load_inference_model(checkpoint, device);
   // The training run's settings, its defaults resolved as `lucid train` resolved them.

@@ -77,8 +77,7 @@ Trainer::Trainer(const config::Options& options, DatasetInfo dataset, std::uniqu
     if (spec.key != "project" && spec.key != "name" && spec.key != "exist_ok" && spec.key != "resume" &&
         !execution_option(spec.key))
       args_[spec.key] = options.str(spec.key);
-  device_ = s_.device.empty() ? (util::cuda_usable() ? torch::Device("cuda:0") : torch::Device(torch::kCPU))
-                              : util::parse_device(s_.device);
+  device_ = util::parse_device(s_.device);
   autocast_ = device_.is_cuda() && s_.amp;
   hsv_ = s_.hsv_h != 0 || s_.hsv_s != 0 || s_.hsv_v != 0;
   if (s_.deterministic) {

@@ -18,6 +18,7 @@ bool cuda_usable() {
 }
 
 torch::Device parse_device(const std::string& spec) {
+  if (spec.empty()) return cuda_usable() ? torch::Device("cuda:0") : torch::Device(torch::kCPU);
   if (spec == "cpu") return torch::Device(torch::kCPU);
   std::string s = spec;
   if (!s.empty() && std::isdigit(static_cast<unsigned char>(s[0]))) s = "cuda:" + s;

@@ -9,7 +9,8 @@ namespace lucid::util {
 
 bool cuda_usable();
 
-// "cpu", "cuda", "cuda:N" or "0" (-> cuda:0); a CUDA device that is not usable is a UserError.
+// "cpu", "cuda", "cuda:N" or "0" (-> cuda:0); empty: cuda:0 when usable, else the CPU (the
+// default of every command's device option). A CUDA device that is not usable is a UserError.
 torch::Device parse_device(const std::string& spec);
 
 }  // namespace lucid::util
