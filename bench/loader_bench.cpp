@@ -29,6 +29,7 @@
 #include "lucid/data/masks.h"
 #include "lucid/data/polygon.h"
 #include "lucid/util/device.h"
+#include "lucid/util/stats.h"
 
 using namespace lucid::data;
 using Clock = std::chrono::steady_clock;
@@ -90,12 +91,10 @@ std::vector<Sample> make_images(int n, int imgsz) {
 }
 
 // Median (min-max) of a list of figures.
-std::string summary(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  const double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+std::string summary(const std::vector<double>& v) {
+  const auto s = lucid::util::spread(v);
   char buf[96];
-  std::snprintf(buf, sizeof buf, med < 100 ? "%.2f (%.2f-%.2f)" : "%.1f (%.1f-%.1f)", med, v.front(), v.back());
+  std::snprintf(buf, sizeof buf, s.median < 100 ? "%.2f (%.2f-%.2f)" : "%.1f (%.1f-%.1f)", s.median, s.min, s.max);
   return buf;
 }
 

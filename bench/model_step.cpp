@@ -12,6 +12,7 @@
 #include "lucid/config/options.h"
 #include "lucid/model/model.h"
 #include "lucid/util/device.h"
+#include "lucid/util/stats.h"
 
 
 using namespace lucid;
@@ -80,10 +81,9 @@ int main(int argc, char** argv) {
       auto t1 = std::chrono::steady_clock::now();
       if (i >= warm) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     }
-    std::sort(ms.begin(), ms.end());
+    const auto step = lucid::util::spread(ms);
     std::printf("batch %3lld: %.2f ms/step median (%.2f-%.2f) over %zu steps, %.0f images/s\n",
-                static_cast<long long>(b), ms[ms.size() / 2], ms.front(), ms.back(), ms.size(),
-                1000.0 * b / ms[ms.size() / 2]);
+                static_cast<long long>(b), step.median, step.min, step.max, ms.size(), 1000.0 * b / step.median);
   }
   return 0;
 }

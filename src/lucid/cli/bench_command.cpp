@@ -27,6 +27,7 @@
 #include "lucid/engine/fit_report.h"
 #include "lucid/engine/train_options.h"
 #include "lucid/util/error.h"
+#include "lucid/util/stats.h"
 #include "lucid/util/files.h"
 
 extern char** environ;
@@ -105,22 +106,11 @@ void append_record(const fs::path& dir, const json& record) {
 // ---------------------------------------------------------------------------------------------
 // Summary
 
-struct Stat {
-  double median = 0, min = 0, max = 0;
+struct Stat : util::Spread {
   std::vector<double> values;
 };
 
-Stat stat_of(std::vector<double> v) {
-  Stat s;
-  s.values = v;
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  s.min = v.front();
-  s.max = v.back();
-  return s;
-}
+Stat stat_of(const std::vector<double>& v) { return Stat{util::spread(v), v}; }
 
 std::string fmt(const char* f, double v) {
   char buf[64];
