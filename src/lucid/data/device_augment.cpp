@@ -16,10 +16,12 @@ DeviceImages::DeviceImages(const SampleSource& source, int64_t size, const torch
       throw std::invalid_argument("DeviceImages: image " + std::to_string(i) + " is not a uint8 (H, W, 3) CPU tensor");
     return img.contiguous();
   };
-  // Sizes first, so that the device buffer is allocated once.
+  // Sizes first, so that the device buffer is allocated once. The images are kept for the packing
+  // pass (a prepared set's are views of its store, not copies).
+  std::vector<Tensor> images;
   int64_t total = 0, largest = 0;
   for (int64_t i = 0; i < size; ++i) {
-    const auto img = image_of(i);
+    const auto& img = images.emplace_back(image_of(i));
     height_.push_back(int(img.size(0)));
     width_.push_back(int(img.size(1)));
     offset_.push_back(total);
@@ -38,8 +40,7 @@ DeviceImages::DeviceImages(const SampleSource& source, int64_t size, const torch
     start += filled;
     filled = 0;
   };
-  for (int64_t i = 0; i < size; ++i) {
-    const auto img = image_of(i);
+  for (const auto& img : images) {
     const int64_t n = img.size(0) * img.size(1);
     if (filled + n > staging.numel()) flush();
     const uint8_t* p = img.data_ptr<uint8_t>();
