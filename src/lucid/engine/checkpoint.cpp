@@ -1,5 +1,6 @@
 #include "lucid/engine/checkpoint.h"
 
+#include <cmath>
 #include <fstream>
 
 #include "lucid/model/safetensors.h"
@@ -24,34 +25,53 @@ nlohmann::ordered_json to_json(const LoopState& s) {
   return j;
 }
 
+// Loop-state fields are checked for type and range: a hand-edited or foreign checkpoint gets an
+// error naming the field, never a library exception or a silently absurd run.
+int64_t int_field(const nlohmann::ordered_json& j, const char* key, int64_t lo, int64_t hi, const std::string& path) {
+  if (!j.contains(key) || !j[key].is_number_integer())
+    throw UserError(path + ": checkpoint state '" + key + "' is missing or not an integer");
+  const auto v = j[key].get<int64_t>();
+  if (v < lo || v > hi)
+    throw UserError(path + ": checkpoint state '" + key + "' = " + std::to_string(v) + " is outside [" +
+                    std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return v;
+}
+
 LoopState from_json(const nlohmann::ordered_json& j, const std::string& path) {
-  if (j.value("format", "") != "lucid-checkpoint-1") throw UserError(path + ": not a lucid checkpoint");
+  if (!j.is_object() || !j.contains("format") || j["format"] != "lucid-checkpoint-1")
+    throw UserError(path + ": not a lucid checkpoint (unknown state format)");
+  constexpr int64_t kHuge = int64_t{1} << 50;
   LoopState s;
-  s.epoch = j.at("epoch");
-  s.best_fitness = j.at("best_fitness");
-  s.ema_updates = j.at("ema_updates");
-  s.optimizer_steps = j.at("optimizer_steps");
-  s.last_opt_step = j.at("last_opt_step");
-  s.accumulate = j.at("accumulate");
-  s.epochs_without_improvement = j.at("epochs_without_improvement");
-  s.names = j.at("names");
-  s.args = j.at("train_args");
+  s.epoch = int_field(j, "epoch", 0, 1'000'000, path);
+  if (!j.contains("best_fitness") || !j["best_fitness"].is_number())
+    throw UserError(path + ": checkpoint state 'best_fitness' is missing or not a number");
+  s.best_fitness = j["best_fitness"].get<double>();
+  if (!std::isfinite(s.best_fitness)) throw UserError(path + ": checkpoint state 'best_fitness' is not finite");
+  s.ema_updates = int_field(j, "ema_updates", 0, kHuge, path);
+  s.optimizer_steps = int_field(j, "optimizer_steps", 0, kHuge, path);
+  s.last_opt_step = int_field(j, "last_opt_step", -1, kHuge, path);
+  s.accumulate = int_field(j, "accumulate", 1, 1'000'000, path);
+  s.epochs_without_improvement = int_field(j, "epochs_without_improvement", 0, 1'000'000, path);
+  if (!j.contains("names") || !j["names"].is_array()) throw UserError(path + ": checkpoint state 'names' is not a list");
+  for (const auto& n : j["names"])
+    if (!n.is_string()) throw UserError(path + ": checkpoint state 'names' holds a value that is not a string");
+  if (j["names"].empty()) throw UserError(path + ": checkpoint state 'names' is empty");
+  s.names = j["names"];
+  if (!j.contains("train_args") || !j["train_args"].is_object())
+    throw UserError(path + ": checkpoint state 'train_args' is missing or not a map");
+  s.args = j["train_args"];
   return s;
 }
 
 nlohmann::ordered_json read_header(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(path + ": cannot open checkpoint");
-  uint64_t len = 0;
-  in.read(reinterpret_cast<char*>(&len), 8);
-  if (!in || len > (1u << 30)) throw UserError(path + ": not a checkpoint (bad header)");
-  std::string header(len, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(len));
+  const auto h = model::read_safetensors_header(path);
+  auto it = h.metadata.find("lucid");
+  if (it == h.metadata.end())
+    throw UserError(path + ": not a lucid training checkpoint (plain weights without the run's state)");
   try {
-    auto j = nlohmann::json::parse(header);
-    return nlohmann::ordered_json::parse(j.at("__metadata__").at("lucid").get<std::string>());
-  } catch (const std::exception& e) {
-    throw UserError(path + ": not a lucid checkpoint (" + e.what() + ")");
+    return nlohmann::ordered_json::parse(it->second);
+  } catch (const nlohmann::json::exception&) {
+    throw UserError(path + ": not a lucid checkpoint (its run state is not valid JSON)");
   }
 }
 

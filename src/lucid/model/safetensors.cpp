@@ -1,5 +1,6 @@
 #include "lucid/model/safetensors.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -29,39 +30,137 @@ std::string dtype_name(torch::ScalarType t) {
 
 }  // namespace
 
-std::map<std::string, torch::Tensor> read_safetensors(const std::string& path) {
+namespace {
+
+// The format's own bound on the header (the reference implementation refuses larger ones).
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+// A header nests at most three deep (file object, entry object, shape array); refusing deeper
+// text before parsing bounds the parser's memory by the header's length.
+bool nesting_within(const std::string& text, int limit) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      if (++depth > limit) return false;
+    } else if (c == ']' || c == '}') --depth;
+  }
+  return true;
+}
+
+uint64_t unsigned_field(const nlohmann::json& v, const std::string& path, const std::string& what) {
+  if (!v.is_number_unsigned()) throw UserError(path + ": " + what + " is not a non-negative integer");
+  return v.get<uint64_t>();
+}
+
+}  // namespace
+
+SafetensorsHeader read_safetensors_header(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw UserError(path + ": is a folder, not a safetensors file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(path + ": cannot open");
+  const uint64_t file_size = std::filesystem::file_size(path, ec);
+  if (ec) throw UserError(path + ": cannot read its size");
+  unsigned char len_bytes[8];
+  if (file_size < 8 || !in.read(reinterpret_cast<char*>(len_bytes), 8))
+    throw UserError(path + ": not a safetensors file (shorter than its 8-byte header length)");
   uint64_t header_len = 0;
-  in.read(reinterpret_cast<char*>(&header_len), 8);
-  auto file_size = std::filesystem::file_size(path);
-  if (!in || header_len > file_size - 8) throw UserError(path + ": not a safetensors file (bad header length)");
-  std::string header(header_len, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(header_len));
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | len_bytes[i];
+  if (header_len < 2 || header_len > kMaxHeaderBytes || header_len > file_size - 8)
+    throw UserError(path + ": not a safetensors file (header length " + std::to_string(header_len) +
+                    " does not fit a file of " + std::to_string(file_size) + " bytes)");
+  std::string text(header_len, '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(header_len))) throw UserError(path + ": truncated header");
+  if (!nesting_within(text, 3)) throw UserError(path + ": not a safetensors file (header nests too deep)");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(header);
-  } catch (const std::exception& e) {
-    throw UserError(path + ": not a safetensors file (" + e.what() + ")");
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    throw UserError(path + ": not a safetensors file (the header is not valid JSON)");
   }
-  const uint64_t data_start = 8 + header_len, data_len = file_size - data_start;
-  std::vector<char> data(data_len);
-  in.read(data.data(), static_cast<std::streamsize>(data_len));
-  if (!in) throw UserError(path + ": truncated");
-  std::map<std::string, torch::Tensor> out;
+  if (!j.is_object()) throw UserError(path + ": not a safetensors file (the header is not a JSON object)");
+
+  SafetensorsHeader h;
+  h.data_start = 8 + header_len;
+  const uint64_t data_len = file_size - h.data_start;
   for (auto it = j.begin(); it != j.end(); ++it) {
-    if (it.key() == "__metadata__") continue;
+    const std::string& name = it.key();
     const auto& d = it.value();
-    auto found = dtypes().find(d.at("dtype").get<std::string>());
-    if (found == dtypes().end()) throw UserError(path + ": tensor " + it.key() + " has an unsupported dtype");
-    std::vector<int64_t> shape = d.at("shape").get<std::vector<int64_t>>();
-    auto offsets = d.at("data_offsets").get<std::vector<uint64_t>>();
-    auto t = torch::empty(shape, torch::TensorOptions().dtype(found->second));
-    uint64_t nbytes = t.numel() * t.element_size();
-    if (offsets.size() != 2 || offsets[1] - offsets[0] != nbytes || offsets[1] > data_len)
-      throw UserError(path + ": tensor " + it.key() + " has inconsistent offsets");
-    std::memcpy(t.data_ptr(), data.data() + offsets[0], nbytes);
-    out.emplace(it.key(), t);
+    if (name == "__metadata__") {
+      if (!d.is_object()) throw UserError(path + ": __metadata__ is not a map of strings");
+      for (auto m = d.begin(); m != d.end(); ++m) {
+        if (!m.value().is_string()) throw UserError(path + ": __metadata__ value '" + m.key() + "' is not a string");
+        h.metadata.emplace(m.key(), m.value().get<std::string>());
+      }
+      continue;
+    }
+    const std::string where = "tensor '" + name + "'";
+    if (!d.is_object() || !d.contains("dtype") || !d.contains("shape") || !d.contains("data_offsets"))
+      throw UserError(path + ": " + where + " lacks dtype, shape or data_offsets");
+    SafetensorsEntry e;
+    e.name = name;
+    if (!d["dtype"].is_string()) throw UserError(path + ": " + where + " has a dtype that is not a string");
+    auto found = dtypes().find(d["dtype"].get<std::string>());
+    if (found == dtypes().end())
+      throw UserError(path + ": " + where + " has an unsupported dtype " + d["dtype"].get<std::string>());
+    e.dtype = found->second;
+    const auto& shape = d["shape"];
+    if (!shape.is_array() || shape.size() > 16) throw UserError(path + ": " + where + " has a malformed shape");
+    uint64_t nbytes = c10::elementSize(e.dtype);
+    for (const auto& dim : shape) {
+      uint64_t n = unsigned_field(dim, path, where + " shape entry");
+      if (n > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(nbytes, n, &nbytes) ||
+          nbytes > static_cast<uint64_t>(INT64_MAX))
+        throw UserError(path + ": " + where + " has a shape larger than any file");
+      e.shape.push_back(static_cast<int64_t>(n));
+    }
+    const auto& off = d["data_offsets"];
+    if (!off.is_array() || off.size() != 2) throw UserError(path + ": " + where + " data_offsets is not a pair");
+    e.begin = unsigned_field(off[0], path, where + " data_offsets");
+    e.end = unsigned_field(off[1], path, where + " data_offsets");
+    if (e.begin > e.end || e.end > data_len)
+      throw UserError(path + ": " + where + " data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                      ") lie outside the data section of " + std::to_string(data_len) + " bytes");
+    if (e.end - e.begin != nbytes)
+      throw UserError(path + ": " + where + " holds " + std::to_string(e.end - e.begin) + " bytes but its shape needs " +
+                      std::to_string(nbytes));
+    h.tensors.push_back(std::move(e));
+  }
+  std::sort(h.tensors.begin(), h.tensors.end(), [](const auto& a, const auto& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t expected = 0;
+  for (const auto& e : h.tensors) {
+    if (e.begin != expected)
+      throw UserError(path + ": tensor '" + e.name + "' " + (e.begin < expected ? "overlaps another" : "leaves a gap"));
+    expected = e.end;
+  }
+  if (expected != data_len)
+    throw UserError(path + ": the data section holds " + std::to_string(data_len) + " bytes but the tensors cover " +
+                    std::to_string(expected));
+  return h;
+}
+
+std::map<std::string, torch::Tensor> read_safetensors(const std::string& path) {
+  const auto h = read_safetensors_header(path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(path + ": cannot open");
+  in.seekg(static_cast<std::streamoff>(h.data_start));
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& e : h.tensors) {  // in data order: one forward pass over the file
+    auto t = torch::empty(e.shape, torch::TensorOptions().dtype(e.dtype));
+    const auto nbytes = static_cast<std::streamsize>(e.end - e.begin);
+    if (nbytes > 0 && !in.read(static_cast<char*>(t.data_ptr()), nbytes))
+      throw UserError(path + ": truncated while reading tensor '" + e.name + "' (did the file change?)");
+    out.emplace(e.name, t);
   }
   return out;
 }
