@@ -32,7 +32,9 @@ void expect_refused(const std::string& path, const std::string& fragment = "") {
   } catch (const UserError& e) {
     const std::string what = e.what();
     EXPECT_EQ(what.rfind(path + ": ", 0), 0u) << what;
-    if (!fragment.empty()) EXPECT_NE(what.find(fragment), std::string::npos) << what;
+    if (!fragment.empty()) {
+      EXPECT_NE(what.find(fragment), std::string::npos) << what;
+    }
   }
 }
 
@@ -102,13 +104,13 @@ TEST(UltralyticsPt, NotAnArchive) {
   EXPECT_FALSE(model::is_torch_zip(p));
   put(p, std::string("\x80\x02}q\x00.", 6));  // a bare pickle: torch.save before 1.6
   expect_refused(p, "not a PyTorch zip archive");
-  put(p, testing::zip_stored({{"a/constants.pkl", "x"}, {"a/data.pkl", "x"}}));
+  put(p, lucid::testing::zip_stored({{"a/constants.pkl", "x"}, {"a/data.pkl", "x"}}));
   expect_refused(p, "TorchScript");
-  put(p, testing::zip_stored({{"a/other", "x"}}));
+  put(p, lucid::testing::zip_stored({{"a/other", "x"}}));
   expect_refused(p, "without data.pkl");
-  put(p, testing::zip_stored({{"a/data.pkl", "x"}, {"b/data.pkl", "x"}}));
+  put(p, lucid::testing::zip_stored({{"a/data.pkl", "x"}, {"b/data.pkl", "x"}}));
   expect_refused(p, "more than one data.pkl");
-  put(p, testing::zip_stored({{"a/data.pkl", "x"}, {"a/data.pkl", "x"}}));
+  put(p, lucid::testing::zip_stored({{"a/data.pkl", "x"}, {"a/data.pkl", "x"}}));
   expect_refused(p, "appears twice");
   put(p, tiny_checkpoint(tiny_checkpoint_pickle(), "big"));
   expect_refused(p, "big-endian");
