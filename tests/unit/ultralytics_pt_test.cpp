@@ -422,3 +422,36 @@ TEST(UltralyticsPt, MalformedModuleContents) {
                  .bytes());
   expect_refused(p, "no plain-data form");
 }
+
+TEST(UltralyticsPt, PlainValuesInTrainArgs) {
+  TempDir dir;
+  const std::string p = dir.str("v.pt");
+  PickleWriter a;
+  a.proto().dict().mark().str("model").raw(empty_model()).str("train_args").dict().mark();
+  // numpy.float64(0.125) as protocol 2 writes it: scalar(dtype('f8'), _codecs.encode(latin1 text)).
+  a.str("f8").global("numpy._core.multiarray", "scalar").global("numpy", "dtype").str("f8").boolean(false);
+  a.boolean(true).tuple_n(3).reduce().mark().integer(3).str("<").none().none().none().integer(-1).integer(-1);
+  a.integer(0).tuple_mark().build().global("_codecs", "encode").str(std::string("\0\0\0\0\0\0\xc3\x80?", 9));
+  a.str("latin1").tuple_n(2).reduce().tuple_n(2).reduce();
+  a.str("path").global("pathlib", "PosixPath").mark().str("/").str("data").str("x.yaml").tuple_mark().reduce();
+  a.str("big").integer(int64_t{1} << 40).str("neg").integer(-(int64_t{1} << 40)).str("half").real(0.5);
+  a.str("size").global("torch", "Size").mark().integer(2).integer(3).tuple_mark().tuple_n(1).reduce();
+  a.str("array").global("numpy._core.multiarray", "_reconstruct").global("numpy", "ndarray").tuple();
+  a.tuple_n(2).reduce().setitems().setitems().stop();
+  put(p, tiny_checkpoint(a.bytes()));
+  try {
+    model::read_ultralytics_pt(p);
+    ADD_FAILURE() << "an opaque numpy array became plain data";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("train_args 'array' holds a numpy"), std::string::npos) << e.what();
+  }
+  // Without the array every value has its plain form.
+  std::string bytes = a.bytes();
+  const size_t cut = bytes.find(std::string("X\x05\x00\x00\x00", 5) + "array");
+  ASSERT_NE(cut, std::string::npos);
+  bytes = bytes.substr(0, cut) + "uu.";
+  put(p, tiny_checkpoint(bytes));
+  EXPECT_EQ(model::read_ultralytics_pt(p).train_args,
+            nlohmann::json::parse(R"({"f8":0.125,"path":"/data/x.yaml","big":1099511627776,"neg":-1099511627776,)"
+                                  R"("half":0.5,"size":[2,3]})"));
+}

@@ -42,7 +42,10 @@ const std::set<std::string>& allowed_globals() {
                                        "_codecs.encode",
                                        "numpy.dtype",
                                        "numpy.core.multiarray.scalar",
-                                       "numpy._core.multiarray.scalar"};
+                                       "numpy._core.multiarray.scalar",
+                                       "numpy.ndarray",
+                                       "numpy.core.multiarray._reconstruct",
+                                       "numpy._core.multiarray._reconstruct"};
   return s;
 }
 
@@ -475,7 +478,8 @@ class Machine {
       }
       return b;
     }
-    if (f == "numpy.dtype" || f == "__builtin__.getattr" || f == "builtins.getattr" || is_module_class(f)) {
+    if (f == "numpy.dtype" || f == "numpy.core.multiarray._reconstruct" || f == "numpy._core.multiarray._reconstruct" ||
+        f == "__builtin__.getattr" || f == "builtins.getattr" || is_module_class(f)) {
       if ((f == "__builtin__.getattr" || f == "builtins.getattr") &&
           (a.size() != 2 || !is(a[0], Kind::Global) || !is_module_class(a[0]->text) || !is(a[1], Kind::Str)))
         fail("getattr other than of a module class");
