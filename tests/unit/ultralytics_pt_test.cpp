@@ -120,7 +120,8 @@ TEST(UltralyticsPt, TruncatedAtEveryLength) {
   TempDir dir;
   const std::string p = dir.str("t.pt");
   const std::string full = tiny_checkpoint(tiny_checkpoint_pickle());
-  for (size_t n = 0; n < full.size(); ++n) {
+  // Every third length, and every length of the last 200 bytes (the zip's end records).
+  for (size_t n = 0; n < full.size(); n += n + 200 < full.size() ? 3 : 1) {
     put(p, full.substr(0, n));
     expect_refused(p);
   }
