@@ -1,9 +1,9 @@
 """Exact resume at every write boundary. A fit (3 epochs, 16 synthetic training images, imgsz 64,
-CPU, a checkpoint every epoch) is killed with SIGKILL at every atomic write of every epoch, each at
-three points (half of the temporary file written, the temporary file complete but not renamed, just
-renamed; the LUCID_FAULT_AT hook of util/files.h): args.yaml, results.csv, step_losses.f32, best
-(in the epochs that improve), epochN, fit_report.json, last and report.html; and at a random moment
-of each epoch. After each kill the run goes on where it stands: `lucid train resume=` from its
+CPU, a checkpoint every epoch) is killed with SIGKILL at every atomic write of every epoch, with the
+temporary file complete but not renamed and just after the rename (the LUCID_FAULT_AT hook of
+util/files.h), and for checkpoints also with half of the temporary file written: args.yaml,
+results.csv, step_losses.f32, best (in the epochs that improve), epochN, fit_report.json, last and
+report.html; and at a random moment of each epoch. After each kill the run goes on where it stands: `lucid train resume=` from its
 last checkpoint, or the same command again while it has none. The killed-and-continued run must end
 with the same files as a fit that never stopped: the same set of files, each byte-equal (results.csv
 without its time column, fit_report.json without its time and memory fields, report.html without
@@ -22,7 +22,8 @@ from lucid_runs import (LUCID, checkpoint_state, digest, fit_report_without_meas
                         results_without_time, synth_data, train)
 
 EPOCHS = 3
-POINTS = ["mid-write", "before-rename", "after-rename"]
+POINTS = ["before-rename", "after-rename"]
+CHECKPOINT_POINTS = ["mid-write", *POINTS]  # a partly written temporary file: the large writes
 RUN = Path("runs") / "run"  # relative: both runs write the same args.yaml and report.html
 LAST = RUN / "weights" / "last.safetensors"
 failures = []
@@ -115,7 +116,7 @@ def main():
             writes += [f"epoch{epoch}.safetensors"] + (["fit_report.json"] if epoch == EPOCHS else [])
             writes += ["last.safetensors"]
             for i, file in enumerate(writes):
-                for point in POINTS:
+                for point in CHECKPOINT_POINTS if file.endswith(".safetensors") else POINTS:
                     secs = kill(file, point)
                     if i == 0 and point == POINTS[0]:
                         # A random moment before this epoch's first write: start-up, training or validation.
