@@ -8,7 +8,8 @@
 - run names that would leave the project (empty, .., ../.., a/b, absolute) are refused;
 - checkpoints whose content cannot be right (a tensor missing, renamed or unknown, optimizer state or
   per-group hyperparameters of the wrong shape, NaN or infinite weights, options that are not
-  strings) are refused by resume, val and predict with one line naming the file."""
+  strings) are refused by resume, val and predict with one line naming the file, and so are
+  results.csv or step_losses.f32 holding less than the checkpoint by resume."""
 import os
 import shutil
 import signal
@@ -157,6 +158,17 @@ def main():
                 r = lucid(cmd, env)
                 check(refused(r, str(ckpt), fragment) and tree(folder) == before,
                       f"{what}: {command} refused, naming the file and {fragment!r}: {r.stderr.strip()[-300:]}")
+
+        # Logs that hold less than the checkpoint: the run cannot be resumed exactly.
+        for i, (log, cut, fragment) in enumerate([("results.csv", lambda b: b.split(b"\n")[0] + b"\n", "holds 0 epochs"),
+                                                  ("step_losses.f32", lambda b: b[:8], "holds fewer steps")]):
+            folder = project / f"log{i}"
+            shutil.copytree(run, folder)
+            (folder / log).write_bytes(cut((folder / log).read_bytes()))
+            before = tree(folder)
+            r = lucid(["train", f"resume={folder / 'weights' / 'epoch1.safetensors'}"], env)
+            check(refused(r, str(folder / log), fragment) and tree(folder) == before,
+                  f"{log} shorter than the checkpoint: {r.stderr.strip()[-300:]}")
     if failures:
         sys.exit("\n".join(failures))
 
