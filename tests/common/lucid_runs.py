@@ -1,6 +1,8 @@
 """What the Python-driven tests share: the built `lucid` binary, `lucid train` runs that stop the
-test with their output when they fail, file digests and results.csv without its time column."""
+test with their output when they fail, small synthetic datasets, file digests, results.csv without
+its time column, fit_report.json without its measurements and a checkpoint's loop state."""
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -14,9 +16,13 @@ def digest(p):
     return hashlib.sha256(Path(p).read_bytes()).hexdigest()
 
 
-def train(args, env, project, name, extra=()):
+# fit_report.json fields that measure the run (time, memory) rather than state what it computed.
+MEASURED = ["fit_seconds", "peak_allocated_mib", "peak_reserved_mib", "stage_times"]
+
+
+def train(args, env, project, name, extra=(), cwd=None):
     r = subprocess.run([LUCID, "train", *args, f"project={project}", f"name={name}", *extra], env=env,
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, cwd=cwd)
     if r.returncode != 0:
         sys.exit(f"lucid train failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
     return r.stdout
@@ -25,3 +31,24 @@ def train(args, env, project, name, extra=()):
 def results_without_time(run):
     rows = (Path(run) / "results.csv").read_text().splitlines()
     return [",".join(c for i, c in enumerate(r.split(",")) if i != 1) for r in rows]
+
+
+def synth_data(out, env, n_train, n_val, imgsz):
+    """`lucid data synth` into out; returns the dataset YAML."""
+    r = subprocess.run([LUCID, "data", "synth", f"out={out}", f"n_train={n_train}", f"n_val={n_val}",
+                        f"imgsz={imgsz}"], env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"lucid data synth failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return Path(out) / "data.yaml"
+
+
+def fit_report_without_measurements(run):
+    report = json.loads((Path(run) / "fit_report.json").read_text())
+    return {k: v for k, v in report.items() if k not in MEASURED}
+
+
+def checkpoint_state(path):
+    """The loop state (the 'lucid' metadata) of a checkpoint, read from its safetensors header."""
+    raw = Path(path).read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    return json.loads(json.loads(raw[8:8 + n])["__metadata__"]["lucid"])

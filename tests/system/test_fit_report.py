@@ -12,13 +12,12 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
-from lucid_runs import digest, train as run_train  # noqa: E402
+from lucid_runs import MEASURED, digest, train as run_train  # noqa: E402
 
 ARGS = ["epochs=1", "batch=8", "imgsz=64", "workers=2", "device=cpu"]
 FIELDS = ["format", "fit_seconds", "peak_allocated_mib", "peak_reserved_mib", "epochs", "batches", "optimizer_steps",
           "ema_updates", "sha256", "scheduler", "validation", "replay"]
 HASHES = ["model", "optimizer", "scheduler", "ema", "step_losses", "validation"]
-MEASURED = ["fit_seconds", "peak_allocated_mib", "peak_reserved_mib", "stage_times"]
 
 
 def train(env, project, name, extra=()):

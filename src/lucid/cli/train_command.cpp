@@ -8,6 +8,7 @@
 #include "lucid/data/synth.h"
 #include "lucid/engine/checkpoint.h"
 #include "lucid/engine/evaluate.h"
+#include "lucid/engine/run_folder.h"
 #include "lucid/engine/trainer.h"
 #include "lucid/engine/training_data.h"
 #include "lucid/engine/validator.h"
@@ -132,6 +133,8 @@ int train_command(const std::vector<std::string>& args) {
   }
   options.parse(args);
   std::string resume;
+  fs::path resume_dir;      // the resumed run's folder
+  bool finishing = false;  // a finished fit whose final validation and report were not written
   if (!options.str("resume").empty() && options.str("resume") != "False") {
     resume = options.str("resume") == "True" ? newest_last_checkpoint(options.str("project")) : options.str("resume");
     // The run's own options, so it continues exactly as it started.
@@ -144,6 +147,13 @@ int train_command(const std::vector<std::string>& args) {
       if (engine::execution_option(a.substr(0, a.find('=')))) tokens.push_back(a);
     options = engine::train_options();
     options.parse(tokens);
+    resume_dir = engine::resume_run_dir(resume, state);
+    const auto resumed = engine::TrainSettings::from(options);
+    if (engine::fit_finished(state, resumed)) {
+      // report.html is the run's last write: without it the fit's final validation is still due.
+      if (fs::exists(resume_dir / "report.html")) throw engine::nothing_to_resume(resume, resumed);
+      finishing = true;
+    }
   }
   // The complete-fit clock (fit_report.json): before data, model and trainer construction.
   const auto fit_start = std::chrono::steady_clock::now();
@@ -187,14 +197,26 @@ int train_command(const std::vector<std::string>& args) {
     return out;
   };
   std::unique_ptr<engine::BatchSource> batches = std::move(plotted);
-  engine::Trainer trainer(options, {index.nc(), index.names}, std::move(batches), validate, resume);
-  trainer.set_fit_start(fit_start);
-  if (plotted_batches) plotted_batches->set_run_dir(trainer.run_dir().string());
-  trainer.fit();
+  std::unique_ptr<engine::Trainer> trainer;    // holds the run folder's lock to the end
+  std::unique_ptr<engine::RunFolderLock> lock;  // or this, when only the final validation is due
+  fs::path run_dir;
+  if (finishing) {
+    run_dir = resume_dir;
+    lock = std::make_unique<engine::RunFolderLock>(run_dir);
+    engine::remove_interrupted_writes(run_dir);
+    std::printf("%s: training to %lld epochs is finished; writing its final validation and report\n", resume.c_str(),
+                static_cast<long long>(settings.epochs));
+  } else {
+    trainer = std::make_unique<engine::Trainer>(options, engine::DatasetInfo{index.nc(), index.names},
+                                                std::move(batches), validate, resume);
+    trainer->set_fit_start(fit_start);
+    run_dir = trainer->run_dir();
+    if (plotted_batches) plotted_batches->set_run_dir(run_dir.string());
+    trainer->fit();
+  }
 
   // Final validation of the best weights with plots, results.png and the report, as the reference's
   // final_eval.
-  const auto run_dir = trainer.run_dir();
   auto weights = run_dir / "weights" / "best.safetensors";
   if (!fs::exists(weights)) weights = run_dir / "weights" / "last.safetensors";
   std::printf("\nValidating %s...\n", weights.string().c_str());

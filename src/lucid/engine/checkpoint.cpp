@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <set>
 
 #include "lucid/model/safetensors.h"
 #include "lucid/util/error.h"
@@ -59,8 +60,18 @@ LoopState from_json(const nlohmann::ordered_json& j, const std::string& path) {
   s.names = j["names"];
   if (!j.contains("train_args") || !j["train_args"].is_object())
     throw UserError(path + ": checkpoint state 'train_args' is missing or not a map");
+  for (auto it = j["train_args"].begin(); it != j["train_args"].end(); ++it)
+    if (!it.value().is_string())
+      throw UserError(path + ": checkpoint state 'train_args' value '" + it.key() + "' is not a string");
   s.args = j["train_args"];
   return s;
+}
+
+const std::set<std::string> kSections{"model", "grad", "ema", "optim", "hyper"};
+
+void require_finite(const torch::Tensor& t, const std::string& path, const std::string& name) {
+  if (t.is_floating_point() && !torch::isfinite(t).all().item<bool>())
+    throw UserError(path + ": tensor '" + name + "' holds NaN or infinite values");
 }
 
 nlohmann::ordered_json read_header(const std::string& path) {
@@ -104,6 +115,11 @@ LoopState load_checkpoint(const std::string& path, model::SegmentationModelImpl&
                           model::SegmentationModelImpl* ema, optim::Optimizer* optimizer) {
   auto state = read_checkpoint_state(path);
   auto all = model::read_safetensors(path);
+  for (const auto& [k, v] : all) {
+    const auto section = k.substr(0, k.find('/'));
+    if (k.find('/') == std::string::npos || !kSections.count(section))
+      throw UserError(path + ": unexpected tensor '" + k + "' (a checkpoint holds model/, grad/, ema/, optim/ and hyper/)");
+  }
   auto section = [&](const std::string& prefix) {
     std::map<std::string, torch::Tensor> out;
     for (auto& [k, v] : all)
@@ -112,18 +128,33 @@ LoopState load_checkpoint(const std::string& path, model::SegmentationModelImpl&
   };
   model::load_state(model, section("model/"), path);
   auto grads = section("grad/");
-  for (auto& p : model.named_parameters()) {
-    auto it = grads.find(p.key());
-    if (it != grads.end()) p.value().mutable_grad() = it->second.to(p.value().device()).contiguous(p.value().suggest_memory_format());
+  std::map<std::string, torch::Tensor> params;
+  for (auto& p : model.named_parameters()) params.emplace(p.key(), p.value());
+  for (const auto& [name, g] : grads) {  // the gradients accumulated since the last optimizer step
+    auto it = params.find(name);
+    if (it == params.end() || !it->second.requires_grad() || g.sizes() != it->second.sizes() ||
+        !g.is_floating_point())
+      throw UserError(path + ": gradient 'grad/" + name + "' names no trainable parameter of its shape");
+    require_finite(g, path, "grad/" + name);
+    it->second.mutable_grad() = g.to(it->second.device(), it->second.scalar_type())
+                                    .contiguous(it->second.suggest_memory_format());
   }
   if (ema) model::load_state(*ema, section("ema/"), path);
   if (optimizer) {
     optimizer->load_state(section("optim/"), path);
-    auto lr = all.at("hyper/lr"), m = all.at("hyper/momentum");
-    if (lr.numel() != static_cast<int64_t>(optimizer->groups().size()))
-      throw UserError(path + ": optimizer groups do not match the model");
-    for (size_t g = 0; g < optimizer->groups().size(); ++g)
-      optimizer->set_hyper(g, lr[static_cast<int64_t>(g)].item<double>(), m[static_cast<int64_t>(g)].item<double>());
+    const auto groups = static_cast<int64_t>(optimizer->groups().size());
+    auto hyper = [&](const std::string& name) {
+      auto it = all.find(name);
+      if (it == all.end()) throw UserError(path + ": tensor '" + name + "' is missing");
+      if (it->second.dim() != 1 || it->second.numel() != groups || !it->second.is_floating_point())
+        throw UserError(path + ": tensor '" + name + "' does not hold one value per optimizer group (" +
+                        std::to_string(groups) + ")");
+      require_finite(it->second, path, name);
+      return it->second.to(torch::kDouble);
+    };
+    auto lr = hyper("hyper/lr"), m = hyper("hyper/momentum");
+    for (int64_t g = 0; g < groups; ++g)
+      optimizer->set_hyper(static_cast<size_t>(g), lr[g].item<double>(), m[g].item<double>());
     optimizer->set_steps_taken(state.optimizer_steps);
   }
   return state;

@@ -27,7 +27,7 @@ void append_le(std::string& out, int64_t v);
 void append_le(std::string& out, double v);
 
 struct FitReportInput {
-  double fit_seconds = 0;  // from before model, data and trainer construction to the last checkpoint write
+  double fit_seconds = 0;  // from before model, data and trainer construction to the final epoch's commit
   double peak_allocated_mib = 0, peak_reserved_mib = 0;  // zeros on the CPU
   int64_t epochs = 0;                                     // epochs finished
   model::SegmentationModelImpl* model = nullptr;

@@ -62,8 +62,8 @@ config::Options train_options() {
           {"patience", "100", "epochs without fitness improvement before stopping"},
           {"save_period", "-1", "also keep a checkpoint every N epochs"},
           {"project", "runs/segment", "parent directory of run directories"},
-          {"name", "train", "run directory name (numbered if it exists)"},
-          {"exist_ok", "False", "reuse an existing run directory"},
+          {"name", "train", "run folder name, one folder inside project (numbered if it exists)"},
+          {"exist_ok", "False", "reuse an existing run folder (one training at a time writes into a folder)"},
           {"resume", "", "resume from a last checkpoint (path, or True for the newest run)"},
       });
 }

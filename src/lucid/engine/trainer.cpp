@@ -8,6 +8,7 @@
 #include "lucid/data/hsv.h"
 #include "lucid/engine/fit_report.h"
 #include "lucid/engine/progress.h"
+#include "lucid/engine/run_folder.h"
 #include "lucid/optim/schedule.h"
 #include "lucid/replay/recorder.h"
 #include "lucid/util/trace.h"
@@ -19,28 +20,19 @@ namespace lucid::engine {
 
 namespace fs = std::filesystem;
 
-fs::path make_run_dir(const std::string& project, const std::string& name, bool exist_ok) {
-  fs::path base = fs::path(project) / name;
-  if (exist_ok || !fs::exists(base)) {
-    fs::create_directories(base / "weights");
-    return base;
-  }
-  for (int n = 2;; ++n) {
-    fs::path p = fs::path(project) / (name + std::to_string(n));
-    if (!fs::exists(p)) {
-      fs::create_directories(p / "weights");
-      return p;
-    }
-  }
+bool early_stop_due(const LoopState& state, int64_t patience) { return state.epochs_without_improvement >= patience; }
+
+bool fit_finished(const LoopState& state, const TrainSettings& settings) {
+  return state.epoch >= settings.epochs || (state.epoch > 0 && early_stop_due(state, settings.patience));
+}
+
+UserError nothing_to_resume(const std::string& checkpoint, const TrainSettings& settings) {
+  return UserError(checkpoint + ": training to " + std::to_string(settings.epochs) +
+                   " epochs is finished, nothing to resume. Start a new training without resuming, e.g. lucid train "
+                   "model=" + checkpoint);
 }
 
 namespace {
-
-std::string yaml_scalar(const std::string& v) {
-  if (v.empty()) return "''";
-  if (v.find_first_of(":#{}[],&*!|>'\"%@`") != std::string::npos) return "'" + v + "'";
-  return v;
-}
 
 void freeze_layers(model::SegmentationModelImpl& m, const std::string& spec) {
   if (spec.empty()) return;
@@ -119,21 +111,44 @@ Trainer::Trainer(const config::Options& options, DatasetInfo dataset, std::uniqu
     state_ = load_checkpoint(resume_from, *model_, &*ema_->model(), optimizer_.get());
     state_.args = args_;  // the same options, in their declared order
     ema_->set_updates(state_.ema_updates);
-    run_dir_ = fs::path(resume_from).parent_path().parent_path();
-    std::ifstream in(run_dir_ / "results.csv");
-    std::string line;
-    std::getline(in, line);  // header, rewritten with the next row
-    for (int64_t e = 0; e < state_.epoch && std::getline(in, line); ++e) results_rows_.push_back(line);
-    std::ifstream losses(run_dir_ / "step_losses.f32", std::ios::binary);
-    float v;
-    while (losses.read(reinterpret_cast<char*>(&v), sizeof v)) step_losses_.push_back(v);
+    run_dir_ = resume_run_dir(resume_from, state_);
+    lock_ = std::make_unique<RunFolderLock>(run_dir_);
+    remove_interrupted_writes(run_dir_);
+    restore_logs(resume_from);
     std::printf("resuming %s from epoch %lld\n", resume_from.c_str(), static_cast<long long>(state_.epoch + 1));
   } else {
     run_dir_ = make_run_dir(s_.project, s_.name, s_.exist_ok);
+    lock_ = std::make_unique<RunFolderLock>(run_dir_);
+    remove_interrupted_writes(run_dir_);
+    write_args_yaml(run_dir_, options);  // a resumed run keeps the args.yaml it started with
   }
-  util::write_atomically((run_dir_ / "args.yaml").string(), [&](std::ostream& out) {
-    for (const auto& spec : options.specs()) out << spec.key << ": " << yaml_scalar(options.str(spec.key)) << "\n";
-  });
+}
+
+// The logs hold what happened up to the checkpoint and possibly part of the epoch after it (written
+// before that epoch's checkpoint when the run was stopped): they are cut back to the checkpoint.
+void Trainer::restore_logs(const std::string& checkpoint) {
+  const auto csv = run_dir_ / "results.csv";
+  std::ifstream in(csv);
+  std::string line;
+  std::getline(in, line);  // header, rewritten with the next row
+  for (int64_t e = 0; e < state_.epoch && std::getline(in, line); ++e) results_rows_.push_back(line);
+  if (static_cast<int64_t>(results_rows_.size()) != state_.epoch)
+    throw UserError(csv.string() + ": holds " + std::to_string(results_rows_.size()) + " epochs but " + checkpoint +
+                    " is at epoch " + std::to_string(state_.epoch) + "; this run cannot be resumed exactly");
+  const auto log = run_dir_ / "step_losses.f32";
+  const auto want = static_cast<uint64_t>(state_.epoch * train_->batches_per_epoch() * 5);
+  std::error_code ec;
+  const auto bytes = fs::file_size(log, ec);
+  if (ec || bytes < want * sizeof(float))
+    throw UserError(log.string() + ": holds fewer steps than the " + std::to_string(want / 5) + " of " + checkpoint +
+                    "; this run cannot be resumed exactly");
+  step_losses_.resize(want);
+  std::ifstream losses(log, std::ios::binary);
+  if (want > 0 && !losses.read(reinterpret_cast<char*>(step_losses_.data()), static_cast<std::streamsize>(want * sizeof(float))))
+    throw UserError(log.string() + ": read error");
+  if (bytes > want * sizeof(float))
+    std::printf("%s: %llu steps after the checkpoint dropped (the run stopped before their epoch's checkpoint)\n",
+                log.string().c_str(), static_cast<unsigned long long>((bytes / sizeof(float) - want) / 5));
 }
 
 void Trainer::save(const fs::path& path) {
@@ -170,6 +185,7 @@ void Trainer::write_results_row(int64_t epoch, double seconds, const std::array<
 }
 
 ValidationResult Trainer::fit() {
+  if (fit_finished(state_, s_)) throw nothing_to_resume(run_dir_.string(), s_);
   const int64_t nb = train_->batches_per_epoch();
   optim::ScheduleOptions so;
   so.epochs = s_.epochs;
@@ -208,6 +224,47 @@ ValidationResult Trainer::fit() {
     recorder = std::make_unique<replay::StageRecorder>(*model_, *optimizer_, replay_options, replay::Backend::CudaGraph);
   std::optional<util::StageClock> stage_clock;
   if (s_.stage_times) stage_clock.emplace(device_.is_cuda());
+  // The fit report, written with the final epoch's checkpoints.
+  auto write_report = [&] {
+    // The complete fit ends here, with the final epoch's commit (this report and weights/last) left;
+    // releasing recordings and hashing for the report are outside it.
+    const auto fit_end = std::chrono::steady_clock::now();
+    const auto memory = util::cuda_memory(device_.index() < 0 ? 0 : device_.index());
+    if (recorder) {
+      replay_summary_ = recorder->summary();
+      recorder.reset();
+      std::printf("replay: %s\n", replay_summary_.dump().c_str());
+    }
+    FitReportInput report;
+    report.fit_seconds = std::chrono::duration<double>(fit_end - fit_start_).count();
+    report.peak_allocated_mib = device_.is_cuda() ? memory.peak_allocated_mib : 0.0;
+    report.peak_reserved_mib = device_.is_cuda() ? memory.peak_reserved_mib : 0.0;
+    report.epochs = state_.epoch;
+    report.model = model_.get();
+    report.ema = ema_->model().get();
+    report.ema_updates = ema_->updates();
+    report.optimizer = optimizer_.get();
+    report.accumulate = sched.accumulate();
+    report.last_opt_step = state_.last_opt_step;
+    report.step_losses = &step_losses_;
+    report.metrics = val.metrics;
+    report.losses = val.losses;
+    report.replay = replay_summary_;
+    if (stage_clock) {
+      report.stage_times = stage_clock->summary();
+      stage_clock.reset();
+      std::printf("%s", util::StageClock::table(report.stage_times).c_str());
+    }
+    write_fit_report((run_dir_ / kFitReportFile).string(), make_fit_report(report));
+    std::printf("complete fit: %.3f s (from before data, model and trainer construction)\n", report.fit_seconds);
+    const double secs = std::chrono::duration<double>(fit_end - start).count();
+    std::printf("%lld epochs completed in %.3f hours (%.3f s); results in %s\n", static_cast<long long>(state_.epoch),
+                secs / 3600.0, secs, run_dir_.string().c_str());
+    if (device_.is_cuda()) {
+      auto m = util::cuda_memory(device_.index() < 0 ? 0 : device_.index());
+      std::printf("peak GPU memory: %.0f MiB allocated, %.0f MiB reserved\n", m.peak_allocated_mib, m.peak_reserved_mib);
+    }
+  };
   for (int64_t epoch = state_.epoch; epoch < s_.epochs; ++epoch) {
     sched.begin_epoch(*optimizer_, epoch);
     const bool mosaic = s_.mosaic > 0 && !(s_.close_mosaic > 0 && epoch >= s_.epochs - s_.close_mosaic);
@@ -320,57 +377,23 @@ ValidationResult Trainer::fit() {
     }
     state_.accumulate = sched.accumulate();
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const bool stop_early = !final_epoch && early_stop_due(state_, s_.patience);
+    // weights/last is written last: it commits the epoch. A run stopped before it resumes from the
+    // previous epoch and rewrites everything below with the same bytes.
     write_results_row(epoch, secs, mean, val);
     util::write_atomically((run_dir_ / "step_losses.f32").string(), [&](std::ostream& out) {
       out.write(reinterpret_cast<const char*>(step_losses_.data()),
                 static_cast<std::streamsize>(step_losses_.size() * sizeof(float)));
     });
-    save(run_dir_ / "weights" / "last.safetensors");
     if (best) save(run_dir_ / "weights" / "best.safetensors");
     if (s_.save_period > 0 && (epoch + 1) % s_.save_period == 0)
       save(run_dir_ / "weights" / ("epoch" + std::to_string(epoch + 1) + ".safetensors"));
-    if (state_.epochs_without_improvement >= s_.patience && !final_epoch) {
+    if (final_epoch || stop_early) write_report();
+    save(run_dir_ / "weights" / "last.safetensors");
+    if (stop_early) {
       std::printf("Stopping early: no improvement in the last %lld epochs\n", static_cast<long long>(s_.patience));
       break;
     }
-  }
-  // The complete fit ends with the last checkpoint write above; releasing recordings and hashing
-  // for the report are outside it.
-  const auto fit_end = std::chrono::steady_clock::now();
-  const auto memory = util::cuda_memory(device_.index() < 0 ? 0 : device_.index());
-  if (recorder) {
-    replay_summary_ = recorder->summary();
-    recorder.reset();
-    std::printf("replay: %s\n", replay_summary_.dump().c_str());
-  }
-  FitReportInput report;
-  report.fit_seconds = std::chrono::duration<double>(fit_end - fit_start_).count();
-  report.peak_allocated_mib = device_.is_cuda() ? memory.peak_allocated_mib : 0.0;
-  report.peak_reserved_mib = device_.is_cuda() ? memory.peak_reserved_mib : 0.0;
-  report.epochs = state_.epoch;
-  report.model = model_.get();
-  report.ema = ema_->model().get();
-  report.ema_updates = ema_->updates();
-  report.optimizer = optimizer_.get();
-  report.accumulate = sched.accumulate();
-  report.last_opt_step = state_.last_opt_step;
-  report.step_losses = &step_losses_;
-  report.metrics = val.metrics;
-  report.losses = val.losses;
-  report.replay = replay_summary_;
-  if (stage_clock) {
-    report.stage_times = stage_clock->summary();
-    stage_clock.reset();
-    std::printf("%s", util::StageClock::table(report.stage_times).c_str());
-  }
-  write_fit_report((run_dir_ / kFitReportFile).string(), make_fit_report(report));
-  std::printf("complete fit: %.3f s (from before data, model and trainer construction)\n", report.fit_seconds);
-  const double secs = std::chrono::duration<double>(fit_end - start).count();
-  std::printf("%lld epochs completed in %.3f hours (%.3f s); results in %s\n", static_cast<long long>(state_.epoch),
-              secs / 3600.0, secs, run_dir_.string().c_str());
-  if (device_.is_cuda()) {
-    auto m = util::cuda_memory(device_.index() < 0 ? 0 : device_.index());
-    std::printf("peak GPU memory: %.0f MiB allocated, %.0f MiB reserved\n", m.peak_allocated_mib, m.peak_reserved_mib);
   }
   return val;
 }

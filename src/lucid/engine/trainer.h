@@ -1,7 +1,9 @@
 // The fit: builds the model, loss, optimizer, schedule and EMA for a run, trains epoch by epoch on
 // a BatchSource, validates the EMA model after each epoch, and writes results.csv and checkpoints
 // (weights/last and weights/best, atomically) into the run directory. resume continues from
-// weights/last exactly as if the run had not stopped.
+// weights/last exactly as if the run had not stopped, wherever it stopped: each epoch writes
+// results.csv, step_losses.f32, best, epochN and (when the fit ends there) fit_report.json first and
+// weights/last last, so last commits the epoch, and a resume cuts the logs back to its epoch.
 #pragma once
 #include <array>
 #include <chrono>
@@ -11,9 +13,11 @@
 
 #include "lucid/engine/batch_source.h"
 #include "lucid/engine/checkpoint.h"
+#include "lucid/engine/run_folder.h"
 #include "lucid/engine/train_options.h"
 #include "lucid/loss/segmentation_loss.h"
 #include "lucid/optim/ema.h"
+#include "lucid/util/error.h"
 
 namespace lucid::engine {
 
@@ -36,7 +40,8 @@ class Trainer {
   Trainer(const config::Options& options, DatasetInfo dataset, std::unique_ptr<BatchSource> train, Validate validate,
           const std::string& resume_from = "");
 
-  // Trains to the last epoch; returns the final validation result.
+  // Trains to the last epoch; returns the final validation result. A run whose checkpoint is
+  // finished (fit_finished) is refused.
   ValidationResult fit();
 
   const std::filesystem::path& run_dir() const { return run_dir_; }
@@ -49,13 +54,14 @@ class Trainer {
 
   // The complete-fit clock starts here (default: when this trainer began construction); the
   // command sets it to before it builds the data, so the time covers data, model and trainer
-  // construction. It stops after the fit's last checkpoint write (fit_report.json).
+  // construction. It stops before the final epoch's commit (fit_report.json, then weights/last).
   void set_fit_start(std::chrono::steady_clock::time_point t) { fit_start_ = t; }
 
  private:
   void write_results_row(int64_t epoch, double seconds, const std::array<double, 5>& train_loss,
                          const ValidationResult& val);
   void save(const std::filesystem::path& path);
+  void restore_logs(const std::string& checkpoint);
 
   std::chrono::steady_clock::time_point fit_start_ = std::chrono::steady_clock::now();  // first member: set first
   TrainSettings s_;
@@ -72,12 +78,20 @@ class Trainer {
   std::unique_ptr<optim::ModelEMA> ema_;
   LoopState state_;
   std::filesystem::path run_dir_;
+  std::unique_ptr<RunFolderLock> lock_;  // held while this trainer writes into run_dir_
   std::vector<std::string> results_rows_;
   std::vector<float> step_losses_;
   nlohmann::ordered_json replay_summary_ = nlohmann::ordered_json::object();
 };
 
-// The run directory: project/name, or project/name2, name3, ... if it exists (unless exist_ok).
-std::filesystem::path make_run_dir(const std::string& project, const std::string& name, bool exist_ok);
+// Whether a run stops after the epochs its state has finished: no improvement of fitness in the
+// last `patience` epochs.
+bool early_stop_due(const LoopState& state, int64_t patience);
+
+// Whether a checkpoint's fit is over (all epochs trained, or stopped early): nothing to resume.
+bool fit_finished(const LoopState& state, const TrainSettings& settings);
+
+// The refusal to resume a finished fit, as the reference words it.
+UserError nothing_to_resume(const std::string& checkpoint, const TrainSettings& settings);
 
 }  // namespace lucid::engine

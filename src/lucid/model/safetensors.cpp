@@ -190,7 +190,7 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
 
 void load_state(torch::nn::Module& module, const std::map<std::string, torch::Tensor>& tensors,
                 const std::string& source) {
-  std::vector<std::string> missing, mismatched;
+  std::vector<std::string> missing, mismatched, non_finite;
   std::set<std::string> used;
   torch::NoGradGuard no_grad;
   for (auto& [name, dst] : state_dict(module)) {
@@ -204,6 +204,10 @@ void load_state(torch::nn::Module& module, const std::map<std::string, torch::Te
       std::ostringstream o;
       o << name << " " << it->second.sizes() << " vs model " << dst.sizes();
       mismatched.push_back(o.str());
+      continue;
+    }
+    if (it->second.is_floating_point() && !torch::isfinite(it->second).all().item<bool>()) {
+      non_finite.push_back(name);  // weights are never NaN or infinite; such a file is damaged
       continue;
     }
     dst.copy_(it->second.to(dst.dtype()));
@@ -221,6 +225,7 @@ void load_state(torch::nn::Module& module, const std::map<std::string, torch::Te
   if (!missing.empty()) err += " missing: " + join(missing) + ";";
   if (!unexpected.empty()) err += " unexpected: " + join(unexpected) + ";";
   if (!mismatched.empty()) err += " shape mismatch: " + join(mismatched) + ";";
+  if (!non_finite.empty()) err += " NaN or infinite values in: " + join(non_finite) + ";";
   if (!err.empty()) throw UserError(source + ": weights do not fit the model:" + err);
 }
 

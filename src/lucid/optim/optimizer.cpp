@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "lucid/model/model.h"
 #include "lucid/util/error.h"
@@ -317,10 +318,17 @@ namespace lucid::optim {
 
 void Optimizer::load_state(const std::map<std::string, torch::Tensor>& tensors, const std::string& source) {
   torch::NoGradGuard no_grad;
-  for (auto& [name, t] : state()) {
+  auto own = state();
+  std::set<std::string> names;
+  for (auto& [name, t] : own) names.insert(name);
+  for (const auto& [name, t] : tensors)
+    if (!names.count(name)) throw UserError(source + ": unexpected optimizer state '" + name + "'");
+  for (auto& [name, t] : own) {
     auto it = tensors.find(name);
     if (it == tensors.end() || it->second.sizes() != t.sizes())
       throw UserError(source + ": optimizer state '" + name + "' is missing or mis-shaped");
+    if (it->second.is_floating_point() && !torch::isfinite(it->second).all().item<bool>())
+      throw UserError(source + ": optimizer state '" + name + "' holds NaN or infinite values");
     t.copy_(it->second);
   }
 }

@@ -83,7 +83,8 @@ class Optimizer {
 
   // Every state tensor (momentum buffers, moments, step counter, lr/momentum), named stably.
   std::vector<std::pair<std::string, torch::Tensor>> state();
-  // Restores state() tensors by name (a checkpoint's); every name must be present.
+  // Restores state() tensors by name (a checkpoint's): every name present with its shape, none unknown,
+  // all finite.
   void load_state(const std::map<std::string, torch::Tensor>& tensors, const std::string& source);
   int64_t steps_taken() const { return steps_; }
   // Every optimised parameter, in slot order.

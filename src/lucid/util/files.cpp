@@ -1,24 +1,104 @@
 #include "lucid/util/files.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
 
 #include "lucid/util/error.h"
 
 namespace lucid::util {
 
+namespace {
+
+constexpr const char* kTemporaryInfix = ".tmp.";
+
+enum class FaultPoint { None, MidWrite, BeforeRename, AfterRename };
+
+struct FaultSpec {
+  std::string file;
+  FaultPoint point = FaultPoint::None;
+  int occurrence = 0;
+};
+
+FaultSpec parse_fault_spec(const std::string& v) {
+  const auto bad = [&] {
+    return UserError("LUCID_FAULT_AT=" + v + ": expected <file name>:<mid-write|before-rename|after-rename>:<occurrence from 1>");
+  };
+  const auto a = v.find(':'), b = v.rfind(':');
+  if (a == std::string::npos || a == b || a == 0) throw bad();
+  FaultSpec s;
+  s.file = v.substr(0, a);
+  const auto point = v.substr(a + 1, b - a - 1);
+  if (point == "mid-write") s.point = FaultPoint::MidWrite;
+  else if (point == "before-rename") s.point = FaultPoint::BeforeRename;
+  else if (point == "after-rename") s.point = FaultPoint::AfterRename;
+  else throw bad();
+  const auto n = v.substr(b + 1);
+  if (n.empty() || n.size() > 9 || n.find_first_not_of("0123456789") != std::string::npos) throw bad();
+  s.occurrence = std::stoi(n);
+  if (s.occurrence < 1) throw bad();
+  return s;
+}
+
+// The point at which this write of `target` is to be killed (None for nearly every write). The
+// variable is read at every write (a getenv when unset) and parsed when it changes.
+FaultPoint fault_for(const std::filesystem::path& target) {
+  const char* env = std::getenv("LUCID_FAULT_AT");
+  if (!env || !*env) return FaultPoint::None;
+  static std::mutex mutex;
+  static std::string parsed;
+  static FaultSpec spec;
+  static int seen = 0;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (parsed != env) {
+    spec = parse_fault_spec(env);
+    parsed = env;
+    seen = 0;
+  }
+  if (target.filename() != spec.file) return FaultPoint::None;
+  return ++seen == spec.occurrence ? spec.point : FaultPoint::None;
+}
+
+[[noreturn]] void kill_self() {
+  std::fflush(nullptr);
+  ::raise(SIGKILL);
+  std::abort();  // unreachable: SIGKILL cannot be caught
+}
+
+}  // namespace
+
+bool is_temporary_name(const std::string& filename) {
+  const auto at = filename.rfind(kTemporaryInfix);
+  if (at == std::string::npos || at == 0) return false;
+  const auto pid = filename.substr(at + std::string(kTemporaryInfix).size());
+  return !pid.empty() && pid.size() <= 10 && pid.find_first_not_of("0123456789") == std::string::npos;
+}
+
 void write_atomically(const std::string& path, const std::function<void(std::ostream&)>& write) {
   namespace fs = std::filesystem;
   auto target = fs::path(path);
+  const FaultPoint fault = fault_for(target);
   if (target.has_parent_path()) fs::create_directories(target.parent_path());
   auto tmp = target;
-  tmp += ".tmp." + std::to_string(::getpid());
+  tmp += kTemporaryInfix + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw UserError(tmp.string() + ": cannot write");
+    if (fault == FaultPoint::MidWrite) {
+      std::ostringstream all;
+      write(all);
+      const auto bytes = std::move(all).str();
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
+      out.flush();
+      kill_self();
+    }
     write(out);
     out.flush();
     if (!out) {
@@ -31,7 +111,9 @@ void write_atomically(const std::string& path, const std::function<void(std::ost
     ::fsync(fileno(f));
     std::fclose(f);
   }
+  if (fault == FaultPoint::BeforeRename) kill_self();
   fs::rename(tmp, target);
+  if (fault == FaultPoint::AfterRename) kill_self();
 }
 
 }  // namespace lucid::util

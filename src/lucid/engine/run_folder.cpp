@@ -1,0 +1,126 @@
+#include "lucid/engine/run_folder.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "lucid/util/error.h"
+#include "lucid/util/files.h"
+
+namespace lucid::engine {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kLockFile = ".lucid.lock";
+constexpr const char* kArgsFile = "args.yaml";
+
+void check_run_name(const std::string& name) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+    throw UserError("option name=" + name + ": a run name is one folder name inside project= (not empty, not . or .., " +
+                    "no /)");
+}
+
+// A YAML scalar that reads back as the same string: quoted (single quotes doubled) where plain
+// YAML would read it otherwise.
+std::string yaml_scalar(const std::string& v) {
+  const bool plain = !v.empty() && v.find_first_of(":#{}[],&*!|>'\"%@`") == std::string::npos && v.front() != ' ' &&
+                     v.back() != ' ';
+  if (plain) return v;
+  std::string out = "'";
+  for (char c : v) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string args_line(const std::string& key, const std::string& value) { return key + ": " + yaml_scalar(value); }
+
+}  // namespace
+
+fs::path make_run_dir(const std::string& project, const std::string& name, bool exist_ok) {
+  check_run_name(name);
+  fs::path base = fs::path(project) / name;
+  if (exist_ok) {
+    fs::create_directories(base / "weights");
+    return base;
+  }
+  if (!project.empty()) fs::create_directories(project);
+  // create_directory claims a name atomically: two runs started together get different folders.
+  for (int n = 1; n <= 1'000'000; ++n) {  // name, then name2, name3, ...
+    const fs::path p = n == 1 ? base : fs::path(project) / (name + std::to_string(n));
+    if (fs::create_directory(p)) {
+      fs::create_directories(p / "weights");
+      return p;
+    }
+  }
+  throw UserError(base.string() + ": no free run folder name");
+}
+
+RunFolderLock::RunFolderLock(const fs::path& run_dir) {
+  const auto path = run_dir / kLockFile;
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw UserError(path.string() + ": cannot create the run folder's lock file: " + std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    if (err == EWOULDBLOCK)
+      throw UserError(run_dir.string() + ": another lucid train is writing into this run folder (it holds " + kLockFile +
+                      "); wait for it to end, or choose another name= (or leave exist_ok=False)");
+    throw UserError(path.string() + ": cannot lock the run folder: " + std::strerror(err));
+  }
+}
+
+RunFolderLock::~RunFolderLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing releases the flock
+}
+
+int remove_interrupted_writes(const fs::path& run_dir) {
+  int removed = 0;
+  for (const auto& dir : {run_dir, run_dir / "weights"}) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      if (!entry.is_regular_file() || !util::is_temporary_name(entry.path().filename().string())) continue;
+      fs::remove(entry.path());
+      ++removed;
+    }
+  }
+  if (removed > 0)
+    std::printf("%s: removed %d unfinished temporary file%s of an interrupted run\n", run_dir.string().c_str(), removed,
+                removed == 1 ? "" : "s");
+  return removed;
+}
+
+void write_args_yaml(const fs::path& run_dir, const config::Options& options) {
+  util::write_atomically((run_dir / kArgsFile).string(), [&](std::ostream& out) {
+    for (const auto& spec : options.specs()) out << args_line(spec.key, options.str(spec.key)) << "\n";
+  });
+}
+
+fs::path resume_run_dir(const std::string& checkpoint, const LoopState& state) {
+  const fs::path p(checkpoint);
+  const fs::path run = p.parent_path().parent_path();
+  const auto refuse = [&](const std::string& why) {
+    return UserError(checkpoint + ": the checkpoint is not inside its run folder (" + why +
+                     "); resume continues a run in the folder it was started in. To start a new run from these "
+                     "weights, use model=" + checkpoint + " instead of resume=");
+  };
+  if (p.parent_path().filename() != "weights") throw refuse("it is not in a weights/ folder");
+  std::ifstream in(run / kArgsFile);
+  if (!in) throw refuse("no " + (run / kArgsFile).string());
+  std::set<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.insert(line);
+  for (auto it = state.args.begin(); it != state.args.end(); ++it)
+    if (!lines.count(args_line(it.key(), it.value().get<std::string>())))
+      throw refuse((run / kArgsFile).string() + " is another run's: its " + it.key() + " differs");
+  return run;
+}
+
+}  // namespace lucid::engine

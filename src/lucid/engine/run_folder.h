@@ -1,0 +1,42 @@
+// Run folders of `lucid train`: where they may be (names stay inside the project), who may write
+// into one (a lock held for the life of the process), what identifies one as the folder of a
+// checkpoint (its args.yaml), and what an interrupted writer leaves that a new one removes.
+#pragma once
+#include <filesystem>
+#include <string>
+
+#include "lucid/config/options.h"
+#include "lucid/engine/checkpoint.h"
+
+namespace lucid::engine {
+
+// The run directory: project/name, or project/name2, name3, ... if it exists (unless exist_ok).
+// A name is one folder name: not empty, not `.` or `..`, without `/` (it cannot leave the project).
+std::filesystem::path make_run_dir(const std::string& project, const std::string& name, bool exist_ok);
+
+// An exclusive flock on <run>/.lucid.lock, held until destruction or the end of the process
+// (however it ends). A second writer fails at once, naming the folder.
+class RunFolderLock {
+ public:
+  explicit RunFolderLock(const std::filesystem::path& run_dir);
+  ~RunFolderLock();
+  RunFolderLock(const RunFolderLock&) = delete;
+  RunFolderLock& operator=(const RunFolderLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// Removes the temporary files of interrupted writes (util::is_temporary_name) from a run folder and
+// its weights/; returns how many. Call with the folder's lock held.
+int remove_interrupted_writes(const std::filesystem::path& run_dir);
+
+// args.yaml: every option of the run as started, one `key: value` line each.
+void write_args_yaml(const std::filesystem::path& run_dir, const config::Options& options);
+
+// The run folder a checkpoint resumes into: <run>/weights/<file> where <run>/args.yaml holds the
+// checkpoint's options. Anything else (a checkpoint copied elsewhere, or into another run's folder)
+// is refused, naming the checkpoint and how to start a new run from its weights.
+std::filesystem::path resume_run_dir(const std::string& checkpoint, const LoopState& state);
+
+}  // namespace lucid::engine
