@@ -24,7 +24,7 @@ config::Options model_options(const std::string& action) {
 
 model::SegmentationModel build(const config::Options& o) {
   torch::manual_seed(static_cast<uint64_t>(o.integer("seed")));
-  int nc = o.str("nc").empty() ? -1 : static_cast<int>(o.integer("nc"));
+  int nc = o.str("nc").empty() ? -1 : static_cast<int>(o.integer("nc", 1, config::kMaxClasses));
   auto spec = config::load_model_spec(o.str("model"), nc);
   model::SegmentationModel m(spec);
   if (!o.str("weights").empty()) model::load_state(*m, model::read_safetensors(o.str("weights")), o.str("weights"));
@@ -54,7 +54,7 @@ int model_command(const std::vector<std::string>& args) {
   auto m = build(o);
   if (action == "info") {
     std::cout << model::format_layer_table(*m);
-    std::cout << model::format_summary(*m, m->summary(o.integer("imgsz"))) << "\n";
+    std::cout << model::format_summary(*m, m->summary(o.integer("imgsz", 32, config::kMaxImgsz))) << "\n";
     return 0;
   }
   if (o.str("out").empty()) throw UserError("model save: option out=FILE is required");

@@ -329,7 +329,8 @@ ValidationResult Trainer::fit() {
     if (best) save(run_dir_ / "weights" / "best.safetensors");
     if (s_.save_period > 0 && (epoch + 1) % s_.save_period == 0)
       save(run_dir_ / "weights" / ("epoch" + std::to_string(epoch + 1) + ".safetensors"));
-    if (state_.epochs_without_improvement >= s_.patience && !final_epoch) {
+    // patience=0 disables early stopping, as the reference's EarlyStopping (patience or inf).
+    if (s_.patience > 0 && state_.epochs_without_improvement >= s_.patience && !final_epoch) {
       std::printf("Stopping early: no improvement in the last %lld epochs\n", static_cast<long long>(s_.patience));
       break;
     }
