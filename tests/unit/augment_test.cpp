@@ -596,29 +596,31 @@ TEST(Loader, WorkersAreCappedAtCpusAndBatch) {
   EXPECT_EQ(loader_workers(1, 16, "test loader"), 1);
 }
 
-// Threads that cannot be started (here: an address-space limit leaves no room for their stacks) end
-// the constructor with a UserError after the started ones are joined; before, the joinable threads
-// left behind ended the process in std::terminate.
+// Starts a 64-worker loader with the address space limited to a few MiB beyond what is in use,
+// too little for the threads' stacks; exits 0 with the UserError's message on stderr.
+[[noreturn]] void start_loader_without_room_for_threads() {
+  std::ifstream statm("/proc/self/statm");
+  size_t pages = 0;
+  statm >> pages;
+  const rlim_t limit = rlim_t(pages) * rlim_t(::sysconf(_SC_PAGESIZE)) + (rlim_t(4) << 20);
+  rlimit lim{};
+  lim.rlim_cur = lim.rlim_max = limit;
+  ::setrlimit(RLIMIT_AS, &lim);
+  try {
+    Loader loader(synthetic, small_options(64));
+    std::fprintf(stderr, "all %d workers started\n", loader.workers());
+    std::_Exit(2);
+  } catch (const lucid::UserError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    std::_Exit(0);
+  }
+}
+
+// Threads that cannot be started end the constructor with a UserError after the started ones are
+// joined; before, the joinable threads left behind ended the process in std::terminate.
 TEST(LoaderDeathTest, FailedThreadStartIsAClearError) {
-  EXPECT_EXIT(
-      {
-        std::ifstream statm("/proc/self/statm");
-        size_t pages = 0;
-        statm >> pages;
-        const rlim_t used = rlim_t(pages) * rlim_t(::sysconf(_SC_PAGESIZE));
-        rlimit lim{used + (4 << 20), used + (4 << 20)};
-        ::setrlimit(RLIMIT_AS, &lim);
-        auto o = small_options(64);
-        try {
-          Loader loader(synthetic, o);
-          std::fprintf(stderr, "all %d workers started\n", loader.workers());
-          std::_Exit(2);
-        } catch (const lucid::UserError& e) {
-          std::fprintf(stderr, "%s\n", e.what());
-          std::_Exit(0);
-        }
-      },
-      ::testing::ExitedWithCode(0), "could start only [0-9]+ of 64 worker threads.*workers=");
+  EXPECT_EXIT(start_loader_without_room_for_threads(), ::testing::ExitedWithCode(0),
+              "could start only [0-9]+ of 64 worker threads.*workers=");
 }
 
 // augment_sample assembles only the canvas window its warp reads: the result equals the whole

@@ -518,13 +518,13 @@ Split index_yolo_split(const SplitSource& s, int nc, const IndexOptions& o) {
     if (!path_is_dir(root)) continue;
     std::error_code ec;
     for (fs::recursive_directory_iterator it(root, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-      if (it->is_regular_file()) consider(it->path());
+      if (std::error_code e; it->is_regular_file(e)) consider(it->path());
   }
   for (const auto& d : l.label_dirs) {
     if (!path_is_dir(d)) continue;
     std::error_code ec;
     for (fs::directory_iterator it(d, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
-      if (it->is_regular_file()) consider(it->path());
+      if (std::error_code e; it->is_regular_file(e)) consider(it->path());
   }
   for (const auto& p : orphans) add_problem(split, {p, 0, "orphan label file (no image for it)"}, o);
   split.counts.orphan_labels = int64_t(orphans.size());
