@@ -23,7 +23,7 @@ config::Options train_options() {
           {"imgsz", "", "training image size, a multiple of 32 (default 640; 160 for the synthetic dataset)"},
           {"batch", "", "images per batch (default 16; 8 for the synthetic dataset)"},
           {"device", "", "cpu, cuda, cuda:N or N (default: cuda:0 if usable, else cpu)"},
-          {"workers", "8", "data loader worker threads"},
+          {"workers", "8", "data loader worker threads (at most one per CPU and per image of a batch)"},
           {"cache", "ram", "prepared-image cache: ram, disk or False"},
           {"allow_outside_images", "False", "follow COCO file_name paths that are absolute or lead out of the image folder (..)"},
           {"gpu_augment", "False",
