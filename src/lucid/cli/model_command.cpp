@@ -4,6 +4,7 @@
 #include "lucid/config/options.h"
 #include "lucid/model/model.h"
 #include "lucid/model/safetensors.h"
+#include "lucid/model/ultralytics_pt.h"
 #include "lucid/util/error.h"
 
 namespace lucid::cli {
@@ -13,8 +14,8 @@ namespace {
 config::Options model_options(const std::string& action) {
   std::vector<config::OptionSpec> specs{
       {"model", "yolo26n-seg.yaml", "model YAML (scale letter picks the scale, e.g. yolo26n-seg.yaml)"},
-      {"nc", "", "number of classes (default: the YAML's nc)"},
-      {"weights", "", "safetensors weights to load (names as the reference's state dict)"},
+      {"nc", "", "number of classes (default: the .pt weights' nc, else the YAML's)"},
+      {"weights", "", "weights to load: .safetensors (names as the reference's state dict) or an Ultralytics .pt"},
       {"imgsz", "640", "image size for the GFLOPs figure"},
       {"seed", "0", "random seed for the initial weights"},
   };
@@ -25,9 +26,21 @@ config::Options model_options(const std::string& action) {
 model::SegmentationModel build(const config::Options& o) {
   torch::manual_seed(static_cast<uint64_t>(o.integer("seed")));
   int nc = o.str("nc").empty() ? -1 : static_cast<int>(o.integer("nc", 1, config::kMaxClasses));
+  const std::string& weights = o.str("weights");
+  std::map<std::string, torch::Tensor> state;
+  if (!weights.empty() && model::is_torch_zip(weights)) {
+    auto pt = model::read_ultralytics_pt(weights);
+    if (nc < 0 && !pt.yaml.empty()) {  // the classes the weights were trained for
+      const auto yaml = nlohmann::json::parse(pt.yaml);
+      if (yaml.contains("nc") && yaml["nc"].is_number_integer()) nc = yaml["nc"].get<int>();
+    }
+    state = std::move(pt.state);
+  } else if (!weights.empty()) {
+    state = model::read_safetensors(weights);
+  }
   auto spec = config::load_model_spec(o.str("model"), nc);
   model::SegmentationModel m(spec);
-  if (!o.str("weights").empty()) model::load_state(*m, model::read_safetensors(o.str("weights")), o.str("weights"));
+  if (!weights.empty()) model::load_state(*m, state, weights);
   return m;
 }
 
@@ -58,7 +71,8 @@ int model_command(const std::vector<std::string>& args) {
     return 0;
   }
   if (o.str("out").empty()) throw UserError("model save: option out=FILE is required");
-  model::write_safetensors(o.str("out"), model::state_dict(*m), {{"model", m->spec().name}, {"nc", std::to_string(m->nc())}});
+  model::write_safetensors(o.str("out"), model::state_dict(*m),
+                           {{"model", m->spec().name}, {"nc", std::to_string(m->nc())}});
   std::cout << "saved " << o.str("out") << "\n";
   return 0;
 }
