@@ -232,7 +232,9 @@ nlohmann::json read_json_file(const std::string& path) {
   if (in.bad()) throw UserError(path + ": read failed");
   try {
     return json::parse(text);
-  } catch (const json::exception& e) {  // parse errors, and numbers beyond double ("1e999")
+  } catch (const json::out_of_range&) {  // nlohmann's "number overflow parsing '1e999'"
+    throw UserError(path + ": invalid JSON: a number too large for a double (such as 1e999)");
+  } catch (const json::exception& e) {
     throw UserError(path + ": invalid JSON: " + without_library_tag(e.what()));
   }
 }
