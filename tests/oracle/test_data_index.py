@@ -4,7 +4,7 @@ reference package (ultralytics 8.4.114: verify_image_label, convert_coco; OpenCV
 
 Agreement required:
 - decoding: pixel-exact with cv2.imread(IMREAD_COLOR) (RGB order) for baseline, progressive, gray,
-  CMYK and EXIF-oriented JPEGs and RGB, gray, 16-bit, RGBA and palette PNGs;
+  CMYK and EXIF-oriented JPEGs and PNGs of every colour type and bit depth (tRNS and interlaced too);
 - resizing: pixel-exact with cv2.resize(INTER_LINEAR) for down- and up-scaling, halving included;
 - prepared images: pixel-exact with the reference dataset's load_image (long side = imgsz);
 - labels: the same usable images, classes, boxes (1e-6) and polygons, the same background count,
@@ -113,6 +113,25 @@ class DataOracle(unittest.TestCase):
                 ref = cv2.imread(str(f), cv2.IMREAD_COLOR)
                 self.assertEqual(ours.shape, ref.shape, f.name)
                 np.testing.assert_array_equal(ours, ref, err_msg=f.name)
+
+    def test_every_png_colour_type_and_depth_matches_cv2(self):
+        """Gray 1..16 bits, RGB, palette, with alpha, with tRNS, interlaced: what cv2.imread(IMREAD_COLOR)
+        gives (alpha and transparency dropped, 16 bits cut to their high byte)."""
+        from png_cases import png_cases
+
+        with tempfile.TemporaryDirectory() as t:
+            t = Path(t)
+            cases = png_cases()
+            self.assertEqual(len(cases), 52)
+            for name, data in cases.items():
+                f = t / f"{name}.png"
+                f.write_bytes(data)
+                ref = cv2.imread(str(f), cv2.IMREAD_COLOR)
+                self.assertIsNotNone(ref, name)
+                out = t / f"{name}.ours.png"
+                r = subprocess.run([str(TOOL), "decode", str(f), str(out)], capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, f"{name}: {r.stderr.strip()}")
+                np.testing.assert_array_equal(cv2.imread(str(out), cv2.IMREAD_UNCHANGED), ref, err_msg=name)
 
     def test_resize_matches_cv2_inter_linear(self):
         rng = np.random.default_rng(0)

@@ -3,7 +3,11 @@
 
 #include <ATen/core/PhiloxRNGEngine.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <fstream>
 #include <numbers>
 #include <set>
 
@@ -14,6 +18,8 @@
 #include "lucid/data/masks.h"
 #include "lucid/data/polygon.h"
 #include "lucid/data/warp.h"
+#include "lucid/util/error.h"
+#include "lucid/util/parallel.h"
 #include "pixel_cases.h"
 
 using namespace lucid::data;
@@ -579,6 +585,42 @@ TEST(Loader, SameBytesWithMoreWorkersThanSamples) {
   ASSERT_EQ(a.size(), 6u);
   ASSERT_EQ(b.size(), 6u);
   for (size_t k = 0; k < a.size(); ++k) expect_same_batch(a[k], b[k]);
+}
+
+// workers= beyond the CPUs or the batch is capped, as the reference's build_dataloader caps it.
+TEST(Loader, WorkersAreCappedAtCpusAndBatch) {
+  const int cpus = lucid::util::cpu_count();
+  EXPECT_EQ(loader_workers(100000, 16, "test loader"), std::min(cpus, 16));
+  EXPECT_EQ(loader_workers(100000, 1, "test loader"), 1);
+  EXPECT_EQ(loader_workers(0, 16, "test loader"), 0);
+  EXPECT_EQ(loader_workers(1, 16, "test loader"), 1);
+}
+
+// Starts a 64-worker loader with the address space limited to a few MiB beyond what is in use,
+// too little for the threads' stacks; exits 0 with the UserError's message on stderr.
+[[noreturn]] void start_loader_without_room_for_threads() {
+  std::ifstream statm("/proc/self/statm");
+  size_t pages = 0;
+  statm >> pages;
+  const rlim_t limit = rlim_t(pages) * rlim_t(::sysconf(_SC_PAGESIZE)) + (rlim_t(4) << 20);
+  rlimit lim{};
+  lim.rlim_cur = lim.rlim_max = limit;
+  ::setrlimit(RLIMIT_AS, &lim);
+  try {
+    Loader loader(synthetic, small_options(64));
+    std::fprintf(stderr, "all %d workers started\n", loader.workers());
+    std::_Exit(2);
+  } catch (const lucid::UserError& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    std::_Exit(0);
+  }
+}
+
+// Threads that cannot be started end the constructor with a UserError after the started ones are
+// joined; before, the joinable threads left behind ended the process in std::terminate.
+TEST(LoaderDeathTest, FailedThreadStartIsAClearError) {
+  EXPECT_EXIT(start_loader_without_room_for_threads(), ::testing::ExitedWithCode(0),
+              "could start only [0-9]+ of 64 worker threads.*workers=");
 }
 
 // augment_sample assembles only the canvas window its warp reads: the result equals the whole

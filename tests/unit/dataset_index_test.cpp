@@ -375,3 +375,101 @@ TEST(DatasetIndex, CocoTrainingSamples) {
   };
   EXPECT_TRUE(has(6, 4) && has(18, 12) && has(24, 14) && has(30, 20));
 }
+
+// A split without a single instance trains on nothing: the reference's "No labels found" warning,
+// for a missing labels folder and for a COCO file with "annotations": [].
+TEST(DatasetIndex, SplitWithoutAnyLabelIsWarnedAbout) {
+  TempDir d;
+  write(d.str("data.yaml"), "train: images/train\nval: images/val\nnames: [x]\n");
+  write(d.str("images/train/a.jpg"), jpeg_bytes());
+  write(d.str("images/val/b.jpg"), jpeg_bytes());
+  write(d.str("labels/val/b.txt"), "0 0.5 0.5 0.2 0.2\n");
+  std::vector<std::string> warned;
+  IndexOptions o;
+  o.on_problem = [&](const Problem& p) { warned.push_back(p.str()); };
+  const auto index = build_index(d.str("data.yaml"), o);
+  EXPECT_TRUE(has_problem(index.splits[0], "labels/train", 0, "No labels found")) << all_problems(index.splits[0]);
+  EXPECT_TRUE(has_problem(index.splits[0], "labels/train", 0, "split 'train'"));
+  EXPECT_EQ(std::count_if(warned.begin(), warned.end(), [](const std::string& w) { return w.find("No labels") != std::string::npos; }), 1);
+  EXPECT_FALSE(has_problem(index.splits[1], "", 0, "No labels found")) << all_problems(index.splits[1]);
+
+  write(d.str("coco/images/a.jpg"), jpeg_bytes(32, 48));
+  write(d.str("coco/instances_x.json"),
+        R"({"images": [{"id": 1, "file_name": "a.jpg", "width": 48, "height": 32}], "annotations": [],
+            "categories": [{"id": 1, "name": "x"}]})");
+  IndexOptions c;
+  c.coco_images = d.str("coco/images");
+  const auto coco = build_index(d.str("coco/instances_x.json"), c);
+  EXPECT_TRUE(has_problem(coco.splits[0], "instances_x.json", 0, "No labels found")) << all_problems(coco.splits[0]);
+}
+
+// COCO file_name values that climb out of the image folder or are absolute are refused (the image
+// skipped with a warning) unless allow_outside_images follows them.
+TEST(DatasetIndex, CocoPathsOutsideTheImageFolder) {
+  TempDir d;
+  write(d.str("secret.jpg"), jpeg_bytes(32, 48));
+  write(d.str("ds/images/a.jpg"), jpeg_bytes(32, 48));
+  const std::string json = R"({"images": [
+      {"id": 1, "file_name": "a.jpg", "width": 48, "height": 32},
+      {"id": 2, "file_name": "../../secret.jpg", "width": 48, "height": 32},
+      {"id": 3, "file_name": "sub/../../../secret.jpg", "width": 48, "height": 32},
+      {"id": 4, "file_name": ")" + d.str("secret.jpg") + R"(", "width": 48, "height": 32}],
+    "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 1, 9, 9], "segmentation": [[1, 1, 9, 1, 9, 9]]}],
+    "categories": [{"id": 1, "name": "x"}]})";
+  write(d.str("ds/instances_x.json"), json);
+  IndexOptions o;
+  o.coco_images = d.str("ds/images");
+  const auto refused = build_index(d.str("ds/instances_x.json"), o);
+  const Split& s = refused.splits[0];
+  EXPECT_EQ(s.counts.images, 1) << all_problems(s);
+  EXPECT_EQ(s.counts.skipped, 3);
+  for (const char* id : {"image id 2", "image id 3", "image id 4"})
+    EXPECT_TRUE(has_problem(s, "instances_x.json", 0, std::string(id) + ": file_name")) << all_problems(s);
+  EXPECT_TRUE(has_problem(s, "instances_x.json", 0, "leads outside the image folder"));
+  EXPECT_TRUE(has_problem(s, "instances_x.json", 0, "allow_outside_images=True"));
+  o.allow_outside_images = true;
+  const auto followed = build_index(d.str("ds/instances_x.json"), o);
+  EXPECT_EQ(followed.splits[0].counts.images, 4) << all_problems(followed.splits[0]);
+  EXPECT_TRUE(has_problem(followed.splits[0], "instances_x.json", 0, "followed"));
+}
+
+// names given as nested lists or mappings, duplicate keys, an absurd nc and an image as data= are
+// errors naming the file and line.
+TEST(DatasetIndex, MalformedYamlNamesTheFileAndLine) {
+  TempDir d;
+  write(d.str("images/train/a.jpg"), jpeg_bytes());
+  const std::string head = "train: images/train\nval: images/train\n";
+  write(d.str("nested.yaml"), head + "names:\n  - a\n  - [b, c]\n");
+  expect_user_error([&] { build_index(d.str("nested.yaml")); }, {"nested.yaml:5", "entry 1 is a list"});
+  write(d.str("map.yaml"), head + "names:\n  0: a\n  1: {x: y}\n");
+  expect_user_error([&] { build_index(d.str("map.yaml")); }, {"map.yaml:5", "class 1 is a mapping"});
+  write(d.str("null.yaml"), head + "names: [a, ~]\n");
+  expect_user_error([&] { build_index(d.str("null.yaml")); }, {"null.yaml:3", "entry 1 is empty"});
+  write(d.str("dup.yaml"), head + "names: [a]\nnames: [b]\n");
+  expect_user_error([&] { build_index(d.str("dup.yaml")); }, {"dup.yaml:4", "duplicate key 'names'", "line 3"});
+  write(d.str("dupidx.yaml"), head + "names:\n  0: a\n  00: b\n");
+  expect_user_error([&] { build_index(d.str("dupidx.yaml")); }, {"dupidx.yaml:5", "class index 0 given twice"});
+  write(d.str("nc.yaml"), head + "nc: 1e12\n");
+  expect_user_error([&] { build_index(d.str("nc.yaml")); }, {"nc.yaml:3", "nc must be an integer from 1 to"});
+  expect_user_error([&] { build_index(d.str("images/train/a.jpg")); }, {"a.jpg", "is an image", "data="});
+  write(d.str("photo.yaml"), jpeg_bytes());  // an image under another name
+  expect_user_error([&] { build_index(d.str("photo.yaml")); }, {"photo.yaml", "is an image"});
+}
+
+// A link loop inside an image folder is reported and counted, and the listing goes on.
+TEST(DatasetIndex, SymlinkLoopsAreSkippedAndCounted) {
+  TempDir d;
+  write(d.str("data.yaml"), "train: images/train\nval: images/train\nnames: [x]\n");
+  write(d.str("images/train/a.jpg"), jpeg_bytes());
+  write(d.str("images/train/sub/b.jpg"), jpeg_bytes());
+  std::filesystem::create_directory_symlink(d.str("images/train"), d.str("images/train/sub/back"));
+  std::filesystem::create_symlink(d.str("images/train/self.jpg"), d.str("images/train/self.jpg"));
+  const auto index = build_index(d.str("data.yaml"));
+  const Split& s = index.splits[0];
+  EXPECT_EQ(s.counts.images, 2) << all_problems(s);  // a and sub/b, once each
+  EXPECT_EQ(s.counts.skipped, 2) << all_problems(s);
+  EXPECT_TRUE(has_problem(s, "sub/back", 0, "a link to a folder already listed")) << all_problems(s);
+  EXPECT_TRUE(has_problem(s, "self.jpg", 0, "cannot be examined")) << all_problems(s);
+  const std::string report = run_data({"check", "data=" + d.str("data.yaml")});
+  EXPECT_NE(report.find("2 skipped files"), std::string::npos) << report;
+}

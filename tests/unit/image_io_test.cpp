@@ -62,6 +62,21 @@ TEST(ImageIo, PngGrayAndAlphaBecomeRgb) {
     for (int c = 0; c < 3; ++c) EXPECT_EQ(a.pixels[i * 3 + c], rgba[i * 4 + c]);
 }
 
+// A 2x2 palette PNG whose first two entries carry transparency (tRNS): read as cv2.imread does, the
+// palette colours with the transparency dropped (tests/oracle/png_cases.py wrote it).
+TEST(ImageIo, PalettePngWithTransparencyLoads) {
+  const std::string png(
+      "\x89\x50\x4e\x47\x0d\x0a\x1a\x0a\x00\x00\x00\x0d\x49\x48\x44\x52\x00\x00\x00\x02\x00\x00\x00\x02"
+      "\x08\x03\x00\x00\x00\x45\x68\xfd\x16\x00\x00\x00\x0c\x50\x4c\x54\x45\xff\x00\x00\x00\xff\x00"
+      "\x00\x00\xff\x09\x08\x07\xa2\xd2\x62\xc0\x00\x00\x00\x02\x74\x52\x4e\x53\x00\x80\x9b\x2b\x4e\x18"
+      "\x00\x00\x00\x0e\x49\x44\x41\x54\x78\x9c\x63\x60\x60\x64\x60\x62\x06\x00\x00\x11\x00\x07\x9e\xa2"
+      "\x2a\x12\x00\x00\x00\x00\x49\x45\x4e\x44\xae\x42\x60\x82",
+      109);
+  const Image im = decode_image_memory(png, "palette_trns.png");
+  ASSERT_EQ(im.channels, 3);
+  EXPECT_EQ(im.pixels, (std::vector<uint8_t>{255, 0, 0, 0, 255, 0, 0, 0, 255, 9, 8, 7}));
+}
+
 TEST(ImageIo, JpegRoundTripIsClose) {
   Image im = pattern(40, 56);
   const std::string bytes = encode_jpeg(im, 95);
@@ -147,6 +162,7 @@ TEST(ImageIo, FilesAndTheirErrorsNameThePath) {
   const std::string empty = dir.str("empty.png");
   write_file(empty, "");
   expect_user_error([&] { decode_image(empty); }, {empty, "empty"});
+  expect_user_error([&] { read_file(dir.str()); }, {dir.str(), "is a folder"});
   const std::string bmp = dir.str("x.bmp");
   write_file(bmp, "BM" + std::string(60, '\0'));
   expect_user_error([&] { read_image_info(bmp); }, {bmp, "BMP"});

@@ -216,6 +216,8 @@ TEST(CocoJson, RleMatchesPycocotools) {
 
 TEST(CocoJson, StructuralErrorsAreUserErrors) {
   expect_user_error([] { parse_coco_json("{not json", "bad.json"); }, {"bad.json", "not valid JSON"});
+  expect_user_error([] { parse_coco_json(R"({"images": [{"id": 1e999}]})", "huge.json"); },
+                    {"huge.json", "not valid JSON", "a number too large"});
   expect_user_error([] { parse_coco_json("[1, 2]", "arr.json"); }, {"arr.json", "object"});
   expect_user_error([] { parse_coco_json(R"({"images": [], "annotations": []})", "x.json"); }, {"x.json", "categories"});
   expect_user_error([] { parse_coco_json(std::string(100, '[') + std::string(100, ']'), "deep.json"); },

@@ -2,6 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "lucid/metrics/coco_eval.h"
 #include "lucid/metrics/coco_json.h"
@@ -318,4 +322,26 @@ TEST(CocoJson, ErrorsNameTheFileAndEntry) {
   json g6 = gt;
   g6.erase("categories");
   EXPECT_TRUE(contains(err(g6, json::array()), "gt.json: missing \"categories\""));
+}
+
+// A folder given as a JSON file, numbers beyond double and syntax errors: the file named, without
+// the libraries' internal tags ("[json.exception...]", "basic_filebuf::underflow").
+TEST(CocoJson, FileErrorsNameTheFileWithoutLibraryInternals) {
+  const auto dir = std::filesystem::temp_directory_path() / ("lucid_json_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string folder = message_of([&] { read_json_file(dir.string()); });
+  EXPECT_TRUE(contains(folder, dir.string() + ": is a folder")) << folder;
+  const auto huge = (dir / "huge.json").string(), broken = (dir / "broken.json").string();
+  std::ofstream(huge) << R"({"images": [{"id": 1e999}]})";
+  std::ofstream(broken) << R"({"images": [)";
+  for (const auto& f : {huge, broken}) {
+    const std::string m = message_of([&] { read_json_file(f); });
+    EXPECT_TRUE(contains(m, f + ": invalid JSON")) << m;
+    EXPECT_FALSE(contains(m, "json.exception")) << m;
+    EXPECT_FALSE(contains(m, "number overflow parsing")) << m;
+  }
+  EXPECT_TRUE(contains(message_of([&] { read_json_file(huge); }), "a number too large for a double"));
+  std::filesystem::remove(huge);
+  std::filesystem::remove(broken);
+  std::filesystem::remove(dir);
 }

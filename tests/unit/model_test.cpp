@@ -135,6 +135,22 @@ TEST(ModelYaml, ScaleFromNameAndErrors) {
     EXPECT_NE(std::string(e.what()).find("bad.yaml:4"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("Frobnicate"), std::string::npos) << e.what();
   }
+  // A layer without its arguments, an empty 'from', zero repeats, an absurd nc: the file and line,
+  // not a library's message (vector::_M_range_insert, bad_alloc).
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"nc: 3\nbackbone:\n  - [-1, 1, Conv, []]\nhead: []\n", "bad.yaml:3: Conv: the first argument is the output channel"},
+      {"nc: 3\nbackbone:\n  - [[], 1, Conv, [16]]\nhead: []\n", "bad.yaml:3: 'from'"},
+      {"nc: 3\nbackbone:\n  - [-1, 0, Conv, [16]]\nhead: []\n", "bad.yaml:3: repeats"},
+      {"nc: 1000000000\nbackbone:\n  - [-1, 1, Conv, [16]]\nhead: []\n", "bad.yaml: nc must be from 1 to"}};
+  for (const auto& [text, want] : cases) {
+    std::ofstream(bad) << text;
+    try {
+      model::SegmentationModel m(config::load_model_spec(bad));
+      ADD_FAILURE() << "expected an error for " << text;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Safetensors, RoundTripAndStrictLoad) {

@@ -134,3 +134,36 @@ TEST(Prepared, UnwritableCacheFallsBackToMemory) {
   EXPECT_NE(p.problems()[0].message.find("kept in memory"), std::string::npos);
   expect_prepared_as_reference(p, s, 32);
 }
+
+// A cache file cut short or rewritten under a run that has it mapped: the next use is a UserError
+// naming the file (before, reading the mapping past the file's end was SIGBUS), both for a file the
+// run built and for one it found and mapped.
+TEST(Prepared, CacheTruncatedWhileMappedIsAnErrorNotASignal) {
+  TempDir d;
+  const Split s = synth_split(d, 3);
+  PreparedOptions o;
+  o.imgsz = 48;
+  o.cache_dir = d.str("cache");
+  auto built = PreparedImages::build(s, o);
+  auto mapped = PreparedImages::build(s, o);
+  ASSERT_TRUE(mapped.from_cache());
+  const std::string path = built.cache_path();
+  ASSERT_EQ(::truncate(path.c_str(), 4096), 0);
+  for (const PreparedImages* p : {&built, &mapped})
+    lucid::testing::expect_user_error([&] { (void)p->view(p->size() - 1).data[0]; }, {path, "truncated to 4096"});
+  // Rewritten in place with the same size but another key: also refused.
+  ASSERT_EQ(::truncate(path.c_str(), 0), 0);
+  auto again = PreparedImages::build(s, o);
+  ASSERT_FALSE(again.from_cache());
+  const auto view_ok = again.view(0);
+  EXPECT_GT(view_ok.width, 0);
+  {
+    std::FILE* f = std::fopen(path.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, 24, SEEK_SET);  // the header's key (after magic, version, imgsz, count)
+    const uint64_t other = 12345;
+    std::fwrite(&other, sizeof other, 1, f);
+    std::fclose(f);
+  }
+  lucid::testing::expect_user_error([&] { (void)again.view(0); }, {path, "rewritten"});
+}

@@ -21,6 +21,7 @@ config::Options data_options(const std::string& action) {
     return config::Options("data check", {
                                              {"data", "", "dataset YAML, folder, or COCO instances JSON"},
                                              {"images", "", "image folder of a COCO JSON given as data="},
+                                             {"allow_outside_images", "False", "follow COCO file_name paths that are absolute or lead out of the image folder (..)"},
                                              {"decode", "True", "decode every image fully (catches corrupt pixel data)"},
                                          });
   if (action == "synth")
@@ -36,6 +37,7 @@ config::Options data_options(const std::string& action) {
     return config::Options("data prepare", {
                                                {"data", "", "dataset YAML, folder, or COCO instances JSON"},
                                                {"images", "", "image folder of a COCO JSON given as data="},
+                                             {"allow_outside_images", "False", "follow COCO file_name paths that are absolute or lead out of the image folder (..)"},
                                                {"imgsz", "640", "long side of the prepared images"},
                                                {"cache", "disk", "disk (memory-mapped file, reused) or ram"},
                                                {"cache_dir", "", "cache folder (default $LUCID_CACHE_DIR or ~/.cache/lucid)"},
@@ -44,6 +46,7 @@ config::Options data_options(const std::string& action) {
   return config::Options("data convert", {
                                              {"data", "", "dataset YAML, folder, or COCO instances JSON"},
                                              {"images", "", "image folder of a COCO JSON given as data="},
+                                             {"allow_outside_images", "False", "follow COCO file_name paths that are absolute or lead out of the image folder (..)"},
                                              {"out", "", "folder to write (created)"},
                                              {"to", "", "coco or yolo (default: the other format)"},
                                          });
@@ -66,6 +69,7 @@ int check(const config::Options& o) {
   io.decode = o.flag("decode");
   io.require_images = false;
   io.coco_images = o.str("images");
+  io.allow_outside_images = o.flag("allow_outside_images");
   const auto index = data::build_index(o.str("data"), io);
   std::cout << "dataset " << index.source << ": " << format_label(index.format) << ", " << index.nc() << " classes\n";
   data::SplitCounts total;
@@ -83,11 +87,11 @@ int check(const config::Options& o) {
 int synth(const config::Options& o) {
   data::SynthOptions so;
   so.out = o.str("out");
-  so.n_train = int(o.integer("n_train"));
-  so.n_val = int(o.integer("n_val"));
-  so.imgsz = int(o.integer("imgsz"));
+  so.n_train = int(o.integer("n_train", 0, 1000000));
+  so.n_val = int(o.integer("n_val", 0, 1000000));
+  so.imgsz = int(o.integer("imgsz", 32, config::kMaxImgsz));
   so.seed = uint64_t(o.integer("seed"));
-  so.quality = int(o.integer("quality"));
+  so.quality = int(o.integer("quality", 1, 100));
   const auto r = data::write_synth_dataset(so);
   std::cout << "wrote " << so.out << ": " << r.images << " images (" << so.n_train << " train, " << so.n_val
             << " val), " << r.instances << " instances, " << r.backgrounds
@@ -99,6 +103,7 @@ int convert(const config::Options& o) {
   if (o.str("out").empty()) throw UserError("data convert: out=DIR is required");
   data::IndexOptions io;
   io.coco_images = o.str("images");
+  io.allow_outside_images = o.flag("allow_outside_images");
   io.on_problem = [](const data::Problem& p) { std::cerr << "warning: " << p.str() << "\n"; };
   const auto index = data::build_index(o.str("data"), io);
   std::string to = o.str("to");
@@ -119,10 +124,11 @@ int convert(const config::Options& o) {
 int prepare(const config::Options& o) {
   data::IndexOptions io;
   io.coco_images = o.str("images");
+  io.allow_outside_images = o.flag("allow_outside_images");
   io.on_problem = [](const data::Problem& p) { std::cerr << "warning: " << p.str() << "\n"; };
   const auto index = data::build_index(o.str("data"), io);
   data::PreparedOptions po;
-  po.imgsz = int(o.integer("imgsz"));
+  po.imgsz = int(o.integer("imgsz", 1, config::kMaxImgsz));
   po.cache_dir = o.str("cache_dir");
   const std::string store = o.str("cache");
   if (store != "disk" && store != "ram") throw UserError("option cache=" + store + ": expected disk or ram");

@@ -1,5 +1,6 @@
 // The `lucid` command: dispatches to subcommands; user errors become one line and exit code 1.
 #include <iostream>
+#include <new>
 
 #include "lucid/cli/commands.h"
 #include "lucid/util/error.h"
@@ -49,8 +50,15 @@ int main(int argc, char** argv) {
   } catch (const c10::Error& e) {
     std::cerr << "lucid " << cmd << ": error: " << e.what_without_backtrace() << "\n";
     return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "lucid " << cmd << ": error: out of memory (an allocation failed; smaller imgsz, batch or workers "
+              << "need less)\n";
+    return 1;
   } catch (const std::exception& e) {  // file-system and other library errors: still one line, no abort
-    std::cerr << "lucid " << cmd << ": error: " << e.what() << "\n";
+    std::cerr << "lucid " << cmd << ": error: " << lucid::without_library_tag(e.what()) << "\n";
+    return 1;
+  } catch (...) {
+    std::cerr << "lucid " << cmd << ": error: an unexpected error without a message\n";
     return 1;
   }
 }

@@ -25,7 +25,7 @@ config::Options model_options(const std::string& action) {
 
 model::SegmentationModel build(const config::Options& o) {
   torch::manual_seed(static_cast<uint64_t>(o.integer("seed")));
-  int nc = o.str("nc").empty() ? -1 : static_cast<int>(o.integer("nc"));
+  int nc = o.str("nc").empty() ? -1 : static_cast<int>(o.integer("nc", 1, config::kMaxClasses));
   const std::string& weights = o.str("weights");
   std::map<std::string, torch::Tensor> state;
   if (!weights.empty() && model::is_torch_zip(weights)) {
@@ -67,7 +67,7 @@ int model_command(const std::vector<std::string>& args) {
   auto m = build(o);
   if (action == "info") {
     std::cout << model::format_layer_table(*m);
-    std::cout << model::format_summary(*m, m->summary(o.integer("imgsz"))) << "\n";
+    std::cout << model::format_summary(*m, m->summary(o.integer("imgsz", 32, config::kMaxImgsz))) << "\n";
     return 0;
   }
   if (o.str("out").empty()) throw UserError("model save: option out=FILE is required");

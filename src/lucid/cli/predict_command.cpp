@@ -8,7 +8,9 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "lucid/cli/commands.h"
@@ -70,13 +72,27 @@ std::vector<int64_t> parse_classes(const std::string& spec) {
   return out;
 }
 
-std::vector<std::string> list_sources(const std::string& source) {
+// The images of source=: the file itself, or the image files of the folder (not its subfolders).
+// Entries that cannot be examined (a link to itself, say) are warned about and left out.
+std::vector<std::string> list_sources(const std::string& source, int64_t& skipped) {
   if (source.empty()) throw UserError("option source= is required (an image file or a folder)");
-  if (!fs::exists(source)) throw UserError("source=" + source + ": no such file or folder");
+  std::error_code ec;
+  if (!fs::exists(source, ec)) throw UserError("source=" + source + ": no such file or folder" +
+                                               (ec ? " (" + ec.message() + ")" : std::string()));
   std::vector<std::string> files;
-  if (fs::is_directory(source)) {
-    for (const auto& e : fs::directory_iterator(source))
-      if (e.is_regular_file() && data::has_image_extension(e.path().string())) files.push_back(e.path().string());
+  if (fs::is_directory(source, ec)) {
+    fs::directory_iterator it(source, ec);
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      if (!data::has_image_extension(it->path().string())) continue;
+      std::error_code e;
+      if (it->is_regular_file(e)) {
+        files.push_back(it->path().string());
+      } else if (e) {
+        std::fprintf(stderr, "warning: %s: cannot be examined (%s); skipped\n", it->path().c_str(), e.message().c_str());
+        ++skipped;
+      }
+    }
+    if (ec) throw UserError("source=" + source + ": cannot list the folder (" + ec.message() + ")");
     std::sort(files.begin(), files.end());
     if (files.empty()) throw UserError("source=" + source + ": no image files in the folder");
   } else {
@@ -85,14 +101,30 @@ std::vector<std::string> list_sources(const std::string& source) {
   return files;
 }
 
+// The name each source's outputs take (drawn image, labels/<name>.txt, JSON image_id): its stem, or
+// its file name where two sources share a stem (x.jpg and x.png give x.jpg and x.png, not one x),
+// with _2, _3 ... added if names still clash.
+std::vector<std::string> output_names(const std::vector<std::string>& sources) {
+  std::map<std::string, int> stems;
+  for (const auto& s : sources) ++stems[fs::path(s).stem().string()];
+  std::vector<std::string> names;
+  std::set<std::string> taken;
+  for (const auto& s : sources) {
+    const auto stem = fs::path(s).stem().string();
+    std::string name = stems[stem] > 1 ? fs::path(s).filename().string() : stem;
+    for (int k = 2; !taken.insert(name).second; ++k) name = (stems[stem] > 1 ? fs::path(s).filename().string() : stem) + "_" + std::to_string(k);
+    names.push_back(name);
+  }
+  return names;
+}
+
 std::string fmt_g(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
 }
 
-nlohmann::json image_id_for(const std::string& path) {
-  const auto stem = fs::path(path).stem().string();
+nlohmann::json image_id_for(const std::string& stem) {
   const bool numeric = !stem.empty() && stem.size() < 19 && std::all_of(stem.begin(), stem.end(), ::isdigit);
   return numeric ? nlohmann::json(std::stoll(stem)) : nlohmann::json(stem);
 }
@@ -110,8 +142,8 @@ int predict_command(const std::vector<std::string>& args) {
   if (checkpoint.empty()) throw UserError("option model= is required (a lucid train checkpoint)");
   if (!fs::exists(checkpoint)) throw UserError("model=" + checkpoint + ": no such file");
   engine::PredictOptions po;
-  po.imgsz = static_cast<int>(options.integer("imgsz"));
-  if (po.imgsz < 32 || po.imgsz % 32 != 0)
+  po.imgsz = static_cast<int>(options.integer("imgsz", 32, config::kMaxImgsz));
+  if (po.imgsz % 32 != 0)
     throw UserError("option imgsz=" + options.str("imgsz") + ": expected a multiple of 32");
   po.conf = options.number("conf");
   if (po.conf < 0 || po.conf > 1) throw UserError("option conf=" + options.str("conf") + ": expected 0..1");
@@ -130,7 +162,11 @@ int predict_command(const std::vector<std::string>& args) {
     line_width = options.number("line_width");
     if (line_width <= 0) throw UserError("option line_width=" + options.str("line_width") + ": expected a positive number");
   }
-  const auto sources = list_sources(options.str("source"));
+  int64_t skipped = 0;
+  const auto sources = list_sources(options.str("source"), skipped);
+  const auto names = output_names(sources);
+  const int64_t listing_skipped = skipped;
+  int64_t predicted = 0;
   const torch::Device device = util::parse_device(options.str("device"));
   auto loaded = engine::load_inference_model(checkpoint, device);
   for (auto c : po.classes)
@@ -148,7 +184,16 @@ int predict_command(const std::vector<std::string>& args) {
   double total_ms = 0;
   for (size_t k = 0; k < sources.size(); ++k) {
     const auto& path = sources[k];
-    const auto image = data::decode_image(path);  // UserError naming the file when unreadable
+    data::Image image;
+    try {
+      image = data::decode_image(path);
+    } catch (const UserError& e) {
+      if (sources.size() == 1) throw;  // the one image asked for: an error naming it
+      std::fprintf(stderr, "warning: %s; image skipped\n", e.what());
+      ++skipped;
+      continue;
+    }
+    ++predicted;
     const auto t0 = std::chrono::steady_clock::now();
     auto p = engine::predict_image(*loaded.model, device, image, po);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -164,14 +209,14 @@ int predict_command(const std::vector<std::string>& args) {
     std::printf("image %zu/%zu %s: %dx%d %s%.1fms\n", k + 1, sources.size(), path.c_str(), p.orig_h, p.orig_w,
                 summary.empty() ? "(no detections), " : summary.c_str(), ms);
 
-    const auto stem = fs::path(path).stem().string();
+    const auto& stem = names[k];
     if (draw) {
       plot::Canvas canvas(image);
       plot::DrawStyle style;
       style.line_width = line_width > 0 ? line_width : std::max(std::round((p.orig_h + p.orig_w) / 2.0 * 0.003), 2.0);
       style.font_size = std::max(11.0, style.line_width * 5.5);
       style.labels = show_labels;
-      plot::Instances inst{p.boxes, p.cls, p.conf, p.masks, 1.0};
+      plot::Instances inst{p.boxes, p.cls, p.conf, torch::Tensor(), 1.0, p.masks};
       plot::draw_instances(canvas, inst, loaded.names, 0, 0, 1.0, style);
       auto ext = fs::path(path).extension().string();
       std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
@@ -180,11 +225,14 @@ int predict_command(const std::vector<std::string>& args) {
     if (save_txt) {
       util::write_atomically((run_dir / "labels" / (stem + ".txt")).string(), [&](std::ostream& out) {
         for (int64_t i = 0; i < n; ++i) {
-          const auto outline = engine::mask_outline(p.masks[i].data_ptr<uint8_t>(), p.orig_h, p.orig_w);
+          const auto& m = p.masks[static_cast<size_t>(i)];
+          // The outline within the mask's window, moved to image pixels.
+          const auto outline = engine::mask_outline(m.pixels.data_ptr<uint8_t>(), m.height(), m.width());
           if (outline.empty()) continue;
           out << p.cls[i].item<int64_t>();
           for (size_t j = 0; j < outline.size(); j += 2)
-            out << " " << fmt_g(outline[j] / p.orig_w) << " " << fmt_g(outline[j + 1] / p.orig_h);
+            out << " " << fmt_g((outline[j] + static_cast<float>(m.x0)) / p.orig_w) << " "
+                << fmt_g((outline[j + 1] + static_cast<float>(m.y0)) / p.orig_h);
           if (save_conf) out << " " << fmt_g(p.conf[i].item<float>());
           out << "\n";
         }
@@ -194,11 +242,14 @@ int predict_command(const std::vector<std::string>& args) {
       for (int64_t i = 0; i < n; ++i) {
         auto b = p.boxes[i];
         const double x1 = b[0].item<float>(), y1 = b[1].item<float>(), x2 = b[2].item<float>(), y2 = b[3].item<float>();
-        auto rle = metrics::rle_encode(p.masks[i].data_ptr<uint8_t>(), static_cast<uint32_t>(p.orig_h),
-                                       static_cast<uint32_t>(p.orig_w));
+        const auto& m = p.masks[static_cast<size_t>(i)];
+        auto rle = metrics::rle_encode_window(m.pixels.data_ptr<uint8_t>(), static_cast<uint32_t>(m.height()),
+                                              static_cast<uint32_t>(m.width()), static_cast<uint32_t>(m.x0),
+                                              static_cast<uint32_t>(m.y0), static_cast<uint32_t>(p.orig_h),
+                                              static_cast<uint32_t>(p.orig_w));
         const int64_t c = p.cls[i].item<int64_t>();
         auto r3 = [](double v) { return std::nearbyint(v * 1000) / 1000; };
-        results.push_back({{"image_id", image_id_for(path)},
+        results.push_back({{"image_id", image_id_for(stem)},
                            {"file_name", fs::path(path).filename().string()},
                            {"category_id", c + 1},
                            {"category_name", loaded.names[static_cast<size_t>(c)]},
@@ -208,10 +259,16 @@ int predict_command(const std::vector<std::string>& args) {
       }
     }
   }
+  if (skipped) {
+    const int64_t considered = static_cast<int64_t>(sources.size()) + listing_skipped;
+    std::printf("%lld of %lld image files skipped (see the warnings)\n", static_cast<long long>(skipped),
+                static_cast<long long>(considered));
+    if (predicted == 0) throw UserError("source=" + options.str("source") + ": no image could be read");
+  }
   if (save_json)
     util::write_atomically((run_dir / "predictions.json").string(), [&](std::ostream& out) { out << results.dump(); });
   std::printf("Speed: %.1fms per image (preprocess, inference and postprocess) on %s\n",
-              total_ms / static_cast<double>(sources.size()), device.str().c_str());
+              total_ms / static_cast<double>(std::max<int64_t>(predicted, 1)), device.str().c_str());
   std::printf("Results saved to %s\n", run_dir.string().c_str());
   return 0;
 }

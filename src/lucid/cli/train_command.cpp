@@ -63,7 +63,8 @@ data::LoaderOptions loader_options(const engine::TrainSettings& s, int64_t size,
   o.dataset_size = size;
   o.imgsz = static_cast<int>(s.imgsz);
   o.batch = static_cast<int>(train ? s.batch : s.batch * 2);
-  o.workers = static_cast<int>(train ? s.workers : std::min<int64_t>(s.workers * 2, 16));
+  o.workers = data::loader_workers(train ? s.workers : std::min<int64_t>(s.workers * 2, 16), o.batch,
+                                   train ? "train loader" : "val loader");
   o.augment = train;
   o.shuffle = train;
   o.rect = !train;
@@ -160,6 +161,7 @@ int train_command(const std::vector<std::string>& args) {
   auto settings = engine::TrainSettings::from(options);
   const std::string data_path = settings.data.empty() ? default_dataset() : settings.data;
   data::IndexOptions io;
+  io.allow_outside_images = options.flag("allow_outside_images");
   io.on_problem = [](const data::Problem& p) { std::fprintf(stderr, "warning: %s\n", p.str().c_str()); };
   auto index = data::build_index(data_path, io);
   const auto* train_split = index.find("train");

@@ -3,8 +3,10 @@
 // (runs/segment/valN): plots, predictions.json with save_json, report.html.
 #include <filesystem>
 #include <iostream>
+#include <limits>
 
 #include "lucid/cli/commands.h"
+#include "lucid/data/loader.h"
 #include "lucid/engine/checkpoint.h"
 #include "lucid/engine/evaluate.h"
 #include "lucid/engine/train_options.h"
@@ -38,6 +40,7 @@ config::Options val_options() {
               {"save_json", "False", "write predictions.json (COCO results: bbox, RLE segmentation)"},
               {"plots", "True", "write curves, confusion matrices, val_batch images"},
               {"verbose", "True", "per-class rows"},
+              {"allow_outside_images", "False", "follow COCO file_name paths that are absolute or lead out of the image folder (..)"},
               {"project", "runs/segment", "folder of runs"},
               {"name", "val", "run name (val, val2, ...)"},
               {"exist_ok", "False", "reuse project/name if it exists"}});
@@ -57,10 +60,8 @@ int val_command(const std::vector<std::string>& args) {
   if (!fs::exists(checkpoint)) throw UserError("model=" + checkpoint + ": no such file");
   const auto split_name = options.str("split");
   if (split_name != "val" && split_name != "test") throw UserError("option split=" + split_name + ": expected val or test");
-  const auto batch = options.integer("batch");
-  if (batch < 1) throw UserError("option batch=" + options.str("batch") + ": expected a positive integer");
-  const auto workers = options.integer("workers");
-  if (workers < 0) throw UserError("option workers=" + options.str("workers") + ": expected 0 or more");
+  const auto batch = options.integer("batch", 1, config::kMaxBatch);
+  const auto workers = options.integer("workers", 0, std::numeric_limits<int>::max());
   const double conf = options.number("conf"), iou = options.number("iou");
   if (conf < 0 || conf > 1) throw UserError("option conf=" + options.str("conf") + ": expected 0..1");
   if (iou < 0 || iou > 1) throw UserError("option iou=" + options.str("iou") + ": expected 0..1");
@@ -78,12 +79,13 @@ int val_command(const std::vector<std::string>& args) {
     train_opts.parse(tokens);
   }
   const auto trained = engine::TrainSettings::from(train_opts);
-  const int imgsz = options.str("imgsz").empty() ? static_cast<int>(trained.imgsz) : static_cast<int>(options.integer("imgsz"));
+  const int imgsz = options.str("imgsz").empty() ? static_cast<int>(trained.imgsz) : static_cast<int>(options.integer("imgsz", 32, config::kMaxImgsz));
   if (imgsz < 32 || imgsz % 32 != 0) throw UserError("option imgsz=" + std::to_string(imgsz) + ": expected a multiple of 32");
   std::string data_path = options.str("data").empty() ? trained.data : options.str("data");
   if (data_path.empty()) data_path = default_dataset();
 
   data::IndexOptions io;
+  io.allow_outside_images = options.flag("allow_outside_images");
   io.on_problem = [](const data::Problem& p) { std::fprintf(stderr, "warning: %s\n", p.str().c_str()); };
   auto index = data::build_index(data_path, io);
   const auto* split = index.find(split_name);
@@ -114,7 +116,7 @@ int val_command(const std::vector<std::string>& args) {
   engine::EvaluateOptions eo;
   eo.imgsz = imgsz;
   eo.batch = static_cast<int>(batch);
-  eo.workers = static_cast<int>(workers);
+  eo.workers = data::loader_workers(workers, batch, "val loader");
   eo.plots = options.flag("plots");
   eo.out_dir = run_dir.string();
   std::printf("lucid val: %s on %s split '%s' (%lld images), imgsz %d, device %s\n", checkpoint.c_str(),

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <regex>
 
+#include "lucid/config/options.h"
 #include "lucid/util/error.h"
 
 namespace lucid::config {
@@ -33,7 +34,7 @@ fs::path resolve(const std::string& name_or_path) {
 
 std::vector<int> read_from(const YAML::Node& n, const std::string& path, int line) {
   if (n.IsScalar()) return {n.as<int>()};
-  if (n.IsSequence()) {
+  if (n.IsSequence() && n.size() > 0) {
     std::vector<int> out;
     for (const auto& x : n) out.push_back(x.as<int>());
     return out;
@@ -81,6 +82,7 @@ ModelSpec load_model_spec(const std::string& name_or_path, int nc_override) {
         r.line = line;
         r.from = read_from(row[0], spec.path, line);
         r.repeats = row[1].as<int>();
+        if (r.repeats < 1 || r.repeats > 1000) throw error_at(spec.path, line, "repeats must be from 1 to 1000");
         r.module = row[2].as<std::string>();
         r.args = row[3];
         if (!r.args.IsSequence()) throw error_at(spec.path, line, "layer args must be a list");
@@ -91,7 +93,8 @@ ModelSpec load_model_spec(const std::string& name_or_path, int nc_override) {
     throw error_at(spec.path, e.mark.line + 1, std::string("unexpected value: ") + e.msg);
   }
   if (nc_override >= 0) spec.nc = nc_override;
-  if (spec.nc <= 0) throw error_at(spec.path, 0, "nc must be positive");
+  if (spec.nc <= 0 || spec.nc > kMaxClasses)
+    throw error_at(spec.path, 0, "nc must be from 1 to " + std::to_string(kMaxClasses));
   return spec;
 }
 

@@ -1,6 +1,7 @@
 #include "lucid/config/options.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "lucid/util/error.h"
@@ -37,15 +38,25 @@ long long Options::integer(const std::string& key) const {
   throw UserError("option " + key + "=" + v + ": expected an integer");
 }
 
+long long Options::integer(const std::string& key, long long lo, long long hi) const {
+  const long long x = integer(key);
+  if (x < lo || x > hi)
+    throw UserError("option " + key + "=" + values_.at(key) + ": expected an integer from " + std::to_string(lo) +
+                    " to " + std::to_string(hi));
+  return x;
+}
+
 double Options::number(const std::string& key) const {
   const auto& v = values_.at(key);
   try {
     size_t used = 0;
     double x = std::stod(v, &used);
-    if (used == v.size()) return x;
+    if (used == v.size() && std::isfinite(x)) return x;
   } catch (const std::exception&) {
   }
-  throw UserError("option " + key + "=" + v + ": expected a number");
+  // NaN and infinity are refused here, for every command: no option means them, and they would
+  // pass every range check written as a comparison.
+  throw UserError("option " + key + "=" + v + ": expected a finite number");
 }
 
 bool Options::flag(const std::string& key) const {

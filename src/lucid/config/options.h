@@ -7,6 +7,12 @@
 
 namespace lucid::config {
 
+// Upper bounds of the options whose value sets an allocation's size: beyond them a run would only
+// exhaust memory (imgsz=100000 asks for 30 GB per image), so they are refused with the option named.
+inline constexpr long long kMaxImgsz = 8192;
+inline constexpr long long kMaxBatch = 65536;
+inline constexpr long long kMaxClasses = 100000;
+
 struct OptionSpec {
   std::string key;
   std::string default_value;
@@ -22,6 +28,9 @@ class Options {
 
   const std::string& str(const std::string& key) const;
   long long integer(const std::string& key) const;
+  // An integer within [lo, hi]; outside it a UserError naming the option and the range.
+  long long integer(const std::string& key, long long lo, long long hi) const;
+  // A finite number (NaN and infinity are errors naming the option).
   double number(const std::string& key) const;
   bool flag(const std::string& key) const;
   bool given(const std::string& key) const { return given_.count(key) > 0; }

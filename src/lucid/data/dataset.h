@@ -85,6 +85,9 @@ struct IndexOptions {
   bool require_images = true;
   // Override COCO image folder (data=FILE.json only).
   std::string coco_images;
+  // Follow COCO file_name values that are absolute or lead out of the image folder with "..";
+  // otherwise such images are reported and skipped (option allow_outside_images).
+  bool allow_outside_images = false;
   // Called for each problem as it is found (besides recording it in the split).
   std::function<void(const Problem&)> on_problem;
 };

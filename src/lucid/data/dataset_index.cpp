@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
+#include "lucid/config/options.h"
 #include "lucid/data/dataset.h"
 #include "lucid/data/image_io.h"
 #include "lucid/data/labels.h"
@@ -52,6 +54,15 @@ bool path_is_file(const fs::path& p) {
   return fs::is_regular_file(p, ec);
 }
 
+// An image given where a dataset description belongs (by extension or by its signature).
+bool is_image_file(const std::string& path) {
+  if (has_image_extension(path)) return true;
+  std::ifstream f(path, std::ios::binary);
+  char head[16] = {};
+  f.read(head, sizeof head);
+  return sniff_format(std::string_view(head, size_t(f.gcount()))) != ImageFormat::Unknown;
+}
+
 // ---- where the splits come from ---------------------------------------------------------------
 
 struct SplitSource {
@@ -90,6 +101,26 @@ std::vector<std::string> coco_image_roots(const fs::path& root, const fs::path& 
           norm(json.parent_path())};
 }
 
+// yaml-cpp keeps one of two equal keys of a mapping without a word; a dataset YAML with `names`
+// (or a class index) given twice is refused instead, with both lines.
+void reject_duplicate_keys(const YAML::Node& node, const std::string& path) {
+  if (node.IsSequence()) {
+    for (const auto& item : node) reject_duplicate_keys(item, path);
+  } else if (node.IsMap()) {
+    std::map<std::string, int> seen;
+    for (const auto& kv : node) {
+      const int line = kv.first.Mark().line + 1;
+      if (kv.first.IsScalar()) {
+        auto [it, fresh] = seen.emplace(kv.first.Scalar(), line);
+        if (!fresh)
+          throw error_at(path, line, "duplicate key '" + kv.first.Scalar().substr(0, 100) + "' (first at line " +
+                                         std::to_string(it->second) + ")");
+      }
+      reject_duplicate_keys(kv.second, path);
+    }
+  }
+}
+
 Spec spec_from_yaml(const std::string& yaml_path) {
   YAML::Node root;
   try {
@@ -100,6 +131,7 @@ Spec spec_from_yaml(const std::string& yaml_path) {
     throw error_at(yaml_path, e.mark.line >= 0 ? e.mark.line + 1 : 0, e.msg);
   }
   if (!root.IsMap()) throw error_at(yaml_path, 0, "a dataset YAML is a mapping (path, train, val, names)");
+  reject_duplicate_keys(root, yaml_path);
   auto line_of = [](const YAML::Node& n) { return n.Mark().line >= 0 ? n.Mark().line + 1 : 0; };
   Spec spec;
   spec.source = norm(yaml_path);
@@ -107,8 +139,17 @@ Spec spec_from_yaml(const std::string& yaml_path) {
     // names / nc
     if (root["names"] && !root["names"].IsNull()) {
       const auto n = root["names"];
+      // A class name is a plain value: a nested list or mapping (or nothing) would become an empty
+      // name, which no label could be told apart by.
+      auto name_of = [&](const YAML::Node& v, const std::string& which) {
+        if (!v.IsScalar() || v.Scalar().empty())
+          throw error_at(yaml_path, line_of(v), "names: " + which + " is " +
+                                                    (v.IsSequence() ? "a list" : v.IsMap() ? "a mapping" : "empty") +
+                                                    ", expected a class name");
+        return v.as<std::string>();
+      };
       if (n.IsSequence()) {
-        for (const auto& v : n) spec.names.push_back(v.IsScalar() ? v.as<std::string>() : "");
+        for (size_t i = 0; i < n.size(); ++i) spec.names.push_back(name_of(n[i], "entry " + std::to_string(i)));
       } else if (n.IsMap()) {
         std::map<long long, std::string> m;
         for (const auto& kv : n) {
@@ -118,7 +159,9 @@ Spec spec_from_yaml(const std::string& yaml_path) {
           } catch (const YAML::Exception&) {
             throw error_at(yaml_path, line_of(kv.first), "names: key '" + kv.first.as<std::string>() + "' is not a class index");
           }
-          m[k] = kv.second.IsScalar() ? kv.second.as<std::string>() : "";
+          if (m.count(k))
+            throw error_at(yaml_path, line_of(kv.first), "names: class index " + std::to_string(k) + " given twice");
+          m[k] = name_of(kv.second, "class " + std::to_string(k));
         }
         long long expect = 0;
         for (const auto& [k, v] : m) {
@@ -139,8 +182,9 @@ Spec spec_from_yaml(const std::string& yaml_path) {
       } catch (const YAML::Exception&) {
         throw error_at(yaml_path, line_of(root["nc"]), "nc must be an integer");
       }
-      if (nc_d != double(static_cast<long long>(nc_d)) || nc_d < 1)
-        throw error_at(yaml_path, line_of(root["nc"]), "nc must be a positive integer");
+      if (!(nc_d >= 1 && nc_d <= double(config::kMaxClasses)) || nc_d != double(static_cast<long long>(nc_d)))
+        throw error_at(yaml_path, line_of(root["nc"]),
+                       "nc must be an integer from 1 to " + std::to_string(config::kMaxClasses));
       const auto nc = static_cast<size_t>(nc_d);
       if (spec.names.empty()) {
         for (size_t i = 0; i < nc; ++i) spec.names.push_back("class_" + std::to_string(i));
@@ -274,22 +318,49 @@ Spec spec_from_json(const std::string& json, const std::string& images) {
 
 struct Listing {
   std::vector<std::string> images;
+  int64_t skipped = 0;  // entries that could not be listed (symlink loops, unreadable folders)
   std::vector<std::string> label_roots;  // folders to scan recursively for orphan label files
   std::vector<std::string> label_dirs;   // folders to scan (not recursively) for orphan label files
   std::vector<Problem> problems;
 };
 
-void list_folder(const fs::path& dir, std::vector<std::string>& out) {
+// Every image below `dir`, following folder links once: an entry that cannot be examined (a link
+// to itself, a link loop back to a folder being listed, a folder that cannot be read) is reported
+// and skipped, and the listing goes on.
+void list_folder(const fs::path& dir, Listing& l) {
   std::error_code ec;
   fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink |
                                                fs::directory_options::skip_permission_denied, ec);
-  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    const auto name = it->path().filename().string();
-    if (!name.empty() && name[0] == '.') {  // hidden, as glob skips them
-      if (it->is_directory()) it.disable_recursion_pending();
-      continue;
+  std::set<std::string> folders;  // canonical folders entered
+  std::error_code root_ec;
+  folders.insert(fs::canonical(dir, root_ec).string());
+  auto skip = [&](const fs::path& p, const std::string& why) {
+    l.problems.push_back({norm(p), 0, why + "; skipped"});
+    ++l.skipped;
+  };
+  while (!ec && it != fs::recursive_directory_iterator()) {
+    const fs::path path = it->path();
+    const auto name = path.filename().string();
+    std::error_code e;
+    const bool is_dir = it->is_directory(e);
+    // Only folders seen for the first time are entered: the iterator would otherwise examine the
+    // entry again itself, and a link loop there ends the whole listing.
+    if (!is_dir || e) it.disable_recursion_pending();
+    if (e) {
+      skip(path, "cannot be examined (" + e.message() + ")");
+    } else if (!name.empty() && name[0] == '.') {  // hidden, as glob skips them
+      if (is_dir) it.disable_recursion_pending();
+    } else if (is_dir) {
+      const auto real = fs::canonical(path, e);
+      if (e || !folders.insert(real.string()).second) {
+        it.disable_recursion_pending();
+        skip(path, e ? "cannot be examined (" + e.message() + ")" : "a link to a folder already listed (a loop, or a second way into it)");
+      }
+    } else if (it->is_regular_file(e) && !e && has_image_extension(name)) {
+      l.images.push_back(norm(path));
     }
-    if (it->is_regular_file() && has_image_extension(name)) out.push_back(norm(it->path()));
+    it.increment(ec);
+    if (ec) skip(path, "the listing stopped after this entry (" + ec.message() + ")");
   }
 }
 
@@ -297,7 +368,7 @@ Listing list_split(const SplitSource& s) {
   Listing l;
   for (const auto& p : s.paths) {
     if (path_is_dir(p)) {
-      list_folder(p, l.images);
+      list_folder(p, l);
       const std::string root = label_path_for(p + "/x.jpg");  // the folder's label counterpart
       const std::string label_root = fs::path(root).parent_path().string();
       if (label_root != p) l.label_roots.push_back(label_root);
@@ -393,6 +464,16 @@ void add_problem(Split& split, Problem p, const IndexOptions& o) {
   split.problems.push_back(std::move(p));
 }
 
+// The reference's warning for a split without a single instance: it would train on nothing (every
+// image a background) or score nothing.
+void warn_no_labels(Split& split, const std::string& where, const IndexOptions& o) {
+  add_problem(split,
+              {where, 0,
+               "No labels found (all " + std::to_string(split.counts.images) +
+                   " images of split '" + split.name + "' are backgrounds); training may not work correctly"},
+              o);
+}
+
 void tally(Split& split) {
   auto& c = split.counts;
   c.images = int64_t(split.images.size());
@@ -417,6 +498,7 @@ Split index_yolo_split(const SplitSource& s, int nc, const IndexOptions& o) {
   for (const auto& p : s.paths) split.source += (split.source.empty() ? "" : ", ") + p;
   Listing l = list_split(s);
   for (auto& p : l.problems) add_problem(split, std::move(p), o);
+  split.counts.skipped += l.skipped;
   std::vector<Verified> results(l.images.size());
   parallel_for(l.images.size(), [&](size_t i) { results[i] = verify_yolo(l.images[i], nc, o.decode); });
   std::set<std::string> used_labels;
@@ -436,17 +518,19 @@ Split index_yolo_split(const SplitSource& s, int nc, const IndexOptions& o) {
     if (!path_is_dir(root)) continue;
     std::error_code ec;
     for (fs::recursive_directory_iterator it(root, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-      if (it->is_regular_file()) consider(it->path());
+      if (std::error_code e; it->is_regular_file(e)) consider(it->path());
   }
   for (const auto& d : l.label_dirs) {
     if (!path_is_dir(d)) continue;
     std::error_code ec;
     for (fs::directory_iterator it(d, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
-      if (it->is_regular_file()) consider(it->path());
+      if (std::error_code e; it->is_regular_file(e)) consider(it->path());
   }
   for (const auto& p : orphans) add_problem(split, {p, 0, "orphan label file (no image for it)"}, o);
   split.counts.orphan_labels = int64_t(orphans.size());
   tally(split);
+  if (!split.images.empty() && split.counts.instances == 0)
+    warn_no_labels(split, fs::path(split.images.front().label_path).parent_path().string(), o);
   return split;
 }
 
@@ -457,6 +541,13 @@ struct CocoClasses {
   std::vector<int64_t> ids;
   std::map<int64_t, int> index;
 };
+
+// A COCO file_name that is absolute or climbs out of the folder it is joined to ("../x.jpg",
+// "a/../../x.jpg"): a file from a stranger could otherwise make us read any image on the machine.
+bool leaves_folder(const std::string& file_name) {
+  const fs::path p = fs::path(file_name).lexically_normal();
+  return p.is_absolute() || p.has_root_name() || (!p.empty() && *p.begin() == "..");
+}
 
 Split index_coco_split(const SplitSource& s, const CocoFile& coco, const CocoClasses& classes, const IndexOptions& o) {
   Split split;
@@ -483,6 +574,15 @@ Split index_coco_split(const SplitSource& s, const CocoFile& coco, const CocoCla
     v.rec.path = norm(fs::path(root) / ci.file_name);
     v.rec.coco_id = ci.id;
     v.rec.file_name = ci.file_name;
+    if (leaves_folder(ci.file_name)) {
+      const std::string where = "image id " + std::to_string(ci.id) + ": file_name '" + ci.file_name.substr(0, 200) +
+                                "' leads outside the image folder " + root;
+      if (!o.allow_outside_images) {
+        v.problems.push_back({s.json, 0, where + "; image skipped (allow_outside_images=True follows such paths)"});
+        return;
+      }
+      v.problems.push_back({s.json, 0, where + "; followed (allow_outside_images=True)"});
+    }
     ImageInfo info;
     if (!check_image(v.rec.path, o.decode, info, v.problems)) return;
     if (info.width() != ci.width || info.height() != ci.height) {
@@ -559,6 +659,7 @@ Split index_coco_split(const SplitSource& s, const CocoFile& coco, const CocoCla
     else ++split.counts.skipped;
   }
   tally(split);
+  if (!split.images.empty() && split.counts.instances == 0) warn_no_labels(split, s.json, o);
   return split;
 }
 
@@ -587,6 +688,8 @@ DatasetIndex build_index(const std::string& data, const IndexOptions& options) {
   const std::string ext = lower(fs::path(data).extension().string());
   if (path_is_dir(data)) spec = spec_from_folder(data);
   else if (ext == ".json") spec = spec_from_json(data, options.coco_images);
+  else if (is_image_file(data))
+    throw error_at(data, 0, "is an image; data= takes a dataset YAML, a dataset folder or a COCO instances JSON");
   else spec = spec_from_yaml(data);
   if (!options.coco_images.empty() && ext != ".json")
     throw UserError("images= applies to a COCO JSON given as data=FILE.json");

@@ -9,6 +9,7 @@
 
 #include <csetjmp>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -284,7 +285,9 @@ bool png_decode(PngSource* src, Image* out) {
   if (type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
   if (type == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
   if (type == PNG_COLOR_TYPE_GRAY || type == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
-  if (type & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
+  // Alpha is dropped as cv2.imread(IMREAD_COLOR) drops it, also the alpha that the expansions above
+  // make of a tRNS (transparency) chunk of palette and low-depth gray images.
+  if ((type & PNG_COLOR_MASK_ALPHA) || png_get_valid(png, info, PNG_INFO_tRNS)) png_set_strip_alpha(png);
   png_set_interlace_handling(png);
   png_read_update_info(png, info);
   if (png_get_rowbytes(png, info) != size_t(w) * 3) png_error(png, "unexpected row layout after conversion");
@@ -445,10 +448,16 @@ std::string encode_png(const Image& im) {
 }
 
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw error_at(path, 0, "is a folder, not a file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw error_at(path, 0, "cannot open file (missing or unreadable)");
   std::ostringstream s;
-  s << f.rdbuf();
+  try {
+    s << f.rdbuf();
+  } catch (const std::ios_base::failure&) {  // libstdc++ throws from underflow on a failed read()
+    throw error_at(path, 0, "read error (not a regular file, or an I/O error)");
+  }
   if (f.bad()) throw error_at(path, 0, "read error");
   return std::move(s).str();
 }

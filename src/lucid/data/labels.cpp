@@ -402,9 +402,10 @@ CocoFile parse_coco_json(std::string_view text, const std::string& path) {
       return true;
     };
     root = json::parse(text.begin(), text.end(), limit);
-  } catch (const json::parse_error& e) {
-    std::string m = e.what();
-    throw error_at(path, 0, "not valid JSON: " + m.substr(m.find(']') == std::string::npos ? 0 : m.find(']') + 2));
+  } catch (const json::out_of_range&) {  // nlohmann's "number overflow parsing '1e999'"
+    throw error_at(path, 0, "not valid JSON: a number too large for a double (such as 1e999)");
+  } catch (const json::exception& e) {
+    throw error_at(path, 0, "not valid JSON: " + without_library_tag(e.what()));
   } catch (const UserError& e) {
     throw error_at(path, 0, e.what());
   }

@@ -4,10 +4,14 @@
 #include <atomic>
 #include <cstring>
 #include <numeric>
+#include <cstdio>
 #include <stdexcept>
+#include <system_error>
 
 #include "lucid/data/masks.h"
 #include "lucid/util/device.h"
+#include "lucid/util/error.h"
+#include "lucid/util/parallel.h"
 
 namespace lucid::data {
 
@@ -206,16 +210,39 @@ Loader::Loader(SampleSource source, LoaderOptions options) : source_(std::move(s
   if (device_pixels(opts_) && opts_.device_images->size() != opts_.dataset_size)
     throw std::invalid_argument("Loader: device_images must hold every image of the dataset");
   if (opts_.prefetch <= 0) opts_.prefetch = std::max(2, 2 * opts_.workers);
-  for (int i = 0; i < opts_.workers; ++i) threads_.emplace_back([this] { worker_loop(); });
+  for (int i = 0; i < opts_.workers; ++i) {
+    try {
+      threads_.emplace_back([this] { worker_loop(); });
+    } catch (const std::system_error& e) {
+      // Threads that did start are stopped and joined before the error leaves, so none is left
+      // joinable (which would end the process in std::terminate).
+      stop_workers();
+      throw UserError("the data loader could start only " + std::to_string(i) + " of " + std::to_string(opts_.workers) +
+                      " worker threads (" + e.what() + "); use a smaller workers=");
+    }
+  }
 }
 
-Loader::~Loader() {
+int loader_workers(int64_t requested, int64_t batch, const char* what) {
+  const int64_t cpus = util::cpu_count();
+  const int64_t n = std::max<int64_t>(0, std::min({requested, cpus, std::max<int64_t>(batch, 1)}));
+  if (n < requested)
+    std::printf("%s: workers=%lld capped at %lld (at most one per CPU, %lld, and per image of a batch, %lld)\n", what,
+                static_cast<long long>(requested), static_cast<long long>(n), static_cast<long long>(cpus),
+                static_cast<long long>(batch));
+  return static_cast<int>(n);
+}
+
+Loader::~Loader() { stop_workers(); }
+
+void Loader::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   work_cv_.notify_all();
   for (auto& t : threads_) t.join();
+  threads_.clear();
 }
 
 int64_t Loader::batches_per_epoch() const { return (opts_.dataset_size + opts_.batch - 1) / opts_.batch; }

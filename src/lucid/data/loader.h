@@ -27,7 +27,7 @@ struct LoaderOptions {
   int64_t dataset_size = 0;
   int imgsz = 640;
   int batch = 16;
-  int workers = 4;       // 0: batches are built on the consumer's thread
+  int workers = 4;       // 0: batches are built on the consumer's thread (see loader_workers)
   int prefetch = 0;      // batches built ahead of the consumer (0: 2 per worker, at least 2)
   bool augment = true;   // training pipeline; false: validation letterbox
   bool mosaic = true;    // training: mosaic on (probability aug.mosaic) or off (close_mosaic)
@@ -70,6 +70,11 @@ Batch make_batch(const SampleSource& source, const LoaderOptions& o, int64_t epo
 // (seed, epoch).
 std::vector<int64_t> epoch_permutation(int64_t size, uint64_t seed, int64_t epoch);
 
+// The workers= a user asked for, capped at one per CPU and one per image of a batch (the
+// reference's cap in build_dataloader): more would only wait, and a huge count would exhaust the
+// threads a process may start. Prints a line naming `what` (e.g. "train loader") when it caps.
+int loader_workers(int64_t requested, int64_t batch, const char* what);
+
 class Loader {
  public:
   Loader(SampleSource source, LoaderOptions options);
@@ -85,7 +90,8 @@ class Loader {
   std::optional<Batch> next();
   // close_mosaic: takes effect at the next start_epoch.
   void set_mosaic(bool on);
-  const LoaderOptions& options() const { return opts_; }
+  const LoaderOptions& options() const { return opts_; }  // workers: the threads started
+  int workers() const { return int(threads_.size()); }
   bool pinned() const { return pin_; }
 
  private:
@@ -102,6 +108,7 @@ class Loader {
   Plan make_plan(int64_t epoch) const;
   struct Building;
   void worker_loop();
+  void stop_workers();
 
   SampleSource source_;
   LoaderOptions opts_;

@@ -115,36 +115,64 @@ struct PreparedImages::State {
   bool from_cache = false;
   std::string path;
   uint64_t bytes = 0;
+  int fd = -1;       // the mapped file, kept open to check its size before each use
+  uint64_t key = 0;  // the content key its header must keep
   ~State() {
     if (map) ::munmap(map, map_size);
+    if (fd >= 0) ::close(fd);
+  }
+  // A mapped page past the end of a file that shrank under us is SIGBUS on touch: the file's size
+  // and header key are checked before every use instead (a syscall, against decoding an image).
+  void check_mapping() const {
+    if (fd < 0) return;
+    struct stat st {};
+    const bool sized = ::fstat(fd, &st) == 0 && uint64_t(st.st_size) == map_size;
+    if (sized && static_cast<const Header*>(map)->key == key) return;
+    throw error_at(path, 0, std::string("the prepared-image cache file was ") +
+                                (sized ? "rewritten" : "truncated to " + std::to_string(st.st_size) + " of " +
+                                                           std::to_string(map_size) + " bytes") +
+                                " while in use; delete it and run again (it is rebuilt)");
   }
 };
 
 namespace {
 
-// Maps a finished cache file read-only if it is exactly what `expect` describes.
+// Reads exactly n bytes at offset (false on a short read: the file is shorter than it claims).
+bool read_at(int fd, void* out, size_t n, uint64_t offset) {
+  auto* p = static_cast<char*>(out);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, p, n, off_t(offset));
+    if (r <= 0) return false;
+    p += r, n -= size_t(r), offset += uint64_t(r);
+  }
+  return true;
+}
+
+// Maps a finished cache file read-only if it is exactly what `expect` describes. Its size, header
+// and entries are read with pread and checked before anything is mapped, so that a file cut short
+// is never touched through a mapping; the file stays open (fd) for the checks before each use.
 bool map_existing(const std::string& path, uint64_t key, int imgsz, const std::vector<Entry>& expect, uint64_t total,
-                  void*& map, size_t& map_size, std::vector<Entry>& entries) {
+                  void*& map, size_t& map_size, int& fd_out, std::vector<Entry>& entries) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   struct stat st {};
-  bool good = ::fstat(fd, &st) == 0 && uint64_t(st.st_size) == total;
-  void* m = good ? ::mmap(nullptr, total, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
-  ::close(fd);
-  if (m == MAP_FAILED) return false;
-  const auto* h = static_cast<const Header*>(m);
-  good = std::memcmp(h->magic, kMagic, 8) == 0 && h->version == kVersion && h->imgsz == uint32_t(imgsz) &&
-         h->count == expect.size() && h->key == key && h->total_size == total && h->complete == 1;
-  const auto* e = reinterpret_cast<const Entry*>(static_cast<const uint8_t*>(m) + sizeof(Header));
+  Header h{};
+  std::vector<Entry> e(expect.size());
+  bool good = ::fstat(fd, &st) == 0 && uint64_t(st.st_size) == total && read_at(fd, &h, sizeof h, 0) &&
+              read_at(fd, e.data(), sizeof(Entry) * e.size(), sizeof(Header));
+  good = good && std::memcmp(h.magic, kMagic, 8) == 0 && h.version == kVersion && h.imgsz == uint32_t(imgsz) &&
+         h.count == expect.size() && h.key == key && h.total_size == total && h.complete == 1;
   for (size_t i = 0; good && i < expect.size(); ++i)
     good = e[i].offset == expect[i].offset && e[i].height == expect[i].height && e[i].width == expect[i].width;
-  if (!good) {
-    ::munmap(m, total);
+  void* m = good ? ::mmap(nullptr, total, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+  if (m == MAP_FAILED) {
+    ::close(fd);
     return false;
   }
-  entries.assign(e, e + expect.size());
+  entries = std::move(e);
   map = m;
   map_size = total;
+  fd_out = fd;
   return true;
 }
 
@@ -172,6 +200,7 @@ uint64_t PreparedImages::bytes() const { return s_->bytes; }
 
 ImageView PreparedImages::view(size_t i) const {
   const Entry& e = s_->entries.at(i);
+  s_->check_mapping();
   return {e.height, e.width, 3, s_->base + e.offset, e.original_height, e.original_width};
 }
 
@@ -194,7 +223,8 @@ PreparedImages PreparedImages::build(const Split& split, const PreparedOptions& 
   int fd = -1;
   if (o.store == PreparedStore::Disk) {
     path = dir + "/" + hex(key) + "-" + std::to_string(o.imgsz) + ".bin";
-    if (map_existing(path, key, o.imgsz, layout, total, s->map, s->map_size, s->entries)) {
+    if (map_existing(path, key, o.imgsz, layout, total, s->map, s->map_size, s->fd, s->entries)) {
+      s->key = key;
       s->base = static_cast<const uint8_t*>(s->map);
       s->from_cache = true;
       s->path = path;
@@ -269,10 +299,12 @@ PreparedImages PreparedImages::build(const Split& split, const PreparedOptions& 
     ::mprotect(s->map, total, PROT_READ);
     // Make the file durable, then publish it under its final name; keep the mapping we filled.
     const bool synced = ::msync(s->map, total, MS_SYNC) == 0 && ::fsync(fd) == 0;
-    ::close(fd);
     if (synced && ::rename(tmp.c_str(), path.c_str()) == 0) {
       s->path = path;
+      s->fd = fd;  // kept for the checks before each use
+      s->key = key;
     } else {
+      ::close(fd);
       ::unlink(tmp.c_str());
       report({path, 0, "cannot finish the prepared-image cache file; it will be rebuilt next time"});
     }

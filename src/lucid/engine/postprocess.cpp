@@ -232,18 +232,39 @@ Tensor process_mask(const Tensor& protos, const Tensor& coefs, const Tensor& box
 Tensor process_mask_native(const Tensor& protos, const Tensor& coefs, const Tensor& boxes,
                            std::array<int64_t, 2> shape) {
   const int64_t c = protos.size(0), mh = protos.size(1), mw = protos.size(2);
-  const int64_t h = shape[0], w = shape[1];
   auto u8 = torch::TensorOptions().dtype(torch::kUInt8).device(coefs.device());
-  const int64_t n = coefs.size(0);
-  if (n == 0) return torch::zeros({0, h, w}, u8);
-  auto logits = coefs.to(torch::kFloat32).matmul(protos.to(torch::kFloat32).view({c, -1}));
+  if (coefs.size(0) == 0) return torch::zeros({0, shape[0], shape[1]}, u8);
+  auto logits = coefs.to(torch::kFloat32).matmul(protos.to(torch::kFloat32).view({c, -1})).view({-1, mh, mw});
+  return native_masks(logits, boxes, shape);
+}
+
+Tensor native_masks(const Tensor& logits, const Tensor& boxes, std::array<int64_t, 2> shape) {
+  const int64_t h = shape[0], w = shape[1], n = logits.size(0);
+  if (n == 0) return torch::zeros({0, h, w}, logits.options().dtype(torch::kUInt8));
   const int64_t step = std::max<int64_t>(1, 32'000'000 / (h * w));
   std::vector<Tensor> parts;
-  for (int64_t i = 0; i < n; i += step) {
-    auto part = logits.narrow(0, i, std::min(step, n - i)).view({-1, mh, mw});
-    parts.push_back(scale_maps_to(part, h, w).gt(0.0).to(torch::kUInt8));
+  for (int64_t i = 0; i < n; i += step)
+    parts.push_back(scale_maps_to(logits.narrow(0, i, std::min(step, n - i)), h, w).gt(0.0).to(torch::kUInt8));
+  return crop_mask(parts.size() == 1 ? parts[0] : torch::cat(parts), boxes.to(torch::kFloat32));
+}
+
+std::vector<MaskWindow> mask_windows(const Tensor& masks) {
+  const auto m = masks.to(torch::kCPU, torch::kUInt8).contiguous();
+  const int64_t n = m.size(0), h = m.size(1), w = m.size(2);
+  std::vector<MaskWindow> out(static_cast<size_t>(n));
+  if (n == 0 || h == 0 || w == 0) return out;
+  // Rows and columns holding any pixel of each mask bound its window.
+  const auto rows = m.amax(2).to(torch::kBool), cols = m.amax(1).to(torch::kBool);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto ys = rows[i].nonzero(), xs = cols[i].nonzero();
+    if (ys.numel() == 0) continue;
+    const int64_t y0 = ys[0][0].item<int64_t>(), y1 = ys[-1][0].item<int64_t>() + 1;
+    const int64_t x0 = xs[0][0].item<int64_t>(), x1 = xs[-1][0].item<int64_t>() + 1;
+    out[static_cast<size_t>(i)].x0 = static_cast<int>(x0);
+    out[static_cast<size_t>(i)].y0 = static_cast<int>(y0);
+    out[static_cast<size_t>(i)].pixels = m[i].slice(0, y0, y1).slice(1, x0, x1).clone();  // not a view of the chunk
   }
-  return crop_mask(torch::cat(parts), boxes.to(torch::kFloat32));
+  return out;
 }
 
 Tensor scale_boxes(const Tensor& boxes, const Letterbox& lb, std::array<int64_t, 2> orig) {

@@ -68,6 +68,9 @@ Tensor process_mask(const Tensor& protos, const Tensor& coefs, const Tensor& box
 // (in chunks bounded by pixel count), > 0, then cropped to boxes in input pixels.
 Tensor process_mask_native(const Tensor& protos, const Tensor& coefs, const Tensor& boxes,
                            std::array<int64_t, 2> shape);
+// The same from the mask logits (N, mh, mw) = coefficients times prototypes: each mask depends on
+// its own row alone, so rows may be done a chunk at a time.
+Tensor native_masks(const Tensor& logits, const Tensor& boxes, std::array<int64_t, 2> shape);
 
 // Where the original image sits in the letterboxed input: input = original * gain + pad.
 struct Letterbox {
@@ -83,6 +86,19 @@ Tensor scale_boxes(const Tensor& boxes, const Letterbox& lb, std::array<int64_t,
 // bottom/right size - round(pad + 0.1)), bilinear resize to orig = {h, w}. Returns FP32 values; the
 // reference's saved masks take the integer part (.byte()).
 Tensor scale_masks(const Tensor& masks, const Letterbox& lb, std::array<int64_t, 2> orig);
+
+// One instance's mask at image resolution, kept as the smallest window of the image holding all of
+// its pixels: a mask costs its own extent, not the whole image. Empty masks have no pixels.
+struct MaskWindow {
+  int x0 = 0, y0 = 0;  // top-left of the window in image pixels
+  Tensor pixels;       // (h, w) uint8 0/1, contiguous, CPU; undefined when the mask is empty
+  bool empty() const { return !pixels.defined(); }
+  int height() const { return empty() ? 0 : static_cast<int>(pixels.size(0)); }
+  int width() const { return empty() ? 0 : static_cast<int>(pixels.size(1)); }
+};
+
+// The window of each mask of (N, H, W) uint8 masks (copied to the CPU).
+std::vector<MaskWindow> mask_windows(const Tensor& masks);
 
 // (x, y, w, h) centre boxes -> (x1, y1, x2, y2), along the last dimension.
 Tensor xywh2xyxy(const Tensor& x);

@@ -73,35 +73,55 @@ Prediction predict_image(model::SegmentationModelImpl& model, const torch::Devic
   applied.pad_w = left;
   applied.pad_h = top;
   auto boxes = scale_boxes(boxes_in, applied, orig);
-  Tensor masks;
-  if (o.retina_masks) {
-    masks = process_mask_native(proto, coefs, boxes, orig);
-  } else if (det.size(0) == 0) {
-    masks = torch::zeros({0, h0, w0}, torch::TensorOptions().dtype(torch::kUInt8).device(det.device()));
-  } else {
-    // Logits cropped at prototype resolution, upsampled to the input, > 0; then to the original.
+  const int64_t n = det.size(0);
+  // The mask logits of every detection at prototype resolution. Without retina_masks they are
+  // cropped there and upsampled to the input, > 0 (all detections at once: the input is at most
+  // imgsz square).
+  Tensor logits, in_masks;
+  if (n > 0) {
     const int64_t c = proto.size(0), mh = proto.size(1), mw = proto.size(2);
-    auto logits = coefs.matmul(proto.view({c, -1})).view({-1, mh, mw});
+    logits = o.retina_masks ? coefs.to(torch::kFloat32).matmul(proto.to(torch::kFloat32).view({c, -1})).view({-1, mh, mw})
+                            : coefs.matmul(proto.view({c, -1})).view({-1, mh, mw});
+  }
+  if (!o.retina_masks && n > 0) {
+    const int64_t mh = proto.size(1), mw = proto.size(2);
     const float wr = static_cast<float>(mw) / lb.width, hr = static_cast<float>(mh) / lb.height;
     auto ratios = torch::tensor({wr, hr, wr, hr}).to(det.device());
     logits = crop_mask(logits, boxes_in * ratios);
-    auto in_masks = F::interpolate(logits.unsqueeze(0), F::InterpolateFuncOptions()
-                                                            .size(std::vector<int64_t>{lb.height, lb.width})
-                                                            .mode(torch::kBilinear)
-                                                            .align_corners(false))
-                        .squeeze(0)
-                        .gt(0.0)
-                        .to(torch::kUInt8);
-    masks = scale_masks(in_masks, lb.box, orig).gt(0.5).to(torch::kUInt8);
+    in_masks = F::interpolate(logits.unsqueeze(0), F::InterpolateFuncOptions()
+                                                       .size(std::vector<int64_t>{lb.height, lb.width})
+                                                       .mode(torch::kBilinear)
+                                                       .align_corners(false))
+                   .squeeze(0)
+                   .gt(0.0)
+                   .to(torch::kUInt8);
   }
-  auto keep = masks.flatten(1).sum(1) > 0;
+  // At the original resolution a chunk of detections at a time, each mask kept as its window; every
+  // mask is computed on its own, so the chunk size does not change a pixel.
+  const int64_t chunk = std::max<int64_t>(1, o.mask_chunk_pixels / std::max<int64_t>(int64_t(h0) * w0, 1));
+  std::vector<MaskWindow> windows;
+  windows.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; i += chunk) {
+    const int64_t k = std::min(chunk, n - i);
+    Tensor masks = o.retina_masks
+                       ? native_masks(logits.narrow(0, i, k), boxes.narrow(0, i, k), orig)
+                       : scale_masks(in_masks.narrow(0, i, k), lb.box, orig).gt(0.5).to(torch::kUInt8);
+    for (auto& w : mask_windows(masks)) windows.push_back(std::move(w));
+  }
+  // Detections whose mask is empty are dropped, as in the reference.
+  std::vector<int64_t> kept;
   Prediction p;
   p.orig_h = h0;
   p.orig_w = w0;
-  p.boxes = boxes.index({keep}).to(torch::kCPU);
-  p.conf = det.select(1, 4).index({keep}).to(torch::kCPU);
-  p.cls = det.select(1, 5).index({keep}).to(torch::kCPU, torch::kInt64);
-  p.masks = masks.index({keep}).to(torch::kCPU).contiguous();
+  for (int64_t i = 0; i < n; ++i)
+    if (!windows[static_cast<size_t>(i)].empty()) {
+      kept.push_back(i);
+      p.masks.push_back(std::move(windows[static_cast<size_t>(i)]));
+    }
+  auto keep = torch::tensor(kept, torch::kInt64).to(det.device());
+  p.boxes = boxes.index_select(0, keep).to(torch::kCPU);
+  p.conf = det.select(1, 4).index_select(0, keep).to(torch::kCPU);
+  p.cls = det.select(1, 5).index_select(0, keep).to(torch::kCPU, torch::kInt64);
   return p;
 }
 

@@ -28,6 +28,10 @@ struct PredictOptions {
   std::vector<int64_t> classes;  // keep only these (empty: all)
   bool retina_masks = false;
   bool amp = true;  // BF16 autocast on CUDA
+  // Masks are brought to the original resolution a chunk of detections at a time, each chunk at
+  // most this many pixels (one detection per chunk for images larger than it), so that memory
+  // follows the image size, not detections x image size.
+  int64_t mask_chunk_pixels = int64_t(1) << 25;
 };
 
 struct Prediction {
@@ -35,7 +39,7 @@ struct Prediction {
   Tensor boxes;  // (n, 4) xyxy in original-image pixels, FP32, CPU
   Tensor conf;   // (n)
   Tensor cls;    // (n) int64
-  Tensor masks;  // (n, orig_h, orig_w) uint8
+  std::vector<MaskWindow> masks;  // n windows of the original image, none empty
 };
 
 // Letterbox of one image for prediction: the padded size (multiples of `stride` around the resized

@@ -1,5 +1,10 @@
 #include "lucid/engine/train_options.h"
 
+#include <algorithm>
+#include <cctype>
+#include <limits>
+#include <sstream>
+
 #include "lucid/util/error.h"
 
 namespace lucid::engine {
@@ -18,8 +23,9 @@ config::Options train_options() {
           {"imgsz", "", "training image size, a multiple of 32 (default 640; 160 for the synthetic dataset)"},
           {"batch", "", "images per batch (default 16; 8 for the synthetic dataset)"},
           {"device", "", "cpu, cuda, cuda:N or N (default: cuda:0 if usable, else cpu)"},
-          {"workers", "8", "data loader worker threads"},
+          {"workers", "8", "data loader worker threads (at most one per CPU and per image of a batch)"},
           {"cache", "ram", "prepared-image cache: ram, disk or False"},
+          {"allow_outside_images", "False", "follow COCO file_name paths that are absolute or lead out of the image folder (..)"},
           {"gpu_augment", "False",
            "render the augmented training images (mosaic, perspective, flips) on the training device from the "
            "prepared images held in its memory (same bytes as the workers' CPU path)"},
@@ -59,7 +65,7 @@ config::Options train_options() {
           {"stage_times", "False", "time every stage (host and device) over the fit; printed and in fit_report.json"},
           {"val", "True", "validate after every epoch"},
           {"plots", "True", "write plots"},
-          {"patience", "100", "epochs without fitness improvement before stopping"},
+          {"patience", "100", "epochs without fitness improvement before stopping (0: never stop early)"},
           {"save_period", "-1", "also keep a checkpoint every N epochs"},
           {"project", "runs/segment", "parent directory of run directories"},
           {"name", "train", "run folder name, one folder inside project (numbered if it exists)"},
@@ -67,6 +73,25 @@ config::Options train_options() {
           {"resume", "", "resume from a last checkpoint (path, or True for the newest run)"},
       });
 }
+
+namespace {
+
+// freeze= is N (the first N layers) or a comma-separated list of layer indices.
+void check_freeze(const std::string& spec) {
+  if (spec.empty()) return;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const bool digits = !item.empty() && item.size() <= 4 &&
+                        std::all_of(item.begin(), item.end(), [](unsigned char c) { return std::isdigit(c); });
+    if (!digits)
+      throw UserError("option freeze=" + spec + ": '" + item +
+                      "' is not a layer count or index (expected N or a comma-separated list like 0,1,2)");
+  }
+  if (spec.back() == ',') throw UserError("option freeze=" + spec + ": ends with a comma");
+}
+
+}  // namespace
 
 TrainSettings TrainSettings::from(const config::Options& o) {
   TrainSettings s;
@@ -80,15 +105,16 @@ TrainSettings TrainSettings::from(const config::Options& o) {
   s.cache = o.str("cache");
   s.freeze = o.str("freeze");
   const bool synthetic = s.data.empty();
-  s.epochs = o.str("epochs").empty() ? (synthetic ? 30 : 100) : o.integer("epochs");
-  s.imgsz = o.str("imgsz").empty() ? (synthetic ? 160 : 640) : o.integer("imgsz");
-  s.batch = o.str("batch").empty() ? (synthetic ? 8 : 16) : o.integer("batch");
-  s.workers = o.integer("workers");
+  constexpr long long kInt = std::numeric_limits<int>::max();
+  s.epochs = o.str("epochs").empty() ? (synthetic ? 30 : 100) : o.integer("epochs", 1, 1000000);
+  s.imgsz = o.str("imgsz").empty() ? (synthetic ? 160 : 640) : o.integer("imgsz", 32, config::kMaxImgsz);
+  s.batch = o.str("batch").empty() ? (synthetic ? 8 : 16) : o.integer("batch", 1, config::kMaxBatch);
+  s.workers = o.integer("workers", 0, kInt);  // more than the CPUs or the batch are capped by the loader
   s.seed = o.integer("seed");
-  s.nbs = o.integer("nbs");
-  s.close_mosaic = o.integer("close_mosaic");
-  s.patience = o.integer("patience");
-  s.save_period = o.integer("save_period");
+  s.nbs = o.integer("nbs", 1, config::kMaxBatch);
+  s.close_mosaic = o.integer("close_mosaic", 0, kInt);
+  s.patience = o.integer("patience", 0, kInt);
+  s.save_period = o.integer("save_period", -1, kInt);
   s.lr0 = o.number("lr0");
   s.lrf = o.number("lrf");
   s.momentum = o.number("momentum");
@@ -138,6 +164,7 @@ TrainSettings TrainSettings::from(const config::Options& o) {
   require(s.close_mosaic >= 0, "close_mosaic", "must not be negative");
   for (auto [k, v] : {std::pair{"mosaic", s.mosaic}, {"flipud", s.flipud}, {"fliplr", s.fliplr}})
     require(v >= 0 && v <= 1, k, "must be a probability in [0, 1]");
+  check_freeze(s.freeze);
   require(s.cache == "ram" || s.cache == "disk" || s.cache == "False" || s.cache == "True", "cache",
           "expected ram, disk, True or False");
   return s;

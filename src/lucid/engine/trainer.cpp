@@ -20,7 +20,10 @@ namespace lucid::engine {
 
 namespace fs = std::filesystem;
 
-bool early_stop_due(const LoopState& state, int64_t patience) { return state.epochs_without_improvement >= patience; }
+// patience=0 disables early stopping, as the reference's EarlyStopping (patience or inf).
+bool early_stop_due(const LoopState& state, int64_t patience) {
+  return patience > 0 && state.epochs_without_improvement >= patience;
+}
 
 bool fit_finished(const LoopState& state, const TrainSettings& settings) {
   return state.epoch >= settings.epochs || (state.epoch > 0 && early_stop_due(state, settings.patience));

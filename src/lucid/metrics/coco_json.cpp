@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -218,14 +219,23 @@ const json& array_member(const json& obj, const char* key, const std::string& na
 }  // namespace
 
 nlohmann::json read_json_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw UserError(path + ": is a folder, not a JSON file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(path + ": cannot open");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text;
+  try {
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure&) {  // libstdc++ throws from underflow on a failed read()
+    throw UserError(path + ": read failed");
+  }
   if (in.bad()) throw UserError(path + ": read failed");
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw UserError(path + ": invalid JSON: " + e.what());
+  } catch (const json::out_of_range&) {  // nlohmann's "number overflow parsing '1e999'"
+    throw UserError(path + ": invalid JSON: a number too large for a double (such as 1e999)");
+  } catch (const json::exception& e) {
+    throw UserError(path + ": invalid JSON: " + without_library_tag(e.what()));
   }
 }
 

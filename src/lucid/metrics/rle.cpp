@@ -22,14 +22,16 @@ namespace {
 class RunBuilder {
  public:
   RunBuilder(uint32_t h, uint32_t w) : r_{h, w, {}} {}
-  void push(bool on) {
+  void push(bool on) { push_run(on, 1); }
+  void push_run(bool on, uint32_t n) {
+    if (n == 0) return;
     const uint8_t v = on ? 1 : 0;
     if (v != p_) {
       r_.counts.push_back(c_);
       c_ = 0;
       p_ = v;
     }
-    ++c_;
+    c_ += n;
   }
   Rle finish() {
     r_.counts.push_back(c_);
@@ -55,6 +57,20 @@ Rle rle_encode(const uint8_t* mask, uint32_t h, uint32_t w) {
   RunBuilder runs(h, w);
   for (uint32_t x = 0; x < w; ++x)
     for (uint32_t y = 0; y < h; ++y) runs.push(mask[static_cast<size_t>(y) * w + x] != 0);
+  return runs.finish();
+}
+
+Rle rle_encode_window(const uint8_t* window, uint32_t wh, uint32_t ww, uint32_t x0, uint32_t y0, uint32_t h,
+                      uint32_t w) {
+  if (uint64_t(x0) + ww > w || uint64_t(y0) + wh > h) throw UserError("rle_encode_window: window outside the image");
+  RunBuilder runs(h, w);
+  runs.push_run(false, x0 * h);
+  for (uint32_t x = 0; x < ww; ++x) {
+    runs.push_run(false, y0);
+    for (uint32_t y = 0; y < wh; ++y) runs.push(window[static_cast<size_t>(y) * ww + x] != 0);
+    runs.push_run(false, h - y0 - wh);
+  }
+  runs.push_run(false, (w - x0 - ww) * h);
   return runs.finish();
 }
 

@@ -25,6 +25,10 @@ using BoxXywh = std::array<double, 4>;
 // image layout) or column-major (COCO/Fortran layout).
 Rle rle_encode(const uint8_t* mask, uint32_t h, uint32_t w);
 Rle rle_encode_column_major(const uint8_t* mask, uint32_t h, uint32_t w);
+// The mask of an h x w image that is empty outside a window: `window` row-major (wh rows of ww
+// pixels) with its top-left at (x0, y0). Equals rle_encode of the whole image's mask.
+Rle rle_encode_window(const uint8_t* window, uint32_t wh, uint32_t ww, uint32_t x0, uint32_t y0, uint32_t h,
+                      uint32_t w);
 // Decode to 0/1 bytes, row-major or column-major. The RLE must be valid (see rle_validate).
 std::vector<uint8_t> rle_decode(const Rle& rle);
 std::vector<uint8_t> rle_decode_column_major(const Rle& rle);

@@ -203,6 +203,8 @@ SegmentationModelImpl::SegmentationModelImpl(const config::ModelSpec& spec) : sp
     if (base.count(m)) {
       if (row.from.size() != 1) reader.fail("takes one input");
       int64_t c1 = chan(row.from[0]);
+      if (args.empty() || args[0].kind != Arg::Int || args[0].i < 1)
+        reader.fail("the first argument is the output channel count (a positive integer), e.g. [64, 3, 2]");
       c2 = make_divisible(std::min<double>(as_int(args, 0, 0, reader), spec_.max_channels) * spec_.width, 8);
       std::vector<Arg> a{Arg::of(c1), Arg::of(c2)};
       a.insert(a.end(), args.begin() + 1, args.end());

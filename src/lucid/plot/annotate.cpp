@@ -26,6 +26,15 @@ void draw_instances(Canvas& canvas, const Instances& in, const std::vector<std::
     for (auto it = shown.rbegin(); it != shown.rend(); ++it)
       canvas.blend_mask(masks[*it].data_ptr<uint8_t>(), mh, mw, x0, y0, in.mask_scale * scale, class_color(c[*it]),
                         style.mask_alpha);
+  } else if (static_cast<int64_t>(in.mask_windows.size()) == n) {
+    const double s = in.mask_scale * scale;
+    for (auto it = shown.rbegin(); it != shown.rend(); ++it) {
+      const auto& w = in.mask_windows[static_cast<size_t>(*it)];
+      if (w.empty()) continue;
+      const auto px = w.pixels.to(torch::kCPU, torch::kUInt8).contiguous();
+      canvas.blend_mask(px.data_ptr<uint8_t>(), w.height(), w.width(), x0 + w.x0 * s, y0 + w.y0 * s, s,
+                        class_color(c[*it]), style.mask_alpha);
+    }
   }
   for (int64_t i : shown) {
     const Color col = class_color(c[i]);

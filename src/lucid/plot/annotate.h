@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "lucid/data/image_io.h"
+#include "lucid/engine/postprocess.h"
 #include "lucid/plot/canvas.h"
 
 namespace lucid::plot {
@@ -20,6 +21,8 @@ struct Instances {
   torch::Tensor conf;   // (n) or undefined
   torch::Tensor masks;  // (n, mh, mw) or undefined
   double mask_scale = 1.0;
+  // Instead of masks: each instance's mask as a window of the image (at mask_scale).
+  std::vector<engine::MaskWindow> mask_windows;
 };
 
 struct DrawStyle {
