@@ -1,5 +1,7 @@
-// `lucid train`: dataset (or the embedded synthetic one), prepared images, loaders, validator and
-// the fit. `resume=` continues a run from its weights/last checkpoint with the run's own options.
+// `lucid train`: the model (a YAML or any weights file, engine/model_source.h), dataset (or the
+// embedded synthetic one), prepared images, loaders, validator and the fit. `resume=` continues a
+// run from its weights/last checkpoint with the run's own options. Model, weights and device options
+// are checked before any dataset work.
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -8,6 +10,7 @@
 #include "lucid/data/synth.h"
 #include "lucid/engine/checkpoint.h"
 #include "lucid/engine/evaluate.h"
+#include "lucid/engine/model_source.h"
 #include "lucid/engine/trainer.h"
 #include "lucid/engine/training_data.h"
 #include "lucid/engine/validator.h"
@@ -55,6 +58,27 @@ std::string newest_last_checkpoint(const std::string& project) {
     }
   if (best.empty()) throw UserError("resume=True: no weights/last.safetensors under " + project);
   return best.string();
+}
+
+// The model of a new run: model= (a YAML or a weights file) and pretrained= (True, False, or a
+// weights file beside a YAML).
+engine::ModelSource training_model(const engine::TrainSettings& s) {
+  auto source = engine::read_model_source("model", s.model);
+  const auto& p = s.pretrained;
+  if (p == "False") {
+    if (source.has_weights())
+      std::printf("pretrained=False: training from scratch with the architecture of %s\n", s.model.c_str());
+    source.weights.clear();
+  } else if (p != "True") {
+    if (source.has_weights())
+      throw UserError("option pretrained=" + p + ": model=" + s.model + " already holds weights (a " +
+                      engine::kind_name(source.kind) + "); pretrained= goes beside a model YAML");
+    auto weights = engine::read_model_source("pretrained", p);
+    if (!weights.has_weights()) throw UserError("option pretrained=" + p + ": a model YAML holds no weights");
+    source.weights = std::move(weights.weights);
+  }
+  source.require_spec();
+  return source;
 }
 
 data::LoaderOptions loader_options(const engine::TrainSettings& s, int64_t size, bool train) {
@@ -132,7 +156,9 @@ int train_command(const std::vector<std::string>& args) {
   }
   options.parse(args);
   std::string resume;
+  engine::ModelSource model_source;
   if (!options.str("resume").empty() && options.str("resume") != "False") {
+    engine::refuse_options_ignored_by_resume(options);
     resume = options.str("resume") == "True" ? newest_last_checkpoint(options.str("project")) : options.str("resume");
     // The run's own options, so it continues exactly as it started.
     auto state = engine::read_checkpoint_state(resume);
@@ -144,10 +170,14 @@ int train_command(const std::vector<std::string>& args) {
       if (engine::execution_option(a.substr(0, a.find('=')))) tokens.push_back(a);
     options = engine::train_options();
     options.parse(tokens);
+    // The architecture stored in the checkpoint (its weights are restored by the trainer).
+    model_source = engine::read_model_source("resume", resume, /*weights=*/false);
   }
   // The complete-fit clock (fit_report.json): before data, model and trainer construction.
   const auto fit_start = std::chrono::steady_clock::now();
   auto settings = engine::TrainSettings::from(options);
+  const torch::Device device = util::parse_device(settings.device);
+  if (resume.empty()) model_source = training_model(settings);
   const std::string data_path = settings.data.empty() ? default_dataset() : settings.data;
   data::IndexOptions io;
   io.on_problem = [](const data::Problem& p) { std::fprintf(stderr, "warning: %s\n", p.str().c_str()); };
@@ -160,7 +190,6 @@ int train_command(const std::vector<std::string>& args) {
   auto train = engine::prepare_split(*train_split, static_cast<int>(settings.imgsz), disk, 0);
   auto val = engine::prepare_split(*val_split, static_cast<int>(settings.imgsz), disk, 0);
 
-  const torch::Device device = util::parse_device(settings.device);
   auto train_samples = engine::make_sample_source(train);
   auto train_opts = loader_options(settings, train.size(), true);
   if (settings.gpu_augment) train_opts.device_images = engine::upload_prepared(train_samples, train.size(), device);
@@ -187,7 +216,9 @@ int train_command(const std::vector<std::string>& args) {
     return out;
   };
   std::unique_ptr<engine::BatchSource> batches = std::move(plotted);
-  engine::Trainer trainer(options, {index.nc(), index.names}, std::move(batches), validate, resume);
+  engine::ModelStart start{config::model_spec_from_text(model_source.spec->yaml, model_source.spec->path, index.nc()),
+                           model_source.weights.empty() ? nullptr : &model_source.weights};
+  engine::Trainer trainer(options, {index.nc(), index.names}, std::move(start), std::move(batches), validate, resume);
   trainer.set_fit_start(fit_start);
   if (plotted_batches) plotted_batches->set_run_dir(trainer.run_dir().string());
   trainer.fit();
@@ -198,7 +229,7 @@ int train_command(const std::vector<std::string>& args) {
   auto weights = run_dir / "weights" / "best.safetensors";
   if (!fs::exists(weights)) weights = run_dir / "weights" / "last.safetensors";
   std::printf("\nValidating %s...\n", weights.string().c_str());
-  auto loaded = engine::load_inference_model(weights.string(), device);
+  auto loaded = engine::load_inference_model("model", weights.string(), device);
   auto fo = vo;
   fo.verbose = true;
   fo.speed = true;

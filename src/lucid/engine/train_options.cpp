@@ -1,5 +1,6 @@
 #include "lucid/engine/train_options.h"
 
+#include "lucid/engine/freeze.h"
 #include "lucid/util/error.h"
 
 namespace lucid::engine {
@@ -13,7 +14,12 @@ config::Options train_options() {
       "train",
       {
           {"data", "", "dataset YAML or COCO JSON (empty: the embedded synthetic dataset)"},
-          {"model", "yolo26n-seg.yaml", "model YAML (scale letter picks the scale)"},
+          {"model", "yolo26n-seg.yaml",
+           "model YAML (scale letter picks the scale), or a weights file to start from: an Ultralytics .pt, "
+           "lucid weights (.safetensors) or a lucid training checkpoint (its EMA weights, a new run)"},
+          {"pretrained", "True",
+           "a weights file (.pt, .safetensors) to transfer into model=YAML; False: the file given as model= "
+           "gives only the architecture"},
           {"epochs", "", "epochs to train (default 100; 30 for the synthetic dataset)"},
           {"imgsz", "", "training image size, a multiple of 32 (default 640; 160 for the synthetic dataset)"},
           {"batch", "", "images per batch (default 16; 8 for the synthetic dataset)"},
@@ -68,10 +74,23 @@ config::Options train_options() {
       });
 }
 
+void refuse_options_ignored_by_resume(const config::Options& o) {
+  const bool newest = o.str("resume") == "True";
+  for (const auto& spec : o.specs()) {
+    const auto& key = spec.key;
+    if (!o.given(key) || key == "resume" || execution_option(key) || (newest && key == "project")) continue;
+    const std::string start = newest ? "the run's weights/last.safetensors" : o.str("resume");
+    throw UserError("option " + key + "=" + o.str(key) + ": resume= continues the run with its own options and would "
+                    "ignore it; to train from that checkpoint's weights with other options, start a new run with "
+                    "model=" + start);
+  }
+}
+
 TrainSettings TrainSettings::from(const config::Options& o) {
   TrainSettings s;
   s.data = o.str("data");
   s.model = o.str("model");
+  s.pretrained = o.str("pretrained");
   s.device = o.str("device");
   s.optimizer = o.str("optimizer");
   s.project = o.str("project");
@@ -79,6 +98,7 @@ TrainSettings TrainSettings::from(const config::Options& o) {
   s.resume = o.str("resume");
   s.cache = o.str("cache");
   s.freeze = o.str("freeze");
+  s.frozen = parse_freeze(s.freeze);
   const bool synthetic = s.data.empty();
   s.epochs = o.str("epochs").empty() ? (synthetic ? 30 : 100) : o.integer("epochs");
   s.imgsz = o.str("imgsz").empty() ? (synthetic ? 160 : 640) : o.integer("imgsz");

@@ -14,8 +14,13 @@ config::Options train_options();
 // checkpoints leave them out, and a resumed run takes them from its own command line.
 bool execution_option(const std::string& key);
 
+// resume= continues a run with its own options: any other option given beside it (except the
+// execution options, and project= for resume=True, which finds the run) would be ignored, so it is
+// an error naming the option.
+void refuse_options_ignored_by_resume(const config::Options& options);
+
 struct TrainSettings {
-  std::string data, model, device, optimizer, project, name, resume, cache;
+  std::string data, model, pretrained, device, optimizer, project, name, resume, cache;
   int64_t epochs, imgsz, batch, workers, seed, nbs, close_mosaic, patience, save_period;
   double lr0, lrf, momentum, weight_decay, warmup_epochs, warmup_momentum, warmup_bias_lr;
   double box, cls, dfl, hsv_h, hsv_s, hsv_v, degrees, translate, scale, shear, perspective, flipud, fliplr, mosaic;
@@ -24,6 +29,7 @@ struct TrainSettings {
   bool capture_network, capture_segment_heads, capture_optimizer;  // stage replay, all off by default
   bool stage_times;
   std::string freeze;
+  std::vector<int> frozen;  // the layers freeze names
 
   static TrainSettings from(const config::Options& o);  // validates ranges; errors name the key
 };
