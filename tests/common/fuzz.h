@@ -5,7 +5,7 @@
 
 namespace lucid::testing {
 
-std::string mutate(std::string s, std::mt19937& rng, const std::string& alphabet) {
+inline std::string mutate(std::string s, std::mt19937& rng, const std::string& alphabet) {
   auto pick = [&](size_t n) { return n ? size_t(rng() % n) : 0; };
   const int edits = 1 + int(rng() % 4);
   for (int e = 0; e < edits; ++e) {

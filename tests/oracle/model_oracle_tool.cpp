@@ -1,12 +1,14 @@
-// Runs our model for the model oracle test: loads (or creates) weights, then for each input runs an
-// eval-mode forward (decoded output, protos) and a training-mode forward (raw head outputs), in that
-// order, and writes every output plus the final BatchNorm statistics as safetensors.
+// Runs our model for the model oracle tests: loads (or creates) weights (safetensors, or an
+// Ultralytics .pt read natively), then for each input runs an eval-mode forward (decoded output,
+// protos) and a training-mode forward (raw head outputs), in that order, and writes every output
+// plus the final BatchNorm statistics as safetensors.
 //   model_oracle_tool MODEL.yaml WEIGHTS INPUTS OUT [--create SEED]
 // With --create, WEIGHTS is written (seeded init, perturbed BatchNorm and biases) instead of read.
 #include <iostream>
 
 #include "lucid/model/model.h"
 #include "lucid/model/safetensors.h"
+#include "lucid/model/ultralytics_pt.h"
 
 using namespace lucid;
 
@@ -46,6 +48,8 @@ int main(int argc, char** argv) {
           t.normal_(0.0, 0.1);
       }
       model::write_safetensors(weights, model::state_dict(*m));
+    } else if (model::is_torch_zip(weights)) {
+      model::load_state(*m, model::read_ultralytics_pt(weights).state, weights);
     } else {
       model::load_state(*m, model::read_safetensors(weights), weights);
     }

@@ -15,7 +15,7 @@ config::Options model_options(const std::string& action) {
   std::vector<config::OptionSpec> specs{
       {"model", "yolo26n-seg.yaml",
        "model YAML (scale letter picks the scale, e.g. yolo26n-seg.yaml) or a weights file (.pt, .safetensors)"},
-      {"nc", "", "number of classes (default: the model file's nc)"},
+      {"nc", "", "number of classes (default: the weights' nc, else the model file's)"},
       {"weights", "",
        "weights to load (.pt, .safetensors, a lucid checkpoint's EMA); its architecture unless model= is given"},
       {"imgsz", "640", "image size for the GFLOPs figure"},
@@ -35,11 +35,12 @@ struct Built {
 // the weights of weights= (or of model= when it is a weights file).
 Built build(const config::Options& o) {
   torch::manual_seed(static_cast<uint64_t>(o.integer("seed")));
-  const int nc = o.str("nc").empty() ? -1 : static_cast<int>(o.integer("nc"));
+  int nc = o.str("nc").empty() ? -1 : static_cast<int>(o.integer("nc"));
   std::optional<engine::ModelSource> weights;
   if (!o.str("weights").empty()) {
     weights = engine::read_model_source("weights", o.str("weights"));
     if (!weights->has_weights()) throw UserError("weights=" + o.str("weights") + ": a model YAML holds no weights");
+    if (nc < 0 && weights->spec) nc = weights->spec->nc;  // the classes the weights were trained for
   }
   const bool architecture_from_weights = weights && weights->spec && !o.given("model");
   auto source = architecture_from_weights ? std::move(*weights) : engine::read_model_source("model", o.str("model"));
