@@ -72,6 +72,11 @@ def main():
         lucid(["export", f"model={best}", "half=False", f"out={w32}"], env)
         lucid(["export", f"model={best}", "format=pt", "half=False", f"out={pt}"], env)
         check(w16.stat().st_size * 3 < w32.stat().st_size * 2, "the default export is FP16, half the FP32 size")
+        r = lucid(["export", f"model={best}", "format=pt", f"out={tmp / 'x.pt'}"], dict(env, LUCID_PYTHON=str(tmp / "nope")),
+                  expect=None)
+        check(refused(r, "LUCID_PYTHON") and not (tmp / "x.pt").exists(), f"format=pt without Python: {r.stderr.strip()}")
+        r = lucid(["export", f"model={best}", f"out={best}"], env, expect=None)
+        check(refused(r, "would overwrite"), f"export onto its own input: {r.stderr.strip()}")
         r = lucid(["export", f"model={best}", "format=onnx"], env, expect=None)
         check(refused(r, "format=onnx", "safetensors and pt"), f"an unsupported format lists the supported: {r.stderr.strip()}")
         for f in (w16, w32, pt):
@@ -82,8 +87,8 @@ def main():
                 check(all_row(v) is not None and "imgsz 64" in v, f"lucid val {f.name} at the file's imgsz: {all_row(v)}")
             p = lucid(["predict", f"model={f}", f"source={image}", "device=cpu", "conf=0.001", "save_txt=True", *common,
                        f"name=p{f.stem}{f.suffix[1:]}"], env)
-            check(p.returncode == 0 and (project / f"p{f.stem}{f.suffix[1:]}" / image.name).exists(),
-                  f"lucid predict {f.name}")
+            labels = project / f"p{f.stem}{f.suffix[1:]}" / "labels" / f"{image.stem}.txt"
+            check(labels.exists() and labels.read_text().strip(), f"lucid predict {f.name}: {labels.name}")
             info = lucid(["model", "info", f"weights={f}"], env).stdout
             check("YOLO26n-seg summary" in info, f"lucid model info weights={f.name}")
         # New runs from every kind of weights file, and pretrained= beside a YAML.
