@@ -260,18 +260,27 @@ TEST(ResumeOptions, OptionsThatResumeWouldIgnoreAreRefused) {
     o.parse(tokens);
     return o;
   };
+  const std::string ckpt = "runs/a/weights/last.safetensors";
+  const nlohmann::ordered_json run_args = {{"epochs", "2"}, {"data", ""}, {"imgsz", "64"}};
+  auto refuse = [&](std::vector<std::string> tokens) {
+    engine::refuse_options_ignored_by_resume(parsed(tokens), run_args, "runs/a", ckpt);
+  };
   try {
-    engine::refuse_options_ignored_by_resume(parsed({"resume=runs/a/weights/last.safetensors", "epochs=3"}));
+    refuse({"resume=" + ckpt, "epochs=3"});
     ADD_FAILURE() << "epochs= beside resume= was accepted";
   } catch (const UserError& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("option epochs=3"), std::string::npos) << what;
-    EXPECT_NE(what.find("model=runs/a/weights/last.safetensors"), std::string::npos) << what;
+    EXPECT_NE(what.find("epochs=2"), std::string::npos) << what;
+    EXPECT_NE(what.find("model=" + ckpt), std::string::npos) << what;
   }
-  EXPECT_THROW(engine::refuse_options_ignored_by_resume(parsed({"resume=c.safetensors", "data=d.yaml"})), UserError);
-  EXPECT_THROW(engine::refuse_options_ignored_by_resume(parsed({"resume=c.safetensors", "project=p"})), UserError);
-  // How stages execute stays the resuming command's choice; project= finds the run for resume=True.
-  EXPECT_NO_THROW(engine::refuse_options_ignored_by_resume(
-      parsed({"resume=c.safetensors", "capture_network=True", "stage_times=True", "gpu_augment=True"})));
-  EXPECT_NO_THROW(engine::refuse_options_ignored_by_resume(parsed({"resume=True", "project=p"})));
+  EXPECT_THROW(refuse({"resume=" + ckpt, "data=d.yaml"}), UserError);
+  EXPECT_THROW(refuse({"resume=" + ckpt, "lr0=0.02"}), UserError);  // a default the run kept
+  EXPECT_THROW(refuse({"resume=" + ckpt, "project=elsewhere"}), UserError);
+  EXPECT_THROW(refuse({"resume=" + ckpt, "name=b"}), UserError);
+  // The run's own values and folder are not ignored; how stages execute stays the resuming
+  // command's choice; project= finds the run for resume=True.
+  EXPECT_NO_THROW(refuse({"resume=" + ckpt, "epochs=2", "imgsz=64", "lr0=0.01", "project=runs", "name=a"}));
+  EXPECT_NO_THROW(refuse({"resume=" + ckpt, "capture_network=True", "stage_times=True", "gpu_augment=True"}));
+  EXPECT_NO_THROW(refuse({"resume=True", "project=runs"}));
 }

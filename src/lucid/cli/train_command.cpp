@@ -158,10 +158,10 @@ int train_command(const std::vector<std::string>& args) {
   std::string resume;
   engine::ModelSource model_source;
   if (!options.str("resume").empty() && options.str("resume") != "False") {
-    engine::refuse_options_ignored_by_resume(options);
     resume = options.str("resume") == "True" ? newest_last_checkpoint(options.str("project")) : options.str("resume");
     // The run's own options, so it continues exactly as it started.
     auto state = engine::read_checkpoint_state(resume);
+    engine::refuse_options_ignored_by_resume(options, state.args, fs::path(resume).parent_path().parent_path(), resume);
     std::vector<std::string> tokens;
     for (auto it = state.args.begin(); it != state.args.end(); ++it)
       if (it.key() != "resume") tokens.push_back(it.key() + "=" + it.value().get<std::string>());

@@ -74,15 +74,29 @@ config::Options train_options() {
       });
 }
 
-void refuse_options_ignored_by_resume(const config::Options& o) {
+void refuse_options_ignored_by_resume(const config::Options& o, const nlohmann::ordered_json& run_args,
+                                      const std::filesystem::path& run_dir, const std::string& checkpoint) {
+  namespace fs = std::filesystem;
   const bool newest = o.str("resume") == "True";
+  auto refuse = [&](const std::string& key, const std::string& why) {
+    throw UserError("option " + key + "=" + o.str(key) + ": " + why + "; to train from that checkpoint's weights with " +
+                    "other options, start a new run with model=" + checkpoint);
+  };
+  if ((o.given("project") && !newest) || o.given("name")) {
+    std::error_code ec;
+    const auto asked = fs::weakly_canonical(fs::path(o.str("project")) / o.str("name"), ec);
+    if (ec || asked != fs::weakly_canonical(run_dir, ec))
+      refuse(o.given("name") ? "name" : "project", "resume= continues the run in " + run_dir.string());
+  }
   for (const auto& spec : o.specs()) {
     const auto& key = spec.key;
-    if (!o.given(key) || key == "resume" || execution_option(key) || (newest && key == "project")) continue;
-    const std::string start = newest ? "the run's weights/last.safetensors" : o.str("resume");
-    throw UserError("option " + key + "=" + o.str(key) + ": resume= continues the run with its own options and would "
-                    "ignore it; to train from that checkpoint's weights with other options, start a new run with "
-                    "model=" + start);
+    if (!o.given(key) || key == "resume" || key == "project" || key == "name" || key == "exist_ok" ||
+        execution_option(key))
+      continue;
+    const auto it = run_args.find(key);
+    const std::string run_value = it != run_args.end() && it->is_string() ? it->get<std::string>() : spec.default_value;
+    if (o.str(key) != run_value)
+      refuse(key, "resume= continues the run with its own " + key + "=" + run_value + " and would ignore it");
   }
 }
 

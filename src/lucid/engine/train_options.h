@@ -1,5 +1,7 @@
 // The options of `lucid train` (reference names and defaults) and their typed view.
 #pragma once
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -14,10 +16,12 @@ config::Options train_options();
 // checkpoints leave them out, and a resumed run takes them from its own command line.
 bool execution_option(const std::string& key);
 
-// resume= continues a run with its own options: any other option given beside it (except the
-// execution options, and project= for resume=True, which finds the run) would be ignored, so it is
-// an error naming the option.
-void refuse_options_ignored_by_resume(const config::Options& options);
+// resume= continues a run with its own options (run_args, from its checkpoint) in its own folder
+// (run_dir): an option given beside it with another value, or a project/name naming another
+// folder, would be ignored, so it is an error naming the option. Execution options stay the
+// resuming command's choice; project= finds the run for resume=True.
+void refuse_options_ignored_by_resume(const config::Options& options, const nlohmann::ordered_json& run_args,
+                                      const std::filesystem::path& run_dir, const std::string& checkpoint);
 
 struct TrainSettings {
   std::string data, model, pretrained, device, optimizer, project, name, resume, cache;
