@@ -53,12 +53,13 @@ def rows(text):
     return out
 
 
-def reference_rows(weights, data):
+def reference_rows(weights, data, project):
     """The reference's `YOLO(weights).val()` table as it prints it (%11.3g), and its mask mAP50."""
     from ultralytics import YOLO
 
     model = YOLO(str(weights))
-    m = model.val(data=str(data), imgsz=IMGSZ, batch=BATCH, device="cpu", plots=False, verbose=True, workers=0)
+    m = model.val(data=str(data), imgsz=IMGSZ, batch=BATCH, device="cpu", plots=False, verbose=True, workers=0,
+                  project=str(project), name="val")
     fmt = lambda v: "%.3g" % v  # noqa: E731
     table = {"all": [fmt(v) for v in m.mean_results()]}
     for i, c in enumerate(m.ap_class_index):
@@ -98,7 +99,7 @@ def main():
         common = ["device=cpu", "workers=2", "plots=False", f"project={project}"]
 
         # 1. lucid val of the reference's weights against the reference's own validation.
-        ref_table, ref_mask50, _ = reference_rows(weights, synth)
+        ref_table, ref_mask50, _ = reference_rows(weights, synth, project)
         ours = rows(lucid("val", f"model={weights}", f"data={synth}", f"imgsz={IMGSZ}", f"batch={BATCH}", "name=val",
                           *common, env=env))
         check(ours.get("all", [None] * 2)[2:] == ref_table["all"],
@@ -122,7 +123,8 @@ def main():
 
         # Another class count: the class branches keep their initialisation, as the reference's load.
         wider = dataset_with_names(tmp, synth, ["c0", "c1", "c2", "c3", "c4"])
-        out = lucid("train", f"model={weights}", "name=wider", *train[:-1], f"data={wider}", env=env)
+        out = lucid("train", f"model={weights}", "name=wider", *[a for a in train if not a.startswith("data=")],
+                    f"data={wider}", env=env)
         ckpt = torch.load(weights, map_location="cpu", weights_only=False)
         source = ckpt["ema"] or ckpt["model"]
         target = SegmentationModel(source.yaml, nc=5, verbose=False)
@@ -136,7 +138,7 @@ def main():
                           *common, env=env))
         pt32 = Path(tmp) / "lucid32.pt"
         lucid("export", f"model={best}", "format=pt", "half=False", f"out={pt32}", env=env)
-        table, _, names = reference_rows(pt32, renamed)
+        table, _, names = reference_rows(pt32, renamed, project)
         check(list(names.values()) == ["oval", "box", "spiky"], f"the exported .pt keeps lucid's class names: {names}")
         check(ours.get("all", [None] * 2)[2:] == table["all"],
               f"reference val of the exported .pt: all row {table['all']} vs lucid val {ours.get('all')}")
