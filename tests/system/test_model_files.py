@@ -48,7 +48,7 @@ def transferred(text):
 def refused(r, name, fragment=""):
     err = r.stderr.strip()
     return (r.returncode == 1 and len(err.splitlines()) == 1 and name in err and fragment in err
-            and "json.exception" not in err and "YAML" not in err)
+            and "json.exception" not in err and "invalid YAML" not in err and "escape character" not in err)
 
 
 def main():
