@@ -71,7 +71,7 @@ engine::ModelSource training_model(const engine::TrainSettings& s) {
     source.weights.clear();
   } else if (p != "True") {
     if (source.has_weights())
-      throw UserError("option pretrained=" + p + ": model=" + s.model + " already holds weights (a " +
+      throw UserError("option pretrained=" + p + ": model=" + s.model + " already holds weights (" +
                       engine::kind_name(source.kind) + "); pretrained= goes beside a model YAML");
     auto weights = engine::read_model_source("pretrained", p);
     if (!weights.has_weights()) throw UserError("option pretrained=" + p + ": a model YAML holds no weights");

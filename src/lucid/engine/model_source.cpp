@@ -17,7 +17,7 @@ std::string kind_name(ModelFileKind kind) {
   switch (kind) {
     case ModelFileKind::Yaml: return "model YAML";
     case ModelFileKind::UltralyticsPt: return "Ultralytics checkpoint";
-    case ModelFileKind::Weights: return "weights";
+    case ModelFileKind::Weights: return "lucid weights file";
     case ModelFileKind::TrainingCheckpoint: return "lucid training checkpoint";
   }
   return "";
