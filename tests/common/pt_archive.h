@@ -106,7 +106,7 @@ class PickleWriter {
     return raw(s);
   }
   PickleWriter& integer(int64_t v) {
-    if (v >= 0 && v < 256) return raw("K" + std::string(1, char(v)));
+    if (v >= 0 && v < 256) return byte_op('K', int(v));
     if (v >= INT32_MIN && v <= INT32_MAX) {
       raw("J");
       put_le(b_, static_cast<uint32_t>(v), 4);
@@ -133,8 +133,8 @@ class PickleWriter {
   PickleWriter& setitems() { return op("u"); }
   PickleWriter& append() { return op("a"); }
   PickleWriter& appends() { return op("e"); }
-  PickleWriter& put(int i) { return raw("q" + std::string(1, char(i))); }
-  PickleWriter& get(int i) { return raw("h" + std::string(1, char(i))); }
+  PickleWriter& put(int i) { return byte_op('q', i); }
+  PickleWriter& get(int i) { return byte_op('h', i); }
   PickleWriter& persid() { return op("Q"); }
   PickleWriter& raw(const std::string& s) {
     b_ += s;
@@ -178,6 +178,11 @@ class PickleWriter {
 
  private:
   PickleWriter& op(const char* s) { return raw(s); }
+  PickleWriter& byte_op(char op, int arg) {
+    b_.push_back(op);
+    b_.push_back(char(arg));
+    return *this;
+  }
   std::string b_;
 };
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iostream>
 #include <random>
 
 #include "data_test_util.h"
@@ -36,9 +37,9 @@ int read_or_refuse(const std::string& path, size_t file_size) {
 }  // namespace
 
 TEST(UltralyticsPtFuzz, MutatedArchives) {
-  testing::TempDir dir;
+  lucid::testing::TempDir dir;
   const std::string p = dir.str("f.pt");
-  const std::string seed = testing::tiny_checkpoint(testing::tiny_checkpoint_pickle());
+  const std::string seed = lucid::testing::tiny_checkpoint(lucid::testing::tiny_checkpoint_pickle());
   static const char zip_bytes[] = "PK\x01\x02\x03\x04\x05\x06\x07\x00\xff\x80\x7f\x10";
   const std::string alphabet(zip_bytes, sizeof zip_bytes - 1);
   std::mt19937 rng(4321);
@@ -49,25 +50,27 @@ TEST(UltralyticsPtFuzz, MutatedArchives) {
     accepted += read_or_refuse(p, bytes.size());
     if (::testing::Test::HasFailure()) break;
   }
+  std::cout << accepted << " of 2000 mutated archives read\n";
   EXPECT_LT(accepted, 2000);  // the mutations do reach the checks
 }
 
 TEST(UltralyticsPtFuzz, MutatedPickles) {
-  testing::TempDir dir;
+  lucid::testing::TempDir dir;
   const std::string p = dir.str("f.pt");
   for (bool ema_none : {false, true}) {
-    const std::string pickle = testing::tiny_checkpoint_pickle(ema_none);
+    const std::string pickle = lucid::testing::tiny_checkpoint_pickle(ema_none);
     // Opcodes and argument bytes the machine knows, and some it does not.
     static const char ops[] = "().}])tNKJMXUqhjrsuaebRQ\x80\x81\x85\x86\x87\x88\x89\x8a\x8c\x94\x95\x00\x01\x02\xff\nc";
     const std::string alphabet(ops, sizeof ops - 1);
     std::mt19937 rng(ema_none ? 99 : 7);
     int accepted = 0;
     for (int it = 0; it < 2000; ++it) {
-      const std::string bytes = testing::tiny_checkpoint(lucid::testing::mutate(pickle, rng, alphabet));
+      const std::string bytes = lucid::testing::tiny_checkpoint(lucid::testing::mutate(pickle, rng, alphabet));
       put(p, bytes);
       accepted += read_or_refuse(p, bytes.size());
       if (::testing::Test::HasFailure()) break;
     }
+    std::cout << accepted << " of 2000 mutated pickles read\n";
     EXPECT_LT(accepted, 2000);
     EXPECT_GT(accepted, 0);  // some mutations (names, numbers) keep a readable checkpoint
   }

@@ -32,7 +32,9 @@ void expect_refused(const std::string& path, const std::string& fragment = "") {
   } catch (const UserError& e) {
     const std::string what = e.what();
     EXPECT_EQ(what.rfind(path + ": ", 0), 0u) << what;
-    if (!fragment.empty()) EXPECT_NE(what.find(fragment), std::string::npos) << what;
+    if (!fragment.empty()) {
+      EXPECT_NE(what.find(fragment), std::string::npos) << what;
+    }
   }
 }
 
@@ -102,13 +104,13 @@ TEST(UltralyticsPt, NotAnArchive) {
   EXPECT_FALSE(model::is_torch_zip(p));
   put(p, std::string("\x80\x02}q\x00.", 6));  // a bare pickle: torch.save before 1.6
   expect_refused(p, "not a PyTorch zip archive");
-  put(p, testing::zip_stored({{"a/constants.pkl", "x"}, {"a/data.pkl", "x"}}));
+  put(p, lucid::testing::zip_stored({{"a/constants.pkl", "x"}, {"a/data.pkl", "x"}}));
   expect_refused(p, "TorchScript");
-  put(p, testing::zip_stored({{"a/other", "x"}}));
+  put(p, lucid::testing::zip_stored({{"a/other", "x"}}));
   expect_refused(p, "without data.pkl");
-  put(p, testing::zip_stored({{"a/data.pkl", "x"}, {"b/data.pkl", "x"}}));
+  put(p, lucid::testing::zip_stored({{"a/data.pkl", "x"}, {"b/data.pkl", "x"}}));
   expect_refused(p, "more than one data.pkl");
-  put(p, testing::zip_stored({{"a/data.pkl", "x"}, {"a/data.pkl", "x"}}));
+  put(p, lucid::testing::zip_stored({{"a/data.pkl", "x"}, {"a/data.pkl", "x"}}));
   expect_refused(p, "appears twice");
   put(p, tiny_checkpoint(tiny_checkpoint_pickle(), "big"));
   expect_refused(p, "big-endian");
@@ -118,7 +120,8 @@ TEST(UltralyticsPt, TruncatedAtEveryLength) {
   TempDir dir;
   const std::string p = dir.str("t.pt");
   const std::string full = tiny_checkpoint(tiny_checkpoint_pickle());
-  for (size_t n = 0; n < full.size(); ++n) {
+  // Every third length, and every length of the last 200 bytes (the zip's end records).
+  for (size_t n = 0; n < full.size(); n += n + 200 < full.size() ? 3 : 1) {
     put(p, full.substr(0, n));
     expect_refused(p);
   }
@@ -419,4 +422,37 @@ TEST(UltralyticsPt, MalformedModuleContents) {
                  .setitems()
                  .bytes());
   expect_refused(p, "no plain-data form");
+}
+
+TEST(UltralyticsPt, PlainValuesInTrainArgs) {
+  TempDir dir;
+  const std::string p = dir.str("v.pt");
+  PickleWriter a;
+  a.proto().dict().mark().str("model").raw(empty_model()).str("train_args").dict().mark();
+  // numpy.float64(0.125) as protocol 2 writes it: scalar(dtype('f8'), _codecs.encode(latin1 text)).
+  a.str("f8").global("numpy._core.multiarray", "scalar").global("numpy", "dtype").str("f8").boolean(false);
+  a.boolean(true).tuple_n(3).reduce().mark().integer(3).str("<").none().none().none().integer(-1).integer(-1);
+  a.integer(0).tuple_mark().build().global("_codecs", "encode").str(std::string("\0\0\0\0\0\0\xc3\x80?", 9));
+  a.str("latin1").tuple_n(2).reduce().tuple_n(2).reduce();
+  a.str("path").global("pathlib", "PosixPath").mark().str("/").str("data").str("x.yaml").tuple_mark().reduce();
+  a.str("big").integer(int64_t{1} << 40).str("neg").integer(-(int64_t{1} << 40)).str("half").real(0.5);
+  a.str("size").global("torch", "Size").mark().integer(2).integer(3).tuple_mark().tuple_n(1).reduce();
+  a.str("array").global("numpy._core.multiarray", "_reconstruct").global("numpy", "ndarray").tuple();
+  a.tuple_n(2).reduce().setitems().setitems().stop();
+  put(p, tiny_checkpoint(a.bytes()));
+  try {
+    model::read_ultralytics_pt(p);
+    ADD_FAILURE() << "an opaque numpy array became plain data";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("train_args 'array' holds a numpy"), std::string::npos) << e.what();
+  }
+  // Without the array every value has its plain form.
+  std::string bytes = a.bytes();
+  const size_t cut = bytes.find(std::string("X\x05\x00\x00\x00", 5) + "array");
+  ASSERT_NE(cut, std::string::npos);
+  bytes = bytes.substr(0, cut) + "uu.";
+  put(p, tiny_checkpoint(bytes));
+  EXPECT_EQ(model::read_ultralytics_pt(p).train_args,
+            nlohmann::json::parse(R"({"f8":0.125,"path":"/data/x.yaml","big":1099511627776,"neg":-1099511627776,)"
+                                  R"("half":0.5,"size":[2,3]})"));
 }

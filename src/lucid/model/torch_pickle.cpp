@@ -42,7 +42,10 @@ const std::set<std::string>& allowed_globals() {
                                        "_codecs.encode",
                                        "numpy.dtype",
                                        "numpy.core.multiarray.scalar",
-                                       "numpy._core.multiarray.scalar"};
+                                       "numpy._core.multiarray.scalar",
+                                       "numpy.ndarray",
+                                       "numpy.core.multiarray._reconstruct",
+                                       "numpy._core.multiarray._reconstruct"};
   return s;
 }
 
@@ -73,7 +76,8 @@ bool is_module_class(const std::string& g) {
 
 const Node* Node::get(const std::string& key) const {
   if (kind != Kind::Dict || !index) return nullptr;
-  auto it = index->find("s" + key);
+  std::string tagged(1, 's');  // as Machine::key_of tags a string key
+  auto it = index->find(tagged.append(key));
   return it == index->end() ? nullptr : entries[it->second].second;
 }
 
@@ -334,30 +338,34 @@ class Machine {
     push(it->second);
   }
 
-  // Dict keys compare by value for the hashable kinds real files use, by identity for objects.
+  // Dict keys compare by value for the hashable kinds real files use, by identity for objects:
+  // a tag character, then the value's text.
   std::string key_of(const Node* k, int depth = 0) const {
     if (depth > kMaxKeyDepth) fail("a dict key nests too deep");
+    std::string key;
     switch (k->kind) {
-      case Kind::None: return "n";
-      case Kind::Bool: return k->boolean ? "i1" : "i0";
-      case Kind::Int: return "i" + std::to_string(k->integer);
+      case Kind::None: key.push_back('n'); break;
+      case Kind::Bool: key.append(k->boolean ? "i1" : "i0"); break;
+      case Kind::Int: key.push_back('i'), key.append(std::to_string(k->integer)); break;
       case Kind::Float: {
         uint64_t bits;
         std::memcpy(&bits, &k->real, 8);
-        return "f" + std::to_string(bits);
+        key.push_back('f'), key.append(std::to_string(bits));
+        break;
       }
-      case Kind::Str: return "s" + k->text;
-      case Kind::Bytes: return "b" + k->text;
-      case Kind::Tuple: {
-        std::string s = "t(";
-        for (const Node* c : k->items) s += key_of(c, depth + 1) + ",";
-        return s + ")";
-      }
+      case Kind::Str: key.push_back('s'), key.append(k->text); break;
+      case Kind::Bytes: key.push_back('b'), key.append(k->text); break;
+      case Kind::Tuple:
+        key.push_back('(');
+        for (const Node* c : k->items) key.append(key_of(c, depth + 1)).push_back(',');
+        key.push_back(')');
+        break;
       case Kind::List:
       case Kind::Set:
       case Kind::Dict: fail("an unhashable dict key (" + k->describe() + ")");
-      default: return "p" + std::to_string(reinterpret_cast<uintptr_t>(k));
+      default: key.push_back('p'), key.append(std::to_string(reinterpret_cast<uintptr_t>(k)));
     }
+    return key;
   }
   void set_item(Node* d, Node* k, Node* v) {
     if (d->kind != Kind::Dict) fail("SETITEM on a " + d->describe());
@@ -470,7 +478,8 @@ class Machine {
       }
       return b;
     }
-    if (f == "numpy.dtype" || f == "__builtin__.getattr" || f == "builtins.getattr" || is_module_class(f)) {
+    if (f == "numpy.dtype" || f == "numpy.core.multiarray._reconstruct" || f == "numpy._core.multiarray._reconstruct" ||
+        f == "__builtin__.getattr" || f == "builtins.getattr" || is_module_class(f)) {
       if ((f == "__builtin__.getattr" || f == "builtins.getattr") &&
           (a.size() != 2 || !is(a[0], Kind::Global) || !is_module_class(a[0]->text) || !is(a[1], Kind::Str)))
         fail("getattr other than of a module class");

@@ -1,5 +1,8 @@
 #include "lucid/model/ultralytics_pt.h"
 
+#include <filesystem>
+#include <fstream>
+
 #include "lucid/model/torch_pickle.h"
 #include "lucid/model/torch_zip.h"
 #include "lucid/util/error.h"
@@ -185,7 +188,9 @@ bool is_torch_zip(const std::string& path) { return starts_like_zip(path); }
 
 UltralyticsWeights read_ultralytics_pt(const std::string& path) {
   if (!starts_like_zip(path)) {
-    TorchZip probe(path);  // names a missing or unreadable file
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) throw UserError(path + ": is a folder, not a weights file");
+    if (!std::ifstream(path)) throw UserError(path + ": cannot open");
     throw UserError(path + ": not a PyTorch zip archive (files of torch.save before PyTorch 1.6 are not supported)");
   }
   TorchZip zip(path);
