@@ -12,6 +12,7 @@ int data_command(const std::vector<std::string>& args);
 int bench_command(const std::vector<std::string>& args);
 int val_command(const std::vector<std::string>& args);
 int predict_command(const std::vector<std::string>& args);
+int export_command(const std::vector<std::string>& args);
 
 // The embedded synthetic dataset's YAML (written once into the cache folder): the data of
 // `lucid train` without data=.

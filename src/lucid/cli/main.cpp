@@ -14,7 +14,8 @@ const char* kUsage =
     "  train             train a model (default: yolo26n-seg on the embedded synthetic dataset)\n"
     "  val               validate a checkpoint: box/mask metrics, plots, COCO results file\n"
     "  predict           segment images with a checkpoint: drawn images, txt labels, JSON\n"
-    "  model info|save   inspect a model YAML, save its weights\n"
+    "  export            write a model's weights as safetensors or an Ultralytics .pt\n"
+    "  model info|save   inspect a model YAML or weights file, save its weights\n"
     "  coco-eval         COCO box/mask mAP of a results JSON (as pycocotools)\n"
     "  data check|synth|convert|prepare  inspect, synthesise, convert datasets; cache images\n"
     "  bench pairs|merge fresh-process native/replay fit pairs: times, memory, state hashes\n"
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
     if (cmd == "train") return lucid::cli::train_command(rest);
     if (cmd == "val") return lucid::cli::val_command(rest);
     if (cmd == "predict") return lucid::cli::predict_command(rest);
+    if (cmd == "export") return lucid::cli::export_command(rest);
     if (cmd == "model") return lucid::cli::model_command(rest);
     if (cmd == "coco-eval") return lucid::cli::coco_eval_command(rest);
     if (cmd == "data") return lucid::cli::data_command(rest);

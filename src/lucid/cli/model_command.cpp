@@ -2,9 +2,9 @@
 
 #include "lucid/cli/commands.h"
 #include "lucid/config/options.h"
+#include "lucid/engine/model_source.h"
 #include "lucid/model/model.h"
 #include "lucid/model/safetensors.h"
-#include "lucid/model/ultralytics_pt.h"
 #include "lucid/util/error.h"
 
 namespace lucid::cli {
@@ -13,9 +13,11 @@ namespace {
 
 config::Options model_options(const std::string& action) {
   std::vector<config::OptionSpec> specs{
-      {"model", "yolo26n-seg.yaml", "model YAML (scale letter picks the scale, e.g. yolo26n-seg.yaml)"},
-      {"nc", "", "number of classes (default: the .pt weights' nc, else the YAML's)"},
-      {"weights", "", "weights to load: .safetensors (names as the reference's state dict) or an Ultralytics .pt"},
+      {"model", "yolo26n-seg.yaml",
+       "model YAML (scale letter picks the scale, e.g. yolo26n-seg.yaml) or a weights file (.pt, .safetensors)"},
+      {"nc", "", "number of classes (default: the weights' nc, else the model file's)"},
+      {"weights", "",
+       "weights to load (.pt, .safetensors, a lucid checkpoint's EMA); its architecture unless model= is given"},
       {"imgsz", "640", "image size for the GFLOPs figure"},
       {"seed", "0", "random seed for the initial weights"},
   };
@@ -23,25 +25,34 @@ config::Options model_options(const std::string& action) {
   return config::Options("model " + action, specs);
 }
 
-model::SegmentationModel build(const config::Options& o) {
+struct Built {
+  model::SegmentationModel model{nullptr};
+  std::vector<std::string> names;  // the weights file's class names, if any
+  int64_t imgsz = 0;               // the weights file's training size, if known
+};
+
+// The architecture of model= (or of weights= when model= is not given and the file has one), with
+// the weights of weights= (or of model= when it is a weights file).
+Built build(const config::Options& o) {
   torch::manual_seed(static_cast<uint64_t>(o.integer("seed")));
   int nc = o.str("nc").empty() ? -1 : static_cast<int>(o.integer("nc", 1, config::kMaxClasses));
-  const std::string& weights = o.str("weights");
-  std::map<std::string, torch::Tensor> state;
-  if (!weights.empty() && model::is_torch_zip(weights)) {
-    auto pt = model::read_ultralytics_pt(weights);
-    if (nc < 0 && !pt.yaml.empty()) {  // the classes the weights were trained for
-      const auto yaml = nlohmann::json::parse(pt.yaml);
-      if (yaml.contains("nc") && yaml["nc"].is_number_integer()) nc = yaml["nc"].get<int>();
-    }
-    state = std::move(pt.state);
-  } else if (!weights.empty()) {
-    state = model::read_safetensors(weights);
+  std::optional<engine::ModelSource> weights;
+  if (!o.str("weights").empty()) {
+    weights = engine::read_model_source("weights", o.str("weights"));
+    if (!weights->has_weights()) throw UserError("weights=" + o.str("weights") + ": a model YAML holds no weights");
+    if (nc < 0 && weights->spec) nc = weights->spec->nc;  // the classes the weights were trained for
   }
-  auto spec = config::load_model_spec(o.str("model"), nc);
-  model::SegmentationModel m(spec);
-  if (!weights.empty()) model::load_state(*m, state, weights);
-  return m;
+  const bool architecture_from_weights = weights && weights->spec && !o.given("model");
+  auto source = architecture_from_weights ? std::move(*weights) : engine::read_model_source("model", o.str("model"));
+  if (architecture_from_weights) weights.reset();
+  const auto& spec = source.require_spec();
+  Built b;
+  b.model = model::SegmentationModel(config::model_spec_from_text(spec.yaml, spec.path, nc));
+  const auto& from = weights ? *weights : source;
+  if (!from.weights.empty()) model::load_state(*b.model, from.weights, from.file);
+  b.names = from.names;
+  b.imgsz = from.imgsz;
+  return b;
 }
 
 }  // namespace
@@ -64,15 +75,15 @@ int model_command(const std::vector<std::string>& args) {
     return 0;
   }
   o.parse(rest);
-  auto m = build(o);
+  auto built = build(o);
+  auto& m = built.model;
   if (action == "info") {
     std::cout << model::format_layer_table(*m);
     std::cout << model::format_summary(*m, m->summary(o.integer("imgsz", 32, config::kMaxImgsz))) << "\n";
     return 0;
   }
   if (o.str("out").empty()) throw UserError("model save: option out=FILE is required");
-  model::write_safetensors(o.str("out"), model::state_dict(*m),
-                           {{"model", m->spec().name}, {"nc", std::to_string(m->nc())}});
+  engine::write_weights_file(o.str("out"), *m, built.names, built.imgsz, /*half=*/false);
   std::cout << "saved " << o.str("out") << "\n";
   return 0;
 }

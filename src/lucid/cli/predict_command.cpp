@@ -1,4 +1,5 @@
-// `lucid predict`: runs a checkpoint written by `lucid train` (its EMA weights) on an image or a
+// `lucid predict`: runs a weights file (a lucid checkpoint's EMA weights, lucid weights, an
+// Ultralytics .pt; engine/model_source.h) on an image or a
 // folder of images and writes runs/segment/predictN/: the images with masks, boxes and
 // "name 0.87" tags drawn (save), labels/<stem>.txt in YOLO segmentation format (save_txt: class and
 // the normalised outline of each mask, save_conf appends the score), predictions.json (save_json:
@@ -15,7 +16,7 @@
 
 #include "lucid/cli/commands.h"
 #include "lucid/data/dataset.h"
-#include "lucid/engine/checkpoint.h"
+#include "lucid/engine/model_source.h"
 #include "lucid/engine/predictor.h"
 #include "lucid/engine/trainer.h"
 #include "lucid/metrics/rle.h"
@@ -32,9 +33,11 @@ namespace {
 
 config::Options predict_options() {
   return config::Options(
-      "predict", {{"model", "", "checkpoint from lucid train (weights/best.safetensors or last.safetensors)"},
+      "predict", {{"model", "",
+                   "weights: a lucid train checkpoint (weights/best.safetensors), lucid weights (.safetensors) "
+                   "or an Ultralytics .pt"},
                   {"source", "", "an image file or a folder of images (JPEG, PNG)"},
-                  {"imgsz", "640", "input size (long side, padded to a multiple of 32)"},
+                  {"imgsz", "", "input size (long side, padded to a multiple of 32; default: the model file's, else 640)"},
                   {"conf", "0.25", "confidence threshold"},
                   {"iou", "0.7", "NMS IoU threshold"},
                   {"classes", "", "keep only these class ids, e.g. 0,2"},
@@ -139,12 +142,10 @@ int predict_command(const std::vector<std::string>& args) {
   }
   options.parse(args);
   const auto checkpoint = options.str("model");
-  if (checkpoint.empty()) throw UserError("option model= is required (a lucid train checkpoint)");
-  if (!fs::exists(checkpoint)) throw UserError("model=" + checkpoint + ": no such file");
+  if (checkpoint.empty()) throw UserError("option model= is required (a weights file: .safetensors or .pt)");
   engine::PredictOptions po;
-  po.imgsz = static_cast<int>(options.integer("imgsz", 32, config::kMaxImgsz));
-  if (po.imgsz % 32 != 0)
-    throw UserError("option imgsz=" + options.str("imgsz") + ": expected a multiple of 32");
+  if (!options.str("imgsz").empty()) po.imgsz = static_cast<int>(options.integer("imgsz", 32, config::kMaxImgsz));
+  if (po.imgsz % 32 != 0) throw UserError("option imgsz=" + options.str("imgsz") + ": expected a multiple of 32");
   po.conf = options.number("conf");
   if (po.conf < 0 || po.conf > 1) throw UserError("option conf=" + options.str("conf") + ": expected 0..1");
   po.iou = options.number("iou");
@@ -164,15 +165,19 @@ int predict_command(const std::vector<std::string>& args) {
   }
   int64_t skipped = 0;
   const auto sources = list_sources(options.str("source"), skipped);
-  const auto names = output_names(sources);
+  const auto stems = output_names(sources);
   const int64_t listing_skipped = skipped;
   int64_t predicted = 0;
   const torch::Device device = util::parse_device(options.str("device"));
-  auto loaded = engine::load_inference_model(checkpoint, device);
+  auto loaded = engine::load_inference_model("model", checkpoint, device);
+  if (options.str("imgsz").empty()) po.imgsz = loaded.source.imgsz > 0 ? static_cast<int>(loaded.source.imgsz) : 640;
+  // The model's class names; the reference's placeholders where the file has none.
+  auto& names = loaded.source.names;
+  for (int64_t c = static_cast<int64_t>(names.size()); c < loaded.model->nc(); ++c) names.push_back("class" + std::to_string(c));
   for (auto c : po.classes)
-    if (c >= static_cast<int64_t>(loaded.names.size()))
+    if (c >= static_cast<int64_t>(names.size()))
       throw UserError("option classes=" + options.str("classes") + ": class " + std::to_string(c) + " is not in the model (" +
-                      std::to_string(loaded.names.size()) + " classes)");
+                      std::to_string(names.size()) + " classes)");
 
   auto run_dir = engine::make_run_dir(options.str("project"), options.str("name"), options.flag("exist_ok"));
   fs::remove(run_dir / "weights");  // an empty folder from make_run_dir; prediction writes no weights
@@ -201,15 +206,15 @@ int predict_command(const std::vector<std::string>& args) {
     const int64_t n = p.boxes.size(0);
 
     // "image 1/3 path: 480x640 2 circles, 1 square, 12.3ms" as the reference logs it.
-    std::vector<int64_t> counts(loaded.names.size(), 0);
+    std::vector<int64_t> counts(names.size(), 0);
     for (int64_t i = 0; i < n; ++i) ++counts[static_cast<size_t>(p.cls[i].item<int64_t>())];
     std::string summary;
     for (size_t c = 0; c < counts.size(); ++c)
-      if (counts[c]) summary += std::to_string(counts[c]) + " " + loaded.names[c] + ", ";
+      if (counts[c]) summary += std::to_string(counts[c]) + " " + names[c] + ", ";
     std::printf("image %zu/%zu %s: %dx%d %s%.1fms\n", k + 1, sources.size(), path.c_str(), p.orig_h, p.orig_w,
                 summary.empty() ? "(no detections), " : summary.c_str(), ms);
 
-    const auto& stem = names[k];
+    const auto& stem = stems[k];
     if (draw) {
       plot::Canvas canvas(image);
       plot::DrawStyle style;
@@ -217,7 +222,7 @@ int predict_command(const std::vector<std::string>& args) {
       style.font_size = std::max(11.0, style.line_width * 5.5);
       style.labels = show_labels;
       plot::Instances inst{p.boxes, p.cls, p.conf, torch::Tensor(), 1.0, p.masks};
-      plot::draw_instances(canvas, inst, loaded.names, 0, 0, 1.0, style);
+      plot::draw_instances(canvas, inst, names, 0, 0, 1.0, style);
       auto ext = fs::path(path).extension().string();
       std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
       canvas.save((run_dir / (stem + (ext == ".png" ? ".png" : ".jpg"))).string());
@@ -252,7 +257,7 @@ int predict_command(const std::vector<std::string>& args) {
         results.push_back({{"image_id", image_id_for(stem)},
                            {"file_name", fs::path(path).filename().string()},
                            {"category_id", c + 1},
-                           {"category_name", loaded.names[static_cast<size_t>(c)]},
+                           {"category_name", names[static_cast<size_t>(c)]},
                            {"bbox", {r3(x1), r3(y1), r3(x2 - x1), r3(y2 - y1)}},
                            {"score", std::nearbyint(p.conf[i].item<float>() * 1e5) / 1e5},
                            {"segmentation", {{"size", {p.orig_h, p.orig_w}}, {"counts", metrics::rle_to_string(rle)}}}});

@@ -1,5 +1,7 @@
-// `lucid train`: dataset (or the embedded synthetic one), prepared images, loaders, validator and
-// the fit. `resume=` continues a run from its weights/last checkpoint with the run's own options.
+// `lucid train`: the model (a YAML or any weights file, engine/model_source.h), dataset (or the
+// embedded synthetic one), prepared images, loaders, validator and the fit. `resume=` continues a
+// run from its weights/last checkpoint with the run's own options. Model, weights and device options
+// are checked before any dataset work.
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -9,6 +11,7 @@
 #include "lucid/engine/checkpoint.h"
 #include "lucid/engine/evaluate.h"
 #include "lucid/engine/run_folder.h"
+#include "lucid/engine/model_source.h"
 #include "lucid/engine/trainer.h"
 #include "lucid/engine/training_data.h"
 #include "lucid/engine/validator.h"
@@ -56,6 +59,27 @@ std::string newest_last_checkpoint(const std::string& project) {
     }
   if (best.empty()) throw UserError("resume=True: no weights/last.safetensors under " + project);
   return best.string();
+}
+
+// The model of a new run: model= (a YAML or a weights file) and pretrained= (True, False, or a
+// weights file beside a YAML).
+engine::ModelSource training_model(const engine::TrainSettings& s) {
+  auto source = engine::read_model_source("model", s.model);
+  const auto& p = s.pretrained;
+  if (p == "False") {
+    if (source.has_weights())
+      std::printf("pretrained=False: training from scratch with the architecture of %s\n", s.model.c_str());
+    source.weights.clear();
+  } else if (p != "True") {
+    if (source.has_weights())
+      throw UserError("option pretrained=" + p + ": model=" + s.model + " already holds weights (" +
+                      engine::kind_name(source.kind) + "); pretrained= goes beside a model YAML");
+    auto weights = engine::read_model_source("pretrained", p);
+    if (!weights.has_weights()) throw UserError("option pretrained=" + p + ": a model YAML holds no weights");
+    source.weights = std::move(weights.weights);
+  }
+  source.require_spec();
+  return source;
 }
 
 data::LoaderOptions loader_options(const engine::TrainSettings& s, int64_t size, bool train) {
@@ -136,10 +160,13 @@ int train_command(const std::vector<std::string>& args) {
   std::string resume;
   fs::path resume_dir;      // the resumed run's folder
   bool finishing = false;  // a finished fit whose final validation and report were not written
+  engine::ModelSource model_source;
   if (!options.str("resume").empty() && options.str("resume") != "False") {
     resume = options.str("resume") == "True" ? newest_last_checkpoint(options.str("project")) : options.str("resume");
     // The run's own options, so it continues exactly as it started.
     auto state = engine::read_checkpoint_state(resume);
+    resume_dir = engine::resume_run_dir(resume, state);
+    engine::refuse_options_ignored_by_resume(options, state.args, resume_dir, resume);
     std::vector<std::string> tokens;
     for (auto it = state.args.begin(); it != state.args.end(); ++it)
       if (it.key() != "resume") tokens.push_back(it.key() + "=" + it.value().get<std::string>());
@@ -148,17 +175,20 @@ int train_command(const std::vector<std::string>& args) {
       if (engine::execution_option(a.substr(0, a.find('=')))) tokens.push_back(a);
     options = engine::train_options();
     options.parse(tokens);
-    resume_dir = engine::resume_run_dir(resume, state);
     const auto resumed = engine::TrainSettings::from(options);
     if (engine::fit_finished(state, resumed)) {
       // report.html is the run's last write: without it the fit's final validation is still due.
       if (fs::exists(resume_dir / "report.html")) throw engine::nothing_to_resume(resume, resumed);
       finishing = true;
     }
+    // The architecture stored in the checkpoint (its weights are restored by the trainer).
+    model_source = engine::read_model_source("resume", resume, /*weights=*/false);
   }
   // The complete-fit clock (fit_report.json): before data, model and trainer construction.
   const auto fit_start = std::chrono::steady_clock::now();
   auto settings = engine::TrainSettings::from(options);
+  const torch::Device device = util::parse_device(settings.device);
+  if (resume.empty()) model_source = training_model(settings);
   const std::string data_path = settings.data.empty() ? default_dataset() : settings.data;
   data::IndexOptions io;
   io.allow_outside_images = options.flag("allow_outside_images");
@@ -172,7 +202,6 @@ int train_command(const std::vector<std::string>& args) {
   auto train = engine::prepare_split(*train_split, static_cast<int>(settings.imgsz), disk, 0);
   auto val = engine::prepare_split(*val_split, static_cast<int>(settings.imgsz), disk, 0);
 
-  const torch::Device device = util::parse_device(settings.device);
   auto train_samples = engine::make_sample_source(train);
   auto train_opts = loader_options(settings, train.size(), true);
   if (settings.gpu_augment) train_opts.device_images = engine::upload_prepared(train_samples, train.size(), device);
@@ -209,8 +238,11 @@ int train_command(const std::vector<std::string>& args) {
     std::printf("%s: training to %lld epochs is finished; writing its final validation and report\n", resume.c_str(),
                 static_cast<long long>(settings.epochs));
   } else {
+    engine::ModelStart start{
+        config::model_spec_from_text(model_source.spec->yaml, model_source.spec->path, index.nc()),
+        model_source.weights.empty() ? nullptr : &model_source.weights};
     trainer = std::make_unique<engine::Trainer>(options, engine::DatasetInfo{index.nc(), index.names},
-                                                std::move(batches), validate, resume);
+                                                std::move(start), std::move(batches), validate, resume);
     trainer->set_fit_start(fit_start);
     run_dir = trainer->run_dir();
     if (plotted_batches) plotted_batches->set_run_dir(run_dir.string());
@@ -222,7 +254,7 @@ int train_command(const std::vector<std::string>& args) {
   auto weights = run_dir / "weights" / "best.safetensors";
   if (!fs::exists(weights)) weights = run_dir / "weights" / "last.safetensors";
   std::printf("\nValidating %s...\n", weights.string().c_str());
-  auto loaded = engine::load_inference_model(weights.string(), device);
+  auto loaded = engine::load_inference_model("model", weights.string(), device);
   auto fo = vo;
   fo.verbose = true;
   fo.speed = true;

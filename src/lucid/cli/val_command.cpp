@@ -1,4 +1,6 @@
-// `lucid val`: validates a checkpoint written by `lucid train` (its EMA weights) on a dataset split,
+// `lucid val`: validates a weights file (a lucid checkpoint's EMA weights, an Ultralytics .pt, lucid
+// weights; engine/model_source.h) on a dataset split; data, imgsz and names come from the file
+// where it has them, else from the options,
 // prints the reference's table with per-class rows and the speed line, and writes the run folder
 // (runs/segment/valN): plots, predictions.json with save_json, report.html.
 #include <filesystem>
@@ -7,7 +9,7 @@
 
 #include "lucid/cli/commands.h"
 #include "lucid/data/loader.h"
-#include "lucid/engine/checkpoint.h"
+#include "lucid/engine/model_source.h"
 #include "lucid/engine/evaluate.h"
 #include "lucid/engine/train_options.h"
 #include "lucid/engine/trainer.h"
@@ -23,10 +25,12 @@ namespace {
 
 config::Options val_options() {
   return config::Options(
-      "val", {{"model", "", "checkpoint from lucid train (weights/best.safetensors or last.safetensors)"},
-              {"data", "", "dataset YAML, folder or COCO JSON (default: the training run's data)"},
+      "val", {{"model", "",
+               "weights: a lucid train checkpoint (weights/best.safetensors), lucid weights (.safetensors) or an "
+               "Ultralytics .pt"},
+              {"data", "", "dataset YAML, folder or COCO JSON (default: the model file's data, else the synthetic set)"},
               {"split", "val", "split to validate: val or test"},
-              {"imgsz", "", "input size (default: the training run's imgsz)"},
+              {"imgsz", "", "input size (default: the model file's imgsz, else 640)"},
               {"batch", "16", "images per batch"},
               {"conf", "0.001", "confidence threshold"},
               {"iou", "0.7", "NMS IoU threshold"},
@@ -56,8 +60,7 @@ int val_command(const std::vector<std::string>& args) {
   }
   options.parse(args);
   const auto checkpoint = options.str("model");
-  if (checkpoint.empty()) throw UserError("option model= is required (a lucid train checkpoint)");
-  if (!fs::exists(checkpoint)) throw UserError("model=" + checkpoint + ": no such file");
+  if (checkpoint.empty()) throw UserError("option model= is required (a weights file: .safetensors or .pt)");
   const auto split_name = options.str("split");
   if (split_name != "val" && split_name != "test") throw UserError("option split=" + split_name + ": expected val or test");
   const auto batch = options.integer("batch", 1, config::kMaxBatch);
@@ -69,19 +72,13 @@ int val_command(const std::vector<std::string>& args) {
   if (max_det < 1) throw UserError("option max_det=" + options.str("max_det") + ": expected a positive integer");
   const torch::Device device = util::parse_device(options.str("device"));
 
-  auto loaded = engine::load_inference_model(checkpoint, device);
-  // The training run's settings, its defaults resolved as `lucid train` resolved them.
-  auto train_opts = engine::train_options();
-  {
-    std::vector<std::string> tokens;
-    for (auto it = loaded.args.begin(); it != loaded.args.end(); ++it)
-      if (train_opts.values().count(it.key())) tokens.push_back(it.key() + "=" + it.value().get<std::string>());
-    train_opts.parse(tokens);
-  }
-  const auto trained = engine::TrainSettings::from(train_opts);
-  const int imgsz = options.str("imgsz").empty() ? static_cast<int>(trained.imgsz) : static_cast<int>(options.integer("imgsz", 32, config::kMaxImgsz));
+  auto loaded = engine::load_inference_model("model", checkpoint, device);
+  const auto& source = loaded.source;
+  const int imgsz = !options.str("imgsz").empty() ? static_cast<int>(options.integer("imgsz", 32, config::kMaxImgsz))
+                    : source.imgsz > 0             ? static_cast<int>(source.imgsz)
+                                                   : 640;
   if (imgsz < 32 || imgsz % 32 != 0) throw UserError("option imgsz=" + std::to_string(imgsz) + ": expected a multiple of 32");
-  std::string data_path = options.str("data").empty() ? trained.data : options.str("data");
+  std::string data_path = options.str("data").empty() ? source.data : options.str("data");
   if (data_path.empty()) data_path = default_dataset();
 
   data::IndexOptions io;
@@ -90,9 +87,11 @@ int val_command(const std::vector<std::string>& args) {
   auto index = data::build_index(data_path, io);
   const auto* split = index.find(split_name);
   if (!split) throw UserError(data_path + ": no '" + split_name + "' split");
-  if (index.nc() != static_cast<int>(loaded.names.size()))
+  if (index.nc() != loaded.model->nc())
     throw UserError(data_path + ": " + std::to_string(index.nc()) + " classes, but " + checkpoint + " has " +
-                    std::to_string(loaded.names.size()));
+                    std::to_string(loaded.model->nc()));
+  // The model's class names, as the reference's validator prints them; the dataset's where it has none.
+  const auto names = source.names.empty() ? index.names : source.names;
 
   auto run_dir = engine::make_run_dir(options.str("project"), options.str("name"), options.flag("exist_ok"));
   fs::remove(run_dir / "weights");  // an empty folder from make_run_dir; validation writes no weights
@@ -107,8 +106,8 @@ int val_command(const std::vector<std::string>& args) {
   vo.amp = options.flag("half");
   vo.verbose = options.flag("verbose");
   vo.speed = true;
-  vo.names = loaded.names;
-  vo.overlap_mask = trained.overlap_mask;
+  vo.names = names;
+  vo.overlap_mask = source.overlap_mask.value_or(true);
   if (options.flag("save_json")) {
     vo.save_json = (run_dir / "predictions.json").string();
     if (index.format == data::DatasetFormat::Coco) vo.class_map = index.category_ids;
@@ -128,7 +127,7 @@ int val_command(const std::vector<std::string>& args) {
   report::ReportContent rc;
   rc.title = "lucid val: " + run_dir.string();
   rc.final = &r;
-  rc.names = loaded.names;
+  rc.names = names;
   rc.summary = {{"model", checkpoint}, {"data", data_path}, {"split", split_name}, {"imgsz", std::to_string(imgsz)},
                 {"speed", engine::Validator(vo).format_speed(r.speed)}};
   report::write_report(run_dir.string(), rc);

@@ -27,11 +27,19 @@ struct ModelSpec {
   double depth = 1.0, width = 1.0;
   int max_channels = 1 << 30;
   std::vector<LayerRow> layers;  // backbone then head
+  // The model dict as JSON text with nc, scale and yaml_file resolved (what the reference stores as
+  // `model.yaml` in its checkpoints): model_spec_from_text(yaml) rebuilds this spec without the file.
+  std::string yaml;
 };
 
 // Finds the YAML (as given, else in the project's models/ folder, with or without the scale letter),
 // reads it and applies the scale. nc_override >= 0 replaces the YAML's nc (the dataset's nc).
 ModelSpec load_model_spec(const std::string& name_or_path, int nc_override = -1);
+
+// A spec from model YAML text (JSON is YAML too, e.g. the dict a reference checkpoint stores).
+// source names the text's origin in errors. The scale is the dict's `scale` key if present, else
+// the letter in its `yaml_file` name, else the first scale.
+ModelSpec model_spec_from_text(const std::string& text, const std::string& source, int nc_override = -1);
 
 // The scale letter in a model name (yolo26n-seg -> "n"), "" if none.
 std::string guess_scale(const std::string& stem);

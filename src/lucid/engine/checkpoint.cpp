@@ -89,14 +89,18 @@ nlohmann::ordered_json read_header(const std::string& path) {
 }  // namespace
 
 void save_checkpoint(const std::string& path, model::SegmentationModelImpl& model, model::SegmentationModelImpl* ema,
-                     optim::Optimizer* optimizer, const LoopState& state) {
+                     optim::Optimizer* optimizer, const LoopState& state, CheckpointContent content) {
+  const bool resumable = content == CheckpointContent::Resumable;
+  if (!resumable && !ema) throw std::invalid_argument("save_checkpoint: an EMA-only checkpoint needs the EMA");
   model::NamedTensors t;
-  for (auto& [k, v] : model::state_dict(model)) t.emplace_back("model/" + k, v);
-  for (const auto& p : model.named_parameters())
-    if (p.value().grad().defined()) t.emplace_back("grad/" + p.key(), p.value().grad());
+  if (resumable) {
+    for (auto& [k, v] : model::state_dict(model)) t.emplace_back("model/" + k, v);
+    for (const auto& p : model.named_parameters())
+      if (p.value().grad().defined()) t.emplace_back("grad/" + p.key(), p.value().grad());
+  }
   if (ema)
     for (auto& [k, v] : model::state_dict(*ema)) t.emplace_back("ema/" + k, v);
-  if (optimizer) {
+  if (optimizer && resumable) {
     for (auto& [k, v] : optimizer->state()) t.emplace_back("optim/" + k, v);
     std::vector<double> lr, m;
     for (const auto& g : optimizer->groups()) {
@@ -106,7 +110,7 @@ void save_checkpoint(const std::string& path, model::SegmentationModelImpl& mode
     t.emplace_back("hyper/lr", torch::tensor(lr, torch::kDouble));
     t.emplace_back("hyper/momentum", torch::tensor(m, torch::kDouble));
   }
-  model::write_safetensors(path, t, {{"lucid", to_json(state).dump()}});
+  model::write_safetensors(path, t, {{"lucid", to_json(state).dump()}, {"yaml", model.spec().yaml}});
 }
 
 LoopState read_checkpoint_state(const std::string& path) { return from_json(read_header(path), path); }
@@ -126,7 +130,11 @@ LoopState load_checkpoint(const std::string& path, model::SegmentationModelImpl&
       if (k.rfind(prefix, 0) == 0) out.emplace(k.substr(prefix.size()), v);
     return out;
   };
-  model::load_state(model, section("model/"), path);
+  auto model_state = section("model/");
+  if (model_state.empty() || (optimizer && (!all.count("hyper/lr") || !all.count("hyper/momentum"))))
+    throw UserError(path + ": holds only the EMA weights (a best checkpoint), not the state to resume from; resume "
+                    "from weights/last.safetensors, or start a new run from these weights with model=" + path);
+  model::load_state(model, model_state, path);
   auto grads = section("grad/");
   std::map<std::string, torch::Tensor> params;
   for (auto& p : model.named_parameters()) params.emplace(p.key(), p.value());
@@ -158,26 +166,6 @@ LoopState load_checkpoint(const std::string& path, model::SegmentationModelImpl&
     optimizer->set_steps_taken(state.optimizer_steps);
   }
   return state;
-}
-
-InferenceModel load_inference_model(const std::string& path, const torch::Device& device) {
-  auto state = read_checkpoint_state(path);
-  InferenceModel out;
-  out.args = state.args;
-  for (const auto& n : state.names) out.names.push_back(n.get<std::string>());
-  if (!state.args.contains("model")) throw UserError(path + ": the checkpoint names no model (train_args.model)");
-  const auto model_name = state.args.at("model").get<std::string>();
-  out.model = model::SegmentationModel(config::load_model_spec(model_name, static_cast<int>(out.names.size())));
-  auto all = model::read_safetensors(path);
-  std::map<std::string, torch::Tensor> ema;
-  for (auto& [k, v] : all)
-    if (k.rfind("ema/", 0) == 0) ema.emplace(k.substr(4), v);
-  if (ema.empty()) throw UserError(path + ": no EMA weights (ema/...) in the checkpoint");
-  model::load_state(*out.model, ema, path);
-  out.model->to(device);
-  if (device.is_cuda()) model::use_channels_last(*out.model);
-  out.model->eval();
-  return out;
 }
 
 }  // namespace lucid::engine

@@ -23,8 +23,16 @@ struct LoopState {
   nlohmann::ordered_json names;  // class names
 };
 
+// What a checkpoint keeps: everything to resume (weights/last), or only what validation,
+// prediction, export and a new run from its weights need: the EMA weights and the run state
+// (weights/best; the reference strips the optimizer from best.pt likewise).
+enum class CheckpointContent { Resumable, EmaOnly };
+
+// The metadata also holds the model dict (`yaml`, config::ModelSpec::yaml), so the checkpoint
+// rebuilds its model without the file it was first read from.
 void save_checkpoint(const std::string& path, model::SegmentationModelImpl& model, model::SegmentationModelImpl* ema,
-                     optim::Optimizer* optimizer, const LoopState& state);
+                     optim::Optimizer* optimizer, const LoopState& state,
+                     CheckpointContent content = CheckpointContent::Resumable);
 
 // Reads the loop state only (to learn the run's options before building anything).
 LoopState read_checkpoint_state(const std::string& path);
@@ -32,15 +40,5 @@ LoopState read_checkpoint_state(const std::string& path);
 // Restores model, EMA and optimizer (each optional) and returns the loop state.
 LoopState load_checkpoint(const std::string& path, model::SegmentationModelImpl& model,
                           model::SegmentationModelImpl* ema, optim::Optimizer* optimizer);
-
-// A trained model for validation and prediction: the model the checkpoint's run trained (its
-// train_args model and class names) with the checkpoint's EMA weights, as the reference evaluates
-// and predicts with the EMA.
-struct InferenceModel {
-  model::SegmentationModel model{nullptr};
-  std::vector<std::string> names;
-  nlohmann::ordered_json args;  // the training run's options
-};
-InferenceModel load_inference_model(const std::string& path, const torch::Device& device);
 
 }  // namespace lucid::engine

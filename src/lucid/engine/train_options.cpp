@@ -1,10 +1,8 @@
 #include "lucid/engine/train_options.h"
 
-#include <algorithm>
-#include <cctype>
 #include <limits>
-#include <sstream>
 
+#include "lucid/engine/freeze.h"
 #include "lucid/util/error.h"
 
 namespace lucid::engine {
@@ -18,7 +16,12 @@ config::Options train_options() {
       "train",
       {
           {"data", "", "dataset YAML or COCO JSON (empty: the embedded synthetic dataset)"},
-          {"model", "yolo26n-seg.yaml", "model YAML (scale letter picks the scale)"},
+          {"model", "yolo26n-seg.yaml",
+           "model YAML (scale letter picks the scale), or a weights file to start from: an Ultralytics .pt, "
+           "lucid weights (.safetensors) or a lucid training checkpoint (its EMA weights, a new run)"},
+          {"pretrained", "True",
+           "a weights file (.pt, .safetensors) to transfer into model=YAML; False: the file given as model= "
+           "gives only the architecture"},
           {"epochs", "", "epochs to train (default 100; 30 for the synthetic dataset)"},
           {"imgsz", "", "training image size, a multiple of 32 (default 640; 160 for the synthetic dataset)"},
           {"batch", "", "images per batch (default 16; 8 for the synthetic dataset)"},
@@ -74,29 +77,37 @@ config::Options train_options() {
       });
 }
 
-namespace {
-
-// freeze= is N (the first N layers) or a comma-separated list of layer indices.
-void check_freeze(const std::string& spec) {
-  if (spec.empty()) return;
-  std::stringstream ss(spec);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    const bool digits = !item.empty() && item.size() <= 4 &&
-                        std::all_of(item.begin(), item.end(), [](unsigned char c) { return std::isdigit(c); });
-    if (!digits)
-      throw UserError("option freeze=" + spec + ": '" + item +
-                      "' is not a layer count or index (expected N or a comma-separated list like 0,1,2)");
+void refuse_options_ignored_by_resume(const config::Options& o, const nlohmann::ordered_json& run_args,
+                                      const std::filesystem::path& run_dir, const std::string& checkpoint) {
+  namespace fs = std::filesystem;
+  const bool newest = o.str("resume") == "True";
+  auto refuse = [&](const std::string& key, const std::string& why) {
+    throw UserError("option " + key + "=" + o.str(key) + ": " + why + "; to train from that checkpoint's weights with " +
+                    "other options, start a new run with model=" + checkpoint);
+  };
+  if ((o.given("project") && !newest) || o.given("name")) {
+    std::error_code ec;
+    const auto asked = fs::weakly_canonical(fs::path(o.str("project")) / o.str("name"), ec);
+    if (ec || asked != fs::weakly_canonical(run_dir, ec))
+      refuse(o.given("name") ? "name" : "project", "resume= continues the run in " + run_dir.string());
   }
-  if (spec.back() == ',') throw UserError("option freeze=" + spec + ": ends with a comma");
+  for (const auto& spec : o.specs()) {
+    const auto& key = spec.key;
+    if (!o.given(key) || key == "resume" || key == "project" || key == "name" || key == "exist_ok" ||
+        execution_option(key))
+      continue;
+    const auto it = run_args.find(key);
+    const std::string run_value = it != run_args.end() && it->is_string() ? it->get<std::string>() : spec.default_value;
+    if (o.str(key) != run_value)
+      refuse(key, "resume= continues the run with its own " + key + "=" + run_value + " and would ignore it");
+  }
 }
-
-}  // namespace
 
 TrainSettings TrainSettings::from(const config::Options& o) {
   TrainSettings s;
   s.data = o.str("data");
   s.model = o.str("model");
+  s.pretrained = o.str("pretrained");
   s.device = o.str("device");
   s.optimizer = o.str("optimizer");
   s.project = o.str("project");
@@ -104,6 +115,7 @@ TrainSettings TrainSettings::from(const config::Options& o) {
   s.resume = o.str("resume");
   s.cache = o.str("cache");
   s.freeze = o.str("freeze");
+  s.frozen = parse_freeze(s.freeze);
   const bool synthetic = s.data.empty();
   constexpr long long kInt = std::numeric_limits<int>::max();
   s.epochs = o.str("epochs").empty() ? (synthetic ? 30 : 100) : o.integer("epochs", 1, 1000000);
@@ -164,7 +176,6 @@ TrainSettings TrainSettings::from(const config::Options& o) {
   require(s.close_mosaic >= 0, "close_mosaic", "must not be negative");
   for (auto [k, v] : {std::pair{"mosaic", s.mosaic}, {"flipud", s.flipud}, {"fliplr", s.fliplr}})
     require(v >= 0 && v <= 1, k, "must be a probability in [0, 1]");
-  check_freeze(s.freeze);
   require(s.cache == "ram" || s.cache == "disk" || s.cache == "False" || s.cache == "True", "cache",
           "expected ram, disk, True or False");
   return s;

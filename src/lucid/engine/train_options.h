@@ -1,5 +1,7 @@
 // The options of `lucid train` (reference names and defaults) and their typed view.
 #pragma once
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -14,8 +16,15 @@ config::Options train_options();
 // checkpoints leave them out, and a resumed run takes them from its own command line.
 bool execution_option(const std::string& key);
 
+// resume= continues a run with its own options (run_args, from its checkpoint) in its own folder
+// (run_dir): an option given beside it with another value, or a project/name naming another
+// folder, would be ignored, so it is an error naming the option. Execution options stay the
+// resuming command's choice; project= finds the run for resume=True.
+void refuse_options_ignored_by_resume(const config::Options& options, const nlohmann::ordered_json& run_args,
+                                      const std::filesystem::path& run_dir, const std::string& checkpoint);
+
 struct TrainSettings {
-  std::string data, model, device, optimizer, project, name, resume, cache;
+  std::string data, model, pretrained, device, optimizer, project, name, resume, cache;
   int64_t epochs, imgsz, batch, workers, seed, nbs, close_mosaic, patience, save_period;
   double lr0, lrf, momentum, weight_decay, warmup_epochs, warmup_momentum, warmup_bias_lr;
   double box, cls, dfl, hsv_h, hsv_s, hsv_v, degrees, translate, scale, shear, perspective, flipud, fliplr, mosaic;
@@ -24,6 +33,7 @@ struct TrainSettings {
   bool capture_network, capture_segment_heads, capture_optimizer;  // stage replay, all off by default
   bool stage_times;
   std::string freeze;
+  std::vector<int> frozen;  // the layers freeze names
 
   static TrainSettings from(const config::Options& o);  // validates ranges; errors name the key
 };

@@ -7,8 +7,10 @@
 
 #include "lucid/data/hsv.h"
 #include "lucid/engine/fit_report.h"
+#include "lucid/engine/freeze.h"
 #include "lucid/engine/progress.h"
 #include "lucid/engine/run_folder.h"
+#include "lucid/model/transfer.h"
 #include "lucid/optim/schedule.h"
 #include "lucid/replay/recorder.h"
 #include "lucid/util/trace.h"
@@ -35,34 +37,8 @@ UserError nothing_to_resume(const std::string& checkpoint, const TrainSettings& 
                    "model=" + checkpoint);
 }
 
-namespace {
-
-void freeze_layers(model::SegmentationModelImpl& m, const std::string& spec) {
-  if (spec.empty()) return;
-  std::vector<int> layers;
-  if (spec.find(',') == std::string::npos) {
-    int n = 0;
-    try {
-      n = std::stoi(spec);
-    } catch (const std::exception&) {
-      throw UserError("option freeze=" + spec + ": expected N or a comma-separated list of layer indices");
-    }
-    for (int i = 0; i < n; ++i) layers.push_back(i);
-  } else {
-    std::stringstream ss(spec);
-    std::string item;
-    while (std::getline(ss, item, ',')) layers.push_back(std::stoi(item));
-  }
-  for (auto& p : m.named_parameters()) {
-    for (int i : layers)
-      if (p.key().rfind("model." + std::to_string(i) + ".", 0) == 0) p.value().set_requires_grad(false);
-  }
-}
-
-}  // namespace
-
-Trainer::Trainer(const config::Options& options, DatasetInfo dataset, std::unique_ptr<BatchSource> train,
-                 Validate validate, const std::string& resume_from)
+Trainer::Trainer(const config::Options& options, DatasetInfo dataset, ModelStart start,
+                 std::unique_ptr<BatchSource> train, Validate validate, const std::string& resume_from)
     : s_(TrainSettings::from(options)), dataset_(std::move(dataset)), train_(std::move(train)),
       validate_(std::move(validate)) {
   // Where a run lives, and how its stages execute, is not part of what it computes: checkpoints
@@ -81,10 +57,17 @@ Trainer::Trainer(const config::Options& options, DatasetInfo dataset, std::uniqu
     at::globalContext().setBenchmarkCuDNN(false);
   }
   torch::manual_seed(static_cast<uint64_t>(s_.seed));
-  model_ = model::SegmentationModel(config::load_model_spec(s_.model, static_cast<int>(dataset_.nc)));
+  if (start.spec.nc != dataset_.nc)
+    throw std::invalid_argument("Trainer: the model's nc differs from the dataset's");
+  model_ = model::SegmentationModel(start.spec);
+  if (start.weights && resume_from.empty()) {
+    const auto r = model::transfer_weights(*model_, *start.weights);
+    std::printf("Transferred %lld/%lld items from pretrained weights\n", static_cast<long long>(r.transferred),
+                static_cast<long long>(r.total));
+  }
   model_->to(device_);
   if (device_.is_cuda()) model::use_channels_last(*model_);
-  freeze_layers(*model_, s_.freeze);
+  freeze_layers(*model_, s_.frozen);
 
   loss::LossOptions lo;
   lo.box = s_.box;
@@ -154,10 +137,10 @@ void Trainer::restore_logs(const std::string& checkpoint) {
                 log.string().c_str(), static_cast<unsigned long long>((bytes / sizeof(float) - want) / 5));
 }
 
-void Trainer::save(const fs::path& path) {
+void Trainer::save(const fs::path& path, CheckpointContent content) {
   state_.ema_updates = ema_->updates();
   state_.optimizer_steps = optimizer_->steps_taken();
-  save_checkpoint(path.string(), *model_, &*ema_->model(), optimizer_.get(), state_);
+  save_checkpoint(path.string(), *model_, &*ema_->model(), optimizer_.get(), state_, content);
 }
 
 void Trainer::write_results_row(int64_t epoch, double seconds, const std::array<double, 5>& tl,
@@ -272,7 +255,7 @@ ValidationResult Trainer::fit() {
     sched.begin_epoch(*optimizer_, epoch);
     const bool mosaic = s_.mosaic > 0 && !(s_.close_mosaic > 0 && epoch >= s_.epochs - s_.close_mosaic);
     train_->start_epoch(epoch, mosaic);
-    model_->train();
+    train_mode(*model_, s_.frozen);
     Progress progress(header, nb);
     std::array<double, 5> mean{};
     int64_t i = 0;
@@ -388,7 +371,7 @@ ValidationResult Trainer::fit() {
       out.write(reinterpret_cast<const char*>(step_losses_.data()),
                 static_cast<std::streamsize>(step_losses_.size() * sizeof(float)));
     });
-    if (best) save(run_dir_ / "weights" / "best.safetensors");
+    if (best) save(run_dir_ / "weights" / "best.safetensors", CheckpointContent::EmaOnly);
     if (s_.save_period > 0 && (epoch + 1) % s_.save_period == 0)
       save(run_dir_ / "weights" / ("epoch" + std::to_string(epoch + 1) + ".safetensors"));
     if (final_epoch || stop_early) write_report();

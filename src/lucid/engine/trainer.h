@@ -34,11 +34,19 @@ struct DatasetInfo {
   std::vector<std::string> names;
 };
 
+// The model a run trains: its architecture (nc = the dataset's) and, for a new run, the pretrained
+// weights transferred into it (tensors whose names and shapes match; `Transferred N/M items` is
+// printed). A resumed run takes its weights from the checkpoint instead.
+struct ModelStart {
+  config::ModelSpec spec;
+  const std::map<std::string, torch::Tensor>* weights = nullptr;
+};
+
 class Trainer {
  public:
   // options: the parsed `lucid train` options (written to args.yaml and into checkpoints).
-  Trainer(const config::Options& options, DatasetInfo dataset, std::unique_ptr<BatchSource> train, Validate validate,
-          const std::string& resume_from = "");
+  Trainer(const config::Options& options, DatasetInfo dataset, ModelStart model, std::unique_ptr<BatchSource> train,
+          Validate validate, const std::string& resume_from = "");
 
   // Trains to the last epoch; returns the final validation result. A run whose checkpoint is
   // finished (fit_finished) is refused.
@@ -60,7 +68,7 @@ class Trainer {
  private:
   void write_results_row(int64_t epoch, double seconds, const std::array<double, 5>& train_loss,
                          const ValidationResult& val);
-  void save(const std::filesystem::path& path);
+  void save(const std::filesystem::path& path, CheckpointContent content = CheckpointContent::Resumable);
   void restore_logs(const std::string& checkpoint);
 
   std::chrono::steady_clock::time_point fit_start_ = std::chrono::steady_clock::now();  // first member: set first
