@@ -45,9 +45,8 @@ Built build(const config::Options& o) {
   const bool architecture_from_weights = weights && weights->spec && !o.given("model");
   auto source = architecture_from_weights ? std::move(*weights) : engine::read_model_source("model", o.str("model"));
   if (architecture_from_weights) weights.reset();
-  const auto& spec = source.require_spec();
   Built b;
-  b.model = model::SegmentationModel(config::model_spec_from_text(spec.yaml, spec.path, nc));
+  b.model = model::SegmentationModel(source.spec_for_classes(nc));
   const auto& from = weights ? *weights : source;
   if (!from.weights.empty()) model::load_state(*b.model, from.weights, from.file);
   b.names = from.names;

@@ -165,8 +165,11 @@ int train_command(const std::vector<std::string>& args) {
     resume = options.str("resume") == "True" ? newest_last_checkpoint(options.str("project")) : options.str("resume");
     // The run's own options, so it continues exactly as it started.
     auto state = engine::read_checkpoint_state(resume);
+    engine::require_resumable(resume);
     resume_dir = engine::resume_run_dir(resume, state);
     engine::refuse_options_ignored_by_resume(options, state.args, resume_dir, resume);
+    // The architecture stored in the checkpoint (its weights are restored by the trainer).
+    model_source = engine::read_model_source("resume", resume, /*weights=*/false);
     std::vector<std::string> tokens;
     for (auto it = state.args.begin(); it != state.args.end(); ++it)
       if (it.key() != "resume") tokens.push_back(it.key() + "=" + it.value().get<std::string>());
@@ -181,8 +184,6 @@ int train_command(const std::vector<std::string>& args) {
       if (fs::exists(resume_dir / "report.html")) throw engine::nothing_to_resume(resume, resumed);
       finishing = true;
     }
-    // The architecture stored in the checkpoint (its weights are restored by the trainer).
-    model_source = engine::read_model_source("resume", resume, /*weights=*/false);
   }
   // The complete-fit clock (fit_report.json): before data, model and trainer construction.
   const auto fit_start = std::chrono::steady_clock::now();
@@ -239,7 +240,7 @@ int train_command(const std::vector<std::string>& args) {
                 static_cast<long long>(settings.epochs));
   } else {
     engine::ModelStart start{
-        config::model_spec_from_text(model_source.spec->yaml, model_source.spec->path, index.nc()),
+        model_source.spec_for_classes(static_cast<int>(index.nc())),
         model_source.weights.empty() ? nullptr : &model_source.weights};
     trainer = std::make_unique<engine::Trainer>(options, engine::DatasetInfo{index.nc(), index.names},
                                                 std::move(start), std::move(batches), validate, resume);

@@ -113,6 +113,18 @@ void save_checkpoint(const std::string& path, model::SegmentationModelImpl& mode
   model::write_safetensors(path, t, {{"lucid", to_json(state).dump()}, {"yaml", model.spec().yaml}});
 }
 
+UserError not_resumable(const std::string& path) {
+  return UserError(path + ": holds only the EMA weights (a best checkpoint), not the state to resume from; resume "
+                   "from weights/last.safetensors, or start a new run from these weights with model=" + path);
+}
+
+void require_resumable(const std::string& path) {
+  const auto header = model::read_safetensors_header(path);
+  for (const auto& t : header.tensors)
+    if (t.name.rfind("model/", 0) == 0) return;  // the rest is checked as it is restored
+  throw not_resumable(path);
+}
+
 LoopState read_checkpoint_state(const std::string& path) { return from_json(read_header(path), path); }
 
 LoopState load_checkpoint(const std::string& path, model::SegmentationModelImpl& model,
@@ -131,9 +143,7 @@ LoopState load_checkpoint(const std::string& path, model::SegmentationModelImpl&
     return out;
   };
   auto model_state = section("model/");
-  if (model_state.empty() || (optimizer && (!all.count("hyper/lr") || !all.count("hyper/momentum"))))
-    throw UserError(path + ": holds only the EMA weights (a best checkpoint), not the state to resume from; resume "
-                    "from weights/last.safetensors, or start a new run from these weights with model=" + path);
+  if (model_state.empty()) throw not_resumable(path);
   model::load_state(model, model_state, path);
   auto grads = section("grad/");
   std::map<std::string, torch::Tensor> params;

@@ -8,6 +8,7 @@
 
 #include "lucid/model/model.h"
 #include "lucid/optim/optimizer.h"
+#include "lucid/util/error.h"
 
 namespace lucid::engine {
 
@@ -36,6 +37,11 @@ void save_checkpoint(const std::string& path, model::SegmentationModelImpl& mode
 
 // Reads the loop state only (to learn the run's options before building anything).
 LoopState read_checkpoint_state(const std::string& path);
+
+// Refuses, before anything is built, a checkpoint that holds only the EMA weights (a best
+// checkpoint) where a resume needs the model, optimizer and loop state.
+void require_resumable(const std::string& path);
+UserError not_resumable(const std::string& path);
 
 // Restores model, EMA and optimizer (each optional) and returns the loop state.
 LoopState load_checkpoint(const std::string& path, model::SegmentationModelImpl& model,

@@ -31,6 +31,14 @@ const config::ModelSpec& ModelSource::require_spec() const {
   return *spec;
 }
 
+config::ModelSpec ModelSource::spec_for_classes(int nc) const {
+  // A YAML file is read again so that errors keep its line numbers; the text stored in weights
+  // files (JSON) has none to keep.
+  if (kind == ModelFileKind::Yaml) return config::load_model_spec(file, nc);
+  const auto& s = require_spec();
+  return config::model_spec_from_text(s.yaml, s.path, nc);
+}
+
 namespace {
 
 std::string lower_extension(const std::string& path) {

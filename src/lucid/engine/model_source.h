@@ -38,6 +38,8 @@ struct ModelSource {
   bool has_weights() const { return kind != ModelFileKind::Yaml; }
   // The spec, or an error naming the file when it holds weights without an architecture.
   const config::ModelSpec& require_spec() const;
+  // The architecture for nc classes (nc < 0: the file's own).
+  config::ModelSpec spec_for_classes(int nc) const;
 };
 
 // Which kind of file `path` is (for option `option`), by its first bytes; a file that is none of the
