@@ -1,5 +1,5 @@
 """What the Python-driven tests share: the built `lucid` binary, `lucid train` runs that stop the
-test with their output when they fail, small synthetic datasets, file digests, results.csv without
+test with their output when they fail, single commands and checks, small synthetic datasets, file digests, results.csv without
 its time column, fit_report.json without its measurements and a checkpoint's loop state."""
 import hashlib
 import json
@@ -10,6 +10,23 @@ from pathlib import Path
 
 BUILD_DIR = Path(os.environ.get("LUCID_BUILD_DIR", Path(__file__).resolve().parents[2] / "build"))
 LUCID = BUILD_DIR / "lucid"
+
+# Checks that report every failure before the test ends (the test exits non-zero if any failed).
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def lucid(args, env, expect=0):
+    """One `lucid` command; a return code other than expect (None: any) stops the test with its output."""
+    r = subprocess.run([str(LUCID), *map(str, args)], env=env, capture_output=True, text=True)
+    if expect is not None and r.returncode != expect:
+        sys.exit(f"lucid {' '.join(map(str, args))} returned {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return r
 
 
 def digest(p):

@@ -10,29 +10,14 @@
   unsupported export format are clear errors."""
 import os
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
-from lucid_runs import LUCID  # noqa: E402
+from lucid_runs import LUCID, check, failures, lucid  # noqa: E402
 
 TRAIN = ["epochs=1", "imgsz=64", "batch=8", "workers=2", "device=cpu", "plots=False", "close_mosaic=0"]
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures.append(what)
-
-
-def lucid(args, env, expect=0):
-    r = subprocess.run([str(LUCID), *map(str, args)], env=env, capture_output=True, text=True)
-    if expect is not None and r.returncode != expect:
-        sys.exit(f"lucid {' '.join(map(str, args))} returned {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
-    return r
 
 
 def all_row(text):

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -23,28 +22,16 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-BUILD_DIR = Path(os.environ.get("LUCID_BUILD_DIR", Path(__file__).resolve().parents[2] / "build"))
-LUCID = BUILD_DIR / "lucid"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
+from lucid_runs import LUCID, check, failures  # noqa: E402
+from lucid_runs import lucid as run  # noqa: E402
+
 # imgsz left to its default (160 for the synthetic dataset): lucid val must resolve it as train did.
 TRAIN = ["epochs=2", "batch=8", "workers=2", "device=cpu", "close_mosaic=1"]
 PLOTS = ["results.png", "BoxPR_curve.png", "BoxP_curve.png", "BoxR_curve.png", "BoxF1_curve.png",
          "MaskPR_curve.png", "MaskP_curve.png", "MaskR_curve.png", "MaskF1_curve.png", "confusion_matrix.png",
          "confusion_matrix_normalized.png", "train_batch0.jpg", "train_batch1.jpg", "train_batch2.jpg",
          "val_batch0_labels.jpg", "val_batch0_pred.jpg"]
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
-
-
-def run(args, env, expect=0):
-    r = subprocess.run([str(LUCID), *map(str, args)], env=env, capture_output=True, text=True)
-    if expect is not None and r.returncode != expect:
-        sys.exit(f"lucid {' '.join(map(str, args))} returned {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
-    return r
 
 
 def table_rows(text):
