@@ -28,11 +28,7 @@ int coco_eval_command(const std::vector<std::string>& args) {
                                      {"out", "", "also write the JSON form to this file"},
                                      {"threads", "0", "worker threads (0: all cores)"},
                                  });
-  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-    std::cout << o.help();
-    return 0;
-  }
-  o.parse(args);
+  if (!o.parse_or_help(args)) return 0;
   if (o.str("gt").empty() || o.str("dt").empty()) throw UserError("options gt=FILE and dt=FILE are required (see lucid coco-eval --help)");
   metrics::CocoEvalParams params;
   if (o.str("iou") == "segm") {

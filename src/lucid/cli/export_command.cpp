@@ -82,11 +82,7 @@ void export_pt(const engine::InferenceModel& m, int64_t imgsz, bool half, const 
 
 int export_command(const std::vector<std::string>& args) {
   auto options = export_options();
-  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-    std::cout << options.help();
-    return 0;
-  }
-  options.parse(args);
+  if (!options.parse_or_help(args)) return 0;
   const auto model = options.str("model");
   if (model.empty()) throw UserError("option model= is required (a weights file: .safetensors or .pt)");
   const auto format = options.str("format");

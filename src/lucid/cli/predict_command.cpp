@@ -136,11 +136,7 @@ nlohmann::json image_id_for(const std::string& stem) {
 
 int predict_command(const std::vector<std::string>& args) {
   auto options = predict_options();
-  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-    std::cout << options.help();
-    return 0;
-  }
-  options.parse(args);
+  if (!options.parse_or_help(args)) return 0;
   const auto checkpoint = options.str("model");
   if (checkpoint.empty()) throw UserError("option model= is required (a weights file: .safetensors or .pt)");
   engine::PredictOptions po;

@@ -152,11 +152,7 @@ class PlottedTrainBatches : public engine::BatchSource {
 
 int train_command(const std::vector<std::string>& args) {
   auto options = engine::train_options();
-  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-    std::cout << options.help();
-    return 0;
-  }
-  options.parse(args);
+  if (!options.parse_or_help(args)) return 0;
   std::string resume;
   fs::path resume_dir;      // the resumed run's folder
   bool finishing = false;  // a finished fit whose final validation and report were not written

@@ -54,11 +54,7 @@ config::Options val_options() {
 
 int val_command(const std::vector<std::string>& args) {
   auto options = val_options();
-  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-    std::cout << options.help();
-    return 0;
-  }
-  options.parse(args);
+  if (!options.parse_or_help(args)) return 0;
   const auto checkpoint = options.str("model");
   if (checkpoint.empty()) throw UserError("option model= is required (a weights file: .safetensors or .pt)");
   const auto split_name = options.str("split");

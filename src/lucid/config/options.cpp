@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <sstream>
 
 #include "lucid/util/error.h"
@@ -11,6 +12,15 @@ namespace lucid::config {
 Options::Options(std::string command, std::vector<OptionSpec> specs)
     : command_(std::move(command)), specs_(std::move(specs)) {
   for (const auto& s : specs_) values_[s.key] = s.default_value;
+}
+
+bool Options::parse_or_help(const std::vector<std::string>& args) {
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    std::cout << help();
+    return false;
+  }
+  parse(args);
+  return true;
 }
 
 void Options::parse(const std::vector<std::string>& tokens) {

@@ -25,6 +25,9 @@ class Options {
 
   // Parses `key=value` tokens; throws UserError for unknown keys or tokens without '='.
   void parse(const std::vector<std::string>& tokens);
+  // A command's arguments: `--help`/`-h` first prints the help and returns false; otherwise parses
+  // them (as parse) and returns true.
+  bool parse_or_help(const std::vector<std::string>& args);
 
   const std::string& str(const std::string& key) const;
   long long integer(const std::string& key) const;
