@@ -5,7 +5,8 @@
 # bench names: model_step, loader (the 512-image reference workload, built under $LUCID_WORKLOAD,
 # default /tmp/lucid-workload, from ../shared/bench; 1-16 workers, median of 5 runs), loader_gpu
 # (the same with the images rendered on the GPU, gpu_augment's path: 1-16 workers), fit (the
-# reference workload fit, native), fit_replay (the same with every stage recording on), pairs,
+# reference workload fit, native), fit_replay (the same with every stage recording on), fit_step
+# (the same with capture_step=True, the whole step recorded), pairs,
 # pairs16, stages (the workload fit native and replayed with stage_times=True), trace (Nsight
 # Systems NVTX summary of a short replay fit, where nsys exists); default:
 # model_step loader. LUCID_GPU_TESTS=0 skips the GPU tests; LUCID_GPU_TEST_FILTER
@@ -14,7 +15,8 @@
 # OUT_DIR/pairs; pairs16: the batch-16, 3-epoch screen in OUT_DIR/pairs16. Environment:
 #   LUCID_PAIRS (pairs per call, default 5), LUCID_PAIRS_FIRST (number of the first pair, so that
 #   calls continue the alternating order; join their folders with `lucid bench merge`),
-#   LUCID_REPLAY (the replay arm's capture options, default all three), LUCID_PAIRS_ARGS (more
+#   LUCID_REPLAY (the replay arm's capture options, default the three stage options; step, i.e.
+#   capture_step, for the whole-step recording), LUCID_PAIRS_ARGS (more
 #   `lucid train` options for both arms).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -73,6 +75,10 @@ for b in "${benches[@]}"; do
            "${LUCID_FIT_RUNS:-2}" capture_network=True capture_segment_heads=True capture_optimizer=True \
            > "$out/bench-fit_replay.log" 2>&1 || status=1
          grep -h "^replay:" "$out"/fit_replay/fit-*.log >> "$out/bench-fit_replay.log" ;;
+    fit_step) LUCID_SHARED=${LUCID_SHARED:-$root/shared} LUCID_RUNS=/tmp/lucid-fit-step \
+           "$root/bench/fit_workload.sh" "$LUCID_BUILD_DIR/lucid" /tmp/lucid-workload "$out/fit_step" \
+           "${LUCID_FIT_RUNS:-2}" capture_step=True > "$out/bench-fit_step.log" 2>&1 || status=1
+         grep -h "^replay:" "$out"/fit_step/fit-*.log >> "$out/bench-fit_step.log" ;;
     stages) # The workload fit natively and with every recording, each stage timed (stage_times=True).
          for arm in native replay; do
            extra=(); [ $arm = replay ] && extra=(capture_network=True capture_segment_heads=True capture_optimizer=True)

@@ -9,11 +9,7 @@
 #include <cstring>
 #include <optional>
 
-#include "lucid/loss/segmentation_loss.h"
-#include "lucid/model/model.h"
-#include "lucid/optim/optimizer.h"
-#include "lucid/replay/recorder.h"
-#include "lucid/util/device.h"
+#include "lucid/engine/training_step.h"
 
 namespace lucid::replay_harness {
 
@@ -51,7 +47,7 @@ inline loss::SegTargets make_targets(const std::vector<int>& counts, int64_t siz
 
 // Everything a step leaves behind, as raw bytes.
 struct StepRecord {
-  std::vector<Tensor> predictions, grads, params, buffers, optimizer;
+  std::vector<Tensor> predictions, grads, params, buffers, optimizer, ema;
   std::vector<bool> grad_defined;
 };
 
@@ -66,6 +62,24 @@ inline void expect_same_bytes(const std::vector<Tensor>& a, const std::vector<Te
   }
 }
 
+// A loss free of host reads (the segmentation loss's stand-in where the rest of the step is checked
+// on its own): five terms of the predictions, the fifth shifted by the mean target box, so the
+// targets staged into a recording's buffers take part.
+inline loss::LossResult sync_free_loss(const model::HeadOutputs& o, const loss::SegTargets& t) {
+  const auto device = o.one2many.scores.device();
+  auto boxes = t.bboxes.numel() ? t.bboxes.to(device, torch::kFloat, /*non_blocking=*/true).mean()
+                                : torch::zeros({}, o.one2many.scores.options().dtype(torch::kFloat));
+  std::vector<Tensor> terms = {o.one2many.scores.to(torch::kFloat).sigmoid().mean(),
+                               o.one2many.proto.to(torch::kFloat).pow(2).mean(),
+                               o.one2many.mask_coefficient.to(torch::kFloat).mean(),
+                               o.one2many.boxes.to(torch::kFloat).abs().mean(),
+                               o.one2one->scores.to(torch::kFloat).mean() + boxes};
+  loss::LossResult r;
+  r.total = torch::stack(terms);
+  r.items = r.total.detach();
+  return r;
+}
+
 // Where and how the fits run: the CPU with the eager stand-in, or CUDA graphs with channels_last
 // and BF16 autocast as `lucid train` runs on a GPU.
 struct FitSetup {
@@ -73,8 +87,11 @@ struct FitSetup {
   Backend backend = Backend::Eager;
   bool autocast = false;
   int64_t imgsz = 64;
+  int64_t max_step_recordings = 8;
+  engine::StepLossFn loss;  // empty: the segmentation loss
 };
 
+// A fit through the training-step unit (engine/training_step.h), as Trainer::fit() runs it.
 class Fit {
  public:
   Fit(std::optional<ReplayOptions> replay, optim::Kind kind = optim::Kind::MuSGD, const std::string& freeze = "",
@@ -93,7 +110,18 @@ class Fit {
     loss::LossOptions lo;
     lo.epochs = 2;
     loss_ = std::make_unique<loss::SegmentationLoss>(loss::loss_options_for(*model_, lo));
-    if (replay) recorder_ = std::make_unique<StageRecorder>(*model_, *optimizer_, *replay, setup_.backend, false);
+    ema_ = std::make_unique<optim::ModelEMA>(model_);
+    engine::StepSettings s;
+    s.device = setup_.device;
+    s.autocast = setup_.autocast;
+    if (replay) s.replay = *replay;
+    s.backend = setup_.backend;
+    s.max_step_recordings = setup_.max_step_recordings;
+    s.print = false;
+    if (setup_.loss)
+      step_ = std::make_unique<engine::TrainingStep>(model_, setup_.loss, [] { return 0.0; }, *optimizer_, ema_.get(), s);
+    else
+      step_ = std::make_unique<engine::TrainingStep>(model_, *loss_, *optimizer_, ema_.get(), s);
   }
 
   // One batch; the optimizer steps when `step` is set (accumulating over the batches before).
@@ -101,48 +129,38 @@ class Fit {
     StepRecord r;
     auto x = host_x.to(setup_.device);
     if (setup_.device.is_cuda()) x = x.contiguous(at::MemoryFormat::ChannelsLast);
-    model::HeadOutputs out;
-    {
-      util::Bf16Autocast autocast(setup_.autocast);
-      out = recorder_ ? recorder_->forward(x) : model_->forward(x);
-    }
+    auto result = step_->micro_step(x, targets);
+    const auto& out = result.outputs;
     for (const auto& t : {out.one2many.boxes, out.one2many.scores, out.one2many.mask_coefficient, out.one2many.proto,
                           out.one2many.semantic, out.one2one->boxes, out.one2one->scores,
                           out.one2one->mask_coefficient})
       r.predictions.push_back(t.detach().clone());
-    auto result = (*loss_)(out, targets);
     r.predictions.push_back(result.items.clone());
-    result.total.sum().backward();
     for (const auto& p : model_->parameters()) {
       r.grad_defined.push_back(p.grad().defined());
       r.grads.push_back(p.grad().defined() ? p.grad().clone() : Tensor());
     }
-    if (step) {
-      std::vector<Tensor> params;
-      for (const auto& p : model_->parameters())
-        if (p.requires_grad()) params.push_back(p);
-      optim::clip_grad_norm(params, 10.0);
-      if (recorder_)
-        recorder_->optimizer_step();
-      else
-        optimizer_->step();
-      optimizer_->zero_grad();
-    }
+    if (step) step_->optimizer_step();
     for (const auto& p : model_->parameters()) r.params.push_back(p.detach().clone());
     for (const auto& b : model_->buffers()) r.buffers.push_back(b.clone());
     for (const auto& [name, t] : optimizer_->state()) r.optimizer.push_back(t.clone());
+    for (const auto& t : optim::float_state(*ema_->model())) r.ema.push_back(t.clone());
     return r;
   }
 
   model::SegmentationModel& model() { return model_; }
-  StageRecorder* recorder() { return recorder_.get(); }
+  loss::SegmentationLoss& loss() { return *loss_; }
+  StageRecorder* recorder() { return step_->stage_recorder(); }
+  StepRecorder* step_recorder() { return step_->step_recorder(); }
+  engine::TrainingStep& step() { return *step_; }
 
  private:
   FitSetup setup_;
   model::SegmentationModel model_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<loss::SegmentationLoss> loss_;
-  std::unique_ptr<StageRecorder> recorder_;
+  std::unique_ptr<optim::ModelEMA> ema_;
+  std::unique_ptr<engine::TrainingStep> step_;
 };
 
 struct Batch {
@@ -180,11 +198,21 @@ inline void compare_with_native(std::optional<ReplayOptions> options, optim::Kin
     expect_same_bytes(a.params, b.params, "parameters" + at);
     expect_same_bytes(a.buffers, b.buffers, "BatchNorm statistics" + at);
     expect_same_bytes(a.optimizer, b.optimizer, "optimizer state" + at);
+    expect_same_bytes(a.ema, b.ema, "EMA" + at);
   }
   if (!options) return;
+  const auto& o = *options;
+  if (o.step) {
+    // The whole step replayed every batch (each batch its own signature, within the cap) and every
+    // optimizer step; the stage recordings, if requested too, were never needed.
+    const auto& log = replayed.step_recorder()->log();
+    EXPECT_EQ(log.replays(Stage::Step), static_cast<int64_t>(batches.size()));
+    EXPECT_EQ(log.replays(Stage::StepUpdate), 4);
+    EXPECT_TRUE(log.reasons().empty());
+    return;
+  }
   // The route assertion: the recorded stages really replayed (4 full batches, 1 partial).
   const auto& log = replayed.recorder()->log();
-  const auto& o = *options;
   if (o.network) {
     EXPECT_EQ(log.replays(Stage::SharedFeatures), 4);
     EXPECT_EQ(log.reasons().at("shared features: input signature differs from the recorded one (partial batch)"), 1);

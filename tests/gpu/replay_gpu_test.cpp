@@ -1,7 +1,8 @@
 // Stage replay through CUDA graphs on the GPU, against native execution, byte for byte after every
 // batch: every prediction and gradient (and whether it exists), the loss items, parameters,
 // BatchNorm statistics and optimizer state, over batches with changing instance counts, a batch
-// without instances, a partial batch (native, no new recording) and accumulation. BF16 autocast,
+// without instances, a partial batch (native, no new recording; capture_step records it) and
+// accumulation, with the EMA. BF16 autocast,
 // channels_last and the deterministic settings, as `lucid train` runs on a GPU. A native-native
 // control runs first: if it differs, the cause is determinism, not replay.
 #include <gtest/gtest.h>
@@ -39,6 +40,25 @@ TEST(ReplayGpu, HeadPredictionsOnly) {
 TEST(ReplayGpu, OptimizerOnlySgdAndAdamW) {
   compare_with_native(ReplayOptions{false, false, true}, optim::Kind::SGD, gpu_setup());
   compare_with_native(ReplayOptions{false, false, true}, optim::Kind::AdamW, gpu_setup());
+}
+
+// capture_step: the whole step (forward, loss, backward; clipping, optimizer stages, EMA) recorded
+// per input signature, every batch replayed (the partial and the empty batch included).
+TEST(ReplayGpu, WholeStepMuSGD) {
+  compare_with_native(ReplayOptions{false, false, false, true}, optim::Kind::MuSGD, gpu_setup());
+}
+TEST(ReplayGpu, WholeStepSgdAndAdamW) {
+  compare_with_native(ReplayOptions{false, false, false, true}, optim::Kind::SGD, gpu_setup());
+  compare_with_native(ReplayOptions{false, false, false, true}, optim::Kind::AdamW, gpu_setup());
+}
+
+// The rest of the whole-step recording on its own, with a loss free of host reads: forward,
+// backward into accumulated gradients, clipping, optimizer stages and EMA as CUDA graphs.
+TEST(ReplayGpu, WholeStepWithASyncFreeLoss) {
+  auto setup = gpu_setup();
+  setup.loss = sync_free_loss;
+  compare_with_native(ReplayOptions{false, false, false, true}, optim::Kind::MuSGD, setup);
+  compare_with_native(ReplayOptions{false, false, false, true}, optim::Kind::AdamW, setup);
 }
 
 TEST(ReplayGpu, RecordingsReleasedWithTheRecorder) {

@@ -5,7 +5,10 @@ losses and results.csv apart from its time column. The fit spans 4 epochs of 11 
 160 px: a partial last batch each epoch (64 = 10 x 6 + 4), mosaic batches of changing instance
 counts, warmup over the first epoch with the accumulation count ramping from 1 to 4 (the
 accumulation fallback: those steps run natively), EMA validation after every epoch and
-close_mosaic in the last. A third fit repeats the replayed one (same bytes again)."""
+close_mosaic in the last. A third fit repeats the replayed one (same bytes again). A fourth records
+the whole step (capture_step=True): every step replays, the warmup ramp and the partial batches
+included (each input signature and capacity bucket its own recording, their number bounded), and
+it writes the same bytes as the native fit."""
 import json
 import os
 import sys
@@ -18,6 +21,7 @@ from lucid_runs import digest, results_without_time, train  # noqa: E402
 ARGS = ["epochs=4", "batch=6", "nbs=24", "imgsz=160", "workers=2", "device=0", "warmup_epochs=1",
         "close_mosaic=1", "optimizer=MuSGD", "exist_ok=True"]
 REPLAY = ["capture_network=True", "capture_segment_heads=True", "capture_optimizer=True"]
+STEP = ["capture_step=True"]
 
 
 def cuda_usable():
@@ -56,13 +60,25 @@ def main():
         train(ARGS, env, project, "native")
         out = train(ARGS, env, project, "replay", REPLAY)
         train(ARGS, env, project, "replay2", REPLAY)
+        step_out = train(ARGS, env, project, "step", STEP)
         summary = replay_summary(out)
+        step_summary = replay_summary(step_out)
+        print(json.dumps(step_summary, indent=1))
         print(json.dumps(summary, indent=1))
-        a, b, c = (fingerprint(project / n) for n in ("native", "replay", "replay2"))
+        a, b, c, d = (fingerprint(project / n) for n in ("native", "replay", "replay2", "step"))
         for key in a:
             print(f"{key}: native {a[key] if key != 'results' else len(a[key])} replay "
-                  f"{b[key] if key != 'results' else len(b[key])} equal={a[key] == b[key] == c[key]}")
+                  f"{b[key] if key != 'results' else len(b[key])} equal={a[key] == b[key] == c[key]} "
+                  f"capture_step equal={a[key] == d[key]}")
         failures = [k for k in a if not (a[k] == b[k] == c[k])]
+        failures += [f"capture_step {k}" for k in a if a[k] != d[k]]
+        ts = step_summary.get("training_step", {})
+        if not (ts.get("replayed_steps", 0) > 0 and ts.get("native_steps", 1) == 0):
+            failures.append(f"capture_step did not replay every step (warmup and partial batches included): {ts}")
+        if not (ts.get("update_replayed_steps", 0) > 0 and ts.get("update_native_steps", 1) == 0):
+            failures.append(f"capture_step did not replay every optimizer step: {ts}")
+        if ts.get("recordings", 99) > ts.get("max_recordings", 0):
+            failures.append(f"capture_step holds more recordings than its cap: {ts}")
         for stage in ("shared_features", "head_predictions", "optimizer_stages"):
             s = summary[stage]
             if not (s["recorded"] and s["replayed_steps"] > 0):

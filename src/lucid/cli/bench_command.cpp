@@ -39,7 +39,8 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
-const std::vector<std::string> kCaptureOptions = {"capture_network", "capture_segment_heads", "capture_optimizer"};
+const std::vector<std::string> kCaptureOptions = {"capture_network", "capture_segment_heads", "capture_optimizer",
+                                                  "capture_step"};
 const std::vector<std::string> kHashKinds = {"model", "optimizer", "scheduler", "ema", "step_losses", "validation"};
 const std::vector<std::string> kArms = {"native", "replay"};
 constexpr const char* kRecords = "pairs.jsonl";
@@ -50,7 +51,7 @@ config::Options pairs_options() {
       {
           {"pairs", "5", "native/replay pairs to run"},
           {"replay", "capture_network,capture_segment_heads,capture_optimizer",
-           "the capture options the replay arm turns on (comma list)"},
+           "the capture options the replay arm turns on (comma list; step is short for capture_step)"},
           {"out", "", "folder for logs, records and the summary (created; its records are continued)"},
           {"runs", "", "parent folder of the fits' run directories (default OUT/runs)"},
           {"first_pair", "", "number of the first pair (default: after the records in OUT); odd: native first"},
@@ -330,12 +331,16 @@ int pairs_command(const std::vector<std::string>& args) {
     train.parse(train_tokens);
     engine::TrainSettings::from(train);  // bad values fail here, before any fit
   }
-  const auto replay = split_list(options.str("replay"));
-  if (replay.empty()) throw UserError("option replay: name at least one of capture_network, capture_segment_heads, capture_optimizer");
-  for (const auto& r : replay)
+  auto replay = split_list(options.str("replay"));
+  if (replay.empty())
+    throw UserError("option replay: name at least one of capture_network, capture_segment_heads, capture_optimizer, "
+                    "capture_step (or step)");
+  for (auto& r : replay) {
+    if (r == "step") r = "capture_step";
     if (std::find(kCaptureOptions.begin(), kCaptureOptions.end(), r) == kCaptureOptions.end())
       throw UserError("option replay: unknown capture option '" + r +
-                      "' (expected capture_network, capture_segment_heads or capture_optimizer)");
+                      "' (expected capture_network, capture_segment_heads, capture_optimizer or capture_step)");
+  }
   const long long pairs = options.integer("pairs");
   if (pairs < 1) throw UserError("option pairs: must be at least 1");
   if (options.str("out").empty()) throw UserError("option out: required (folder for logs, records and the summary)");

@@ -1,6 +1,5 @@
 #include "lucid/engine/predictor.h"
 
-#include <ATen/autocast_mode.h>
 
 #include <algorithm>
 #include <cmath>
@@ -45,7 +44,7 @@ Prediction predict_image(model::SegmentationModelImpl& model, const torch::Devic
   model.eval();
   model::HeadOutputs out;
   {
-    util::Bf16Autocast ac(device.is_cuda() && o.amp);
+    util::Autocast ac(device.is_cuda() && o.amp);
     out = model.forward(x);
   }
   auto f32 = [](const Tensor& t) { return t.defined() ? t.to(torch::kFloat32) : t; };

@@ -65,6 +65,8 @@ config::Options train_options() {
           {"capture_network", "False", "replay the shared features (backbone + neck) as recorded CUDA graphs"},
           {"capture_segment_heads", "False", "replay each head prediction as its own recorded CUDA graph"},
           {"capture_optimizer", "False", "replay the optimizer's update preparation and orthogonalisation"},
+          {"capture_step", "False",
+           "replay the whole training step (forward, loss, backward; clipping, optimizer and EMA) as recorded CUDA graphs"},
           {"stage_times", "False", "time every stage (host and device) over the fit; printed and in fit_report.json"},
           {"val", "True", "validate after every epoch"},
           {"plots", "True", "write plots"},
@@ -159,6 +161,7 @@ TrainSettings TrainSettings::from(const config::Options& o) {
   s.capture_network = o.flag("capture_network");
   s.capture_segment_heads = o.flag("capture_segment_heads");
   s.capture_optimizer = o.flag("capture_optimizer");
+  s.capture_step = o.flag("capture_step");
   s.stage_times = o.flag("stage_times");
   auto require = [](bool ok, const std::string& key, const std::string& why) {
     if (!ok) throw UserError("option " + key + ": " + why);

@@ -31,6 +31,7 @@ struct TrainSettings {
   bool cos_lr, overlap_mask, val, amp, deterministic, exist_ok, plots;
   bool gpu_augment;  // training pixels rendered on the device (data::render_batch)
   bool capture_network, capture_segment_heads, capture_optimizer;  // stage replay, all off by default
+  bool capture_step;  // whole-step replay (replay/step_recorder.h), off by default
   bool stage_times;
   std::string freeze;
   std::vector<int> frozen;  // the layers freeze names

@@ -5,14 +5,13 @@
 #include <optional>
 #include <sstream>
 
-#include "lucid/data/hsv.h"
 #include "lucid/engine/fit_report.h"
 #include "lucid/engine/freeze.h"
 #include "lucid/engine/progress.h"
 #include "lucid/engine/run_folder.h"
+#include "lucid/engine/training_step.h"
 #include "lucid/model/transfer.h"
 #include "lucid/optim/schedule.h"
-#include "lucid/replay/recorder.h"
 #include "lucid/util/trace.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
@@ -186,9 +185,6 @@ ValidationResult Trainer::fit() {
   optim::Schedule sched(so, nb);
   sched.restore(state_.accumulate);
   loss_->set_epoch(state_.epoch);
-  std::vector<torch::Tensor> params;
-  for (const auto& p : model_->parameters())
-    if (p.requires_grad()) params.push_back(p);
   const auto names = loss_->item_names();
   char line[512];
   std::snprintf(line, sizeof line, "%11s%11s", "Epoch", device_.is_cuda() ? "GPU_mem" : "CPU");
@@ -203,11 +199,14 @@ ValidationResult Trainer::fit() {
   ValidationResult val;
   std::printf("Starting training for %lld epochs, %lld batches per epoch, run %s\n", static_cast<long long>(s_.epochs),
               static_cast<long long>(nb), run_dir_.string().c_str());
-  // Stage replay lives as long as this fit: released on return and on any exception.
-  std::unique_ptr<replay::StageRecorder> recorder;
-  const replay::ReplayOptions replay_options{s_.capture_network, s_.capture_segment_heads, s_.capture_optimizer};
-  if (replay_options.any())
-    recorder = std::make_unique<replay::StageRecorder>(*model_, *optimizer_, replay_options, replay::Backend::CudaGraph);
+  // The training step with its replay variant lives as long as this fit: recordings are released
+  // on return and on any exception.
+  StepSettings step_settings;
+  step_settings.device = device_;
+  step_settings.autocast = autocast_;
+  step_settings.hsv = hsv_;
+  step_settings.replay = {s_.capture_network, s_.capture_segment_heads, s_.capture_optimizer, s_.capture_step};
+  auto step = std::make_unique<TrainingStep>(model_, *loss_, *optimizer_, ema_.get(), step_settings);
   std::optional<util::StageClock> stage_clock;
   if (s_.stage_times) stage_clock.emplace(device_.is_cuda());
   // The fit report, written with the final epoch's checkpoints.
@@ -216,11 +215,11 @@ ValidationResult Trainer::fit() {
     // releasing recordings and hashing for the report are outside it.
     const auto fit_end = std::chrono::steady_clock::now();
     const auto memory = util::cuda_memory(device_.index() < 0 ? 0 : device_.index());
-    if (recorder) {
-      replay_summary_ = recorder->summary();
-      recorder.reset();
+    if (step_settings.replay.any()) {
+      replay_summary_ = step->replay_summary();
       std::printf("replay: %s\n", replay_summary_.dump().c_str());
     }
+    step.reset();
     FitReportInput report;
     report.fit_seconds = std::chrono::duration<double>(fit_end - fit_start_).count();
     report.peak_allocated_mib = device_.is_cuda() ? memory.peak_allocated_mib : 0.0;
@@ -258,6 +257,34 @@ ValidationResult Trainer::fit() {
     train_mode(*model_, s_.frozen);
     Progress progress(header, nb);
     std::array<double, 5> mean{};
+    int64_t done = 0;
+    // One host read per step, for the progress line and the finiteness check: the step's items
+    // are copied asynchronously and read one step later (at the latest at the epoch's end), so the
+    // read never waits inside a step.
+    LossItemsReader reader(device_);
+    auto account = [&](const LossItemsReader::Step& st) {
+      for (int k = 0; k < 5; ++k) {
+        const float v = st.items[static_cast<size_t>(k)];
+        if (!std::isfinite(v))
+          throw UserError("non-finite " + names[k] + " at epoch " + std::to_string(st.epoch + 1) + " batch " +
+                          std::to_string(st.batch + 1) + "; the last good checkpoint is " +
+                          (run_dir_ / "weights" / "last.safetensors").string());
+        mean[k] = (mean[k] * static_cast<double>(done) + v) / static_cast<double>(done + 1);
+        step_losses_.push_back(v);
+      }
+      ++done;
+      char mem[32] = "-";
+      if (device_.is_cuda()) std::snprintf(mem, sizeof mem, "%.3gG", util::cuda_memory().reserved_mib / 1024.0);
+      std::snprintf(line, sizeof line, "%11s%11s", (std::to_string(st.epoch + 1) + "/" + std::to_string(s_.epochs)).c_str(), mem);
+      std::string cols = line;
+      for (double m : mean) {
+        std::snprintf(line, sizeof line, "%11.4g", m);
+        cols += line;
+      }
+      std::snprintf(line, sizeof line, "%11lld%11lld", static_cast<long long>(st.instances), static_cast<long long>(st.size));
+      cols += line;
+      progress.update(done, cols);
+    };
     int64_t i = 0;
     while (true) {
       std::optional<TrainBatch> batch;
@@ -268,76 +295,18 @@ ValidationResult Trainer::fit() {
       if (!batch) break;
       const int64_t ni = i + nb * epoch;
       sched.begin_batch(*optimizer_, epoch, ni);
-      torch::Tensor x;
-      {
-        util::TraceRange range("upload");
-        auto images = loss::upload(batch->images, device_);
-        if (hsv_ && batch->hsv_gains.defined()) images = data::hsv_augment(images, batch->hsv_gains);  // device HSV
-        x = images.to(torch::kFloat).div_(255.0);
-        if (device_.is_cuda()) x = x.contiguous(at::MemoryFormat::ChannelsLast);
-      }
-      model::HeadOutputs out;
-      {
-        util::Bf16Autocast ac(autocast_);
-        if (recorder) {
-          // Warmup still changes the accumulation count; recordings start once it is fixed.
-          recorder->set_accumulation_fixed(sched.accumulation_fixed(ni));
-          out = recorder->forward(x);
-        } else {
-          util::TraceRange range("forward");
-          out = model_->forward(x);
-        }
-      }
-      loss::LossResult result;
-      {
-        util::TraceRange range("loss");
-        result = (*loss_)(out, batch->targets);
-      }
-      {
-        util::TraceRange range("backward");
-        result.total.sum().backward();
-      }
+      const auto x = step->input(batch->images, batch->hsv_gains);
+      // Warmup still changes the accumulation count; the stage recordings start once it is fixed.
+      step->set_accumulation_fixed(sched.accumulation_fixed(ni));
+      const auto items = step->micro_step(x, batch->targets).items;
       if (ni - state_.last_opt_step >= sched.accumulate()) {
-        {
-          util::TraceRange range("clip gradients");
-          optim::clip_grad_norm(params, 10.0);
-        }
-        if (recorder)
-          recorder->optimizer_step();
-        else
-          optimizer_->step();
-        optimizer_->zero_grad();
-        {
-          util::TraceRange range("EMA");
-          ema_->update(model_);
-        }
+        step->optimizer_step();
         state_.last_opt_step = ni;
       }
-      // One host read per step, for the progress line and the finiteness check.
-      auto items = result.items.to(torch::kCPU, torch::kFloat).contiguous();
-      const float* v = items.data_ptr<float>();
-      for (int k = 0; k < 5; ++k) {
-        if (!std::isfinite(v[k]))
-          throw UserError("non-finite " + names[k] + " at epoch " + std::to_string(epoch + 1) + " batch " +
-                          std::to_string(i + 1) + "; the last good checkpoint is " +
-                          (run_dir_ / "weights" / "last.safetensors").string());
-        mean[k] = (mean[k] * static_cast<double>(i) + v[k]) / static_cast<double>(i + 1);
-        step_losses_.push_back(v[k]);
-      }
+      if (auto ready = reader.push(items, {{}, epoch, i, batch->targets.size(), batch->images.size(3)})) account(*ready);
       ++i;
-      char mem[32] = "-";
-      if (device_.is_cuda()) std::snprintf(mem, sizeof mem, "%.3gG", util::cuda_memory().reserved_mib / 1024.0);
-      std::snprintf(line, sizeof line, "%11s%11s", (std::to_string(epoch + 1) + "/" + std::to_string(s_.epochs)).c_str(), mem);
-      std::string cols = line;
-      for (double m : mean) {
-        std::snprintf(line, sizeof line, "%11.4g", m);
-        cols += line;
-      }
-      std::snprintf(line, sizeof line, "%11lld%11lld", static_cast<long long>(batch->targets.size()),
-                    static_cast<long long>(batch->images.size(3)));
-      cols += line;
-      progress.update(i, cols);
     }
+    if (auto ready = reader.drain()) account(*ready);
     progress.finish();
     loss_->update_epoch();
     {

@@ -1,7 +1,5 @@
 #include "lucid/engine/validator.h"
 
-#include <ATen/autocast_mode.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +9,7 @@
 
 #include "lucid/metrics/rle.h"
 #include "lucid/model/model.h"
+#include "lucid/util/device.h"
 #include "lucid/util/error.h"
 #include "lucid/util/files.h"
 
@@ -21,28 +20,6 @@ namespace F = torch::nn::functional;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Autocast for the CUDA forward pass, restored on scope exit.
-class CudaAutocast {
- public:
-  explicit CudaAutocast(bool on)
-      : prev_enabled_(at::autocast::is_autocast_enabled(at::kCUDA)),
-        prev_dtype_(at::autocast::get_autocast_dtype(at::kCUDA)) {
-    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
-    at::autocast::set_autocast_enabled(at::kCUDA, on);
-  }
-  ~CudaAutocast() {
-    at::autocast::set_autocast_enabled(at::kCUDA, prev_enabled_);
-    at::autocast::set_autocast_dtype(at::kCUDA, prev_dtype_);
-    at::autocast::clear_cache();
-  }
-  CudaAutocast(const CudaAutocast&) = delete;
-  CudaAutocast& operator=(const CudaAutocast&) = delete;
-
- private:
-  bool prev_enabled_;
-  at::ScalarType prev_dtype_;
-};
 
 class TrainingFlag {
  public:
@@ -188,7 +165,7 @@ ValResults Validator::run(model::SegmentationModelImpl& model, const torch::Devi
 
     model::HeadOutputs raw;
     {
-      CudaAutocast ac(cuda && o.amp);
+      util::Autocast ac(cuda && o.amp);
       raw = model.forward(x);
     }
     tick(t_inf, t0);

@@ -1,6 +1,6 @@
 #include "lucid/loss/segmentation_loss.h"
 
-#include <ATen/autocast_mode.h>
+#include "lucid/util/device.h"
 
 #include <algorithm>
 #include <numeric>
@@ -15,24 +15,6 @@ namespace F = torch::nn::functional;
 
 namespace {
 
-// Autocast off (CPU and CUDA) for the scope of the loss; restored on exit.
-class AutocastOff {
- public:
-  AutocastOff()
-      : cuda_(at::autocast::is_autocast_enabled(at::kCUDA)), cpu_(at::autocast::is_autocast_enabled(at::kCPU)) {
-    at::autocast::set_autocast_enabled(at::kCUDA, false);
-    at::autocast::set_autocast_enabled(at::kCPU, false);
-  }
-  ~AutocastOff() {
-    at::autocast::set_autocast_enabled(at::kCUDA, cuda_);
-    at::autocast::set_autocast_enabled(at::kCPU, cpu_);
-  }
-  AutocastOff(const AutocastOff&) = delete;
-  AutocastOff& operator=(const AutocastOff&) = delete;
-
- private:
-  bool cuda_, cpu_;
-};
 
 // Grid anchor centres (A, 2) in grid units and per-anchor strides (A, 1), FP32, P3 first.
 std::pair<Tensor, Tensor> grid_anchors(const std::vector<Tensor>& feats, const std::vector<double>& strides,
@@ -278,7 +260,7 @@ BranchLoss SegmentationLoss::finish(Prepared& p, const SegTargets& targets, cons
 }
 
 LossResult SegmentationLoss::operator()(const model::HeadOutputs& preds, const SegTargets& targets) {
-  AutocastOff autocast_off;
+  util::Autocast autocast_off(false);  // the loss runs in FP32
   if (preds.feats.size() != options_.strides.size())
     throw std::invalid_argument("loss: " + std::to_string(preds.feats.size()) + " feature maps for " +
                                 std::to_string(options_.strides.size()) + " strides");

@@ -26,13 +26,16 @@ ModelEMA::ModelEMA(model::SegmentationModel& source, double decay, double tau, i
   factors_ = torch::zeros({2}, torch::TensorOptions().dtype(torch::kFloat).device(device));
 }
 
-void ModelEMA::update(model::SegmentationModel& source) {
-  torch::NoGradGuard no_grad;
+void ModelEMA::begin_update() {
   ++updates_;
   const double d = decay_ * (1 - std::exp(-static_cast<double>(updates_) / tau_));
   auto host = torch::tensor({static_cast<float>(d), static_cast<float>(1 - d)});
   if (factors_.is_cuda()) host = host.pin_memory();
   factors_.copy_(host, /*non_blocking=*/true);
+}
+
+void ModelEMA::blend(model::SegmentationModel& source) {
+  torch::NoGradGuard no_grad;
   auto src = float_state(*source);
   torch::_foreach_mul_(ema_tensors_, factors_[0]);
   torch::_foreach_add_(ema_tensors_, torch::_foreach_mul(src, factors_[1]));

@@ -10,7 +10,14 @@ class ModelEMA {
  public:
   ModelEMA(model::SegmentationModel& source, double decay = 0.9999, double tau = 2000, int64_t updates = 0);
 
-  void update(model::SegmentationModel& source);
+  void update(model::SegmentationModel& source) {
+    begin_update();
+    blend(source);
+  }
+  // update() in two parts: the host's update count and this update's decay, uploaded into the
+  // device factors; then the device work only (recordable: it reads the factors on the device).
+  void begin_update();
+  void blend(model::SegmentationModel& source);
   model::SegmentationModel& model() { return ema_; }
   int64_t updates() const { return updates_; }
   void set_updates(int64_t n) { updates_ = n; }

@@ -250,7 +250,7 @@ void Optimizer::orthogonalize() {
   }
 }
 
-void Optimizer::apply() {
+void Optimizer::apply_update() {
   torch::NoGradGuard no_grad;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const auto& g = groups_[gi];
@@ -275,7 +275,6 @@ void Optimizer::apply() {
       s.param.addcmul_(s.update, neg_lr);
     }
   }
-  ++steps_;
 }
 
 void Optimizer::step() {

@@ -68,7 +68,14 @@ class Optimizer {
   void upload_hypers();
   void prepare_update();
   void orthogonalize();
-  void apply();
+  void apply() {
+    apply_update();
+    count_step();
+  }
+  // apply() in two parts: the device work (recordable), and the host's step count it leaves out
+  // (a replayed step counts it natively after the replay).
+  void apply_update();
+  void count_step() { ++steps_; }
   void step();  // prepare, orthogonalize, apply (each an NVTX range)
   void zero_grad();
 

@@ -106,7 +106,7 @@ void GraphedCallable::capture_backward(RecordingContext& ctx) {
   std::vector<Tensor> grads;
   auto body = [&] {
     // Backward passes run outside autocast, recorded or not.
-    util::AutocastOff autocast_off;
+    util::Autocast autocast_off(false);
     grads = torch::autograd::grad(roots, wrt, root_grads, /*retain_graph=*/false, /*create_graph=*/false,
                                   /*allow_unused=*/true);
   };

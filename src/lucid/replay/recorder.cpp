@@ -111,7 +111,7 @@ void StageRecorder::warm_up(const Tensor& x) {
       auto roots = differentiable_outputs(model_.heads(model_.shared(x)));
       std::vector<Tensor> ones;
       for (const auto& r : roots) ones.push_back(torch::ones_like(r));
-      util::AutocastOff autocast_off;
+      util::Autocast autocast_off(false);
       torch::autograd::grad(roots, params, ones, false, false, true);
     }
   });

@@ -9,6 +9,8 @@ const char* stage_name(Stage stage) {
     case Stage::SharedFeatures: return "shared features";
     case Stage::Heads: return "head predictions";
     case Stage::Optimizer: return "optimizer stages";
+    case Stage::Step: return "training step";
+    case Stage::StepUpdate: return "optimizer step and EMA";
   }
   return "?";
 }
@@ -18,6 +20,8 @@ bool ReplayOptions::enabled(Stage stage) const {
     case Stage::SharedFeatures: return network;
     case Stage::Heads: return heads;
     case Stage::Optimizer: return optimizer;
+    case Stage::Step:
+    case Stage::StepUpdate: return step;
   }
   return false;
 }
@@ -29,6 +33,15 @@ Route route(Stage stage, const ReplayOptions& options, const FitFacts& f) {
   if (f.devices > 1) return native("more than one GPU");
   if (f.recording_failed) return native("its recording failed");
   if (f.anomaly_detection) return native("autograd anomaly detection is on");
+  if (stage == Stage::StepUpdate) return Route{true, ""};
+  if (stage == Stage::Step) {
+    // The micro-step recording does not depend on the accumulation count: warmup replays too.
+    // Frozen layers do not matter: gradients are taken for the trainable parameters only.
+    if (!f.training) return native("the model is not in training mode");
+    if (f.head_hooks) return native("hooks on the heads");
+    if (f.recordings_full) return native("recording cap reached (another input signature or capacity bucket)");
+    return Route{true, ""};
+  }
   if (!f.accumulation_fixed) return native("gradient accumulation still changes (warmup)");
   if (stage == Stage::Optimizer) return Route{true, ""};
   if (!f.training) return native("the model is not in training mode");
@@ -43,7 +56,7 @@ Route route(Stage stage, const ReplayOptions& options, const FitFacts& f) {
 
 Route route_step(Stage stage, bool signature_matches) {
   if (!signature_matches)
-    return Route{false, stage == Stage::Optimizer ? "another set of gradients than the recorded one"
+    return Route{false, stage == Stage::Optimizer || stage == Stage::StepUpdate ? "another set of gradients than the recorded one"
                                                  : "input signature differs from the recorded one (partial batch)"};
   return Route{true, ""};
 }

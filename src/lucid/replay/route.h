@@ -8,15 +8,19 @@
 
 namespace lucid::replay {
 
-enum class Stage { SharedFeatures, Heads, Optimizer };
+// The whole training step (capture_step) has two: Step, forward, loss and backward as one micro-step
+// recording; StepUpdate, clipping, the optimizer stages and the EMA update as another.
+enum class Stage { SharedFeatures, Heads, Optimizer, Step, StepUpdate };
 const char* stage_name(Stage stage);
 
 struct ReplayOptions {
   bool network = false;    // capture_network
   bool heads = false;      // capture_segment_heads
   bool optimizer = false;  // capture_optimizer
+  bool step = false;       // capture_step
   bool enabled(Stage stage) const;
-  bool any() const { return network || heads || optimizer; }
+  bool stages() const { return network || heads || optimizer; }
+  bool any() const { return stages() || step; }
 };
 
 // What the fit knows about itself when it routes a step.
@@ -31,6 +35,7 @@ struct FitFacts {
   bool head_topology_stock = true; // the heads read the shared features in the stock dispatch
   bool anomaly_detection = false;  // autograd anomaly mode (its checks are host reads)
   bool recording_failed = false;   // an earlier recording of this stage failed
+  bool recordings_full = false;    // Step: a new recording is needed and the cap is reached
 };
 
 struct Route {
@@ -41,7 +46,8 @@ struct Route {
 Route route(Stage stage, const ReplayOptions& options, const FitFacts& facts);
 
 // Per-step check of a recorded stage's fixed input signature: a batch of another shape (the partial
-// last batch) runs natively and creates no new recording.
+// last batch) runs natively and creates no new recording. (The whole step records one recording per
+// signature instead, up to its cap: FitFacts::recordings_full.)
 Route route_step(Stage stage, bool signature_matches);
 
 // Counts native steps per (stage, reason) and replays per stage; each reason is printed once.

@@ -38,30 +38,27 @@ torch::Device parse_device(const std::string& spec) {
 
 namespace lucid::util {
 
-// The weight-cast cache stays off: a recorded stage must not keep cached casts (they would live in
-// the recording's memory), and native execution runs the very same casts so both launch the same
-// kernels.
-Bf16Autocast::Bf16Autocast(bool enabled) : enabled_(enabled) {
-  if (!enabled_) return;
-  previous_ = at::autocast::is_autocast_enabled(at::kCUDA);
-  previous_cache_ = at::autocast::is_autocast_cache_enabled();
-  at::autocast::set_autocast_enabled(at::kCUDA, true);
-  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+Autocast::Autocast(bool bf16)
+    : bf16_(bf16), cuda_(at::autocast::is_autocast_enabled(at::kCUDA)),
+      cpu_(at::autocast::is_autocast_enabled(at::kCPU)), cache_(at::autocast::is_autocast_cache_enabled()),
+      dtype_(at::autocast::get_autocast_dtype(at::kCUDA)) {
   at::autocast::set_autocast_cache_enabled(false);
+  if (bf16_) {
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+  } else {
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+    at::autocast::set_autocast_enabled(at::kCPU, false);
+  }
 }
 
-Bf16Autocast::~Bf16Autocast() {
-  if (!enabled_) return;
-  at::autocast::set_autocast_enabled(at::kCUDA, previous_);
-  at::autocast::set_autocast_cache_enabled(previous_cache_);
-  if (!previous_) at::autocast::clear_cache();
+Autocast::~Autocast() {
+  at::autocast::set_autocast_enabled(at::kCUDA, cuda_);
+  at::autocast::set_autocast_enabled(at::kCPU, cpu_);
+  at::autocast::set_autocast_dtype(at::kCUDA, dtype_);
+  at::autocast::set_autocast_cache_enabled(cache_);
+  if (bf16_ && !cuda_) at::autocast::clear_cache();
 }
-
-AutocastOff::AutocastOff() : previous_(at::autocast::is_autocast_enabled(at::kCUDA)) {
-  at::autocast::set_autocast_enabled(at::kCUDA, false);
-}
-
-AutocastOff::~AutocastOff() { at::autocast::set_autocast_enabled(at::kCUDA, previous_); }
 
 }  // namespace lucid::util
 

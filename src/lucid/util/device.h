@@ -17,28 +17,21 @@ torch::Device parse_device(const std::string& spec);
 
 namespace lucid::util {
 
-// BF16 autocast on CUDA for the guard's lifetime (no-op when disabled or on the CPU).
-class Bf16Autocast {
+// The project's one autocast guard. bf16 = true: BF16 autocast on CUDA for the guard's lifetime;
+// false: autocast off on CUDA and the CPU (the loss and every backward pass, recorded or not). The
+// weight-cast cache is off in both: a recorded stage must not keep cached casts (they would live in
+// its recording's memory), and native execution runs the very same casts, so both launch the same
+// kernels. The previous state is restored on exit.
+class Autocast {
  public:
-  explicit Bf16Autocast(bool enabled);
-  ~Bf16Autocast();
-  Bf16Autocast(const Bf16Autocast&) = delete;
-  Bf16Autocast& operator=(const Bf16Autocast&) = delete;
+  explicit Autocast(bool bf16);
+  ~Autocast();
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
 
  private:
-  bool enabled_, previous_ = false, previous_cache_ = true;
-};
-
-// Autocast off for the guard's lifetime: backward passes run outside autocast, recorded or not.
-class AutocastOff {
- public:
-  AutocastOff();
-  ~AutocastOff();
-  AutocastOff(const AutocastOff&) = delete;
-  AutocastOff& operator=(const AutocastOff&) = delete;
-
- private:
-  bool previous_;
+  bool bf16_, cuda_, cpu_, cache_;
+  c10::ScalarType dtype_;
 };
 
 }  // namespace lucid::util

@@ -1,0 +1,117 @@
+// One training step, the unit that Trainer::fit(), the replay test harness and the GPU sync test
+// all run: upload with device HSV and scaling, forward under the fit's autocast, loss, backward
+// accumulating into the gradients, and at the accumulation boundary gradient clipping, the optimizer
+// stages, zero_grad and the EMA update.
+//
+// How it executes is the step's variant, chosen per fit from the replay options and per step by
+// the routes (replay/route.h): natively; with the stage recordings (capture_network,
+// capture_segment_heads, capture_optimizer: replay::StageRecorder); or as whole-step recordings
+// (capture_step: replay::StepRecorder), whose native fallback is the stage-recorded or native step.
+// Every variant runs the same model, loss, optimizer and EMA code in the same order, so each writes
+// the same bytes.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "lucid/loss/segmentation_loss.h"
+#include "lucid/model/model.h"
+#include "lucid/optim/ema.h"
+#include "lucid/optim/optimizer.h"
+#include "lucid/replay/recorder.h"
+#include "lucid/replay/step_recorder.h"
+
+namespace lucid::engine {
+
+struct StepSettings {
+  torch::Device device{torch::kCPU};
+  bool autocast = false;        // BF16 forward (CUDA)
+  bool hsv = false;             // device HSV for batches that carry gains
+  double max_grad_norm = 10.0;  // gradient clipping
+  replay::ReplayOptions replay;
+  replay::Backend backend = replay::Backend::CudaGraph;
+  int64_t max_step_recordings = 8;  // capture_step: micro-step recordings held at once
+  bool print = true;                // route reasons and recordings on stdout
+};
+
+struct StepLoss {
+  model::HeadOutputs outputs;  // valid until the next step (a replay's are its static buffers)
+  torch::Tensor items;         // (5) loss items on the device, detached
+};
+
+// The loss a step backpropagates: (total, items) of the model's outputs and the batch targets.
+using StepLossFn = std::function<loss::LossResult(const model::HeadOutputs&, const loss::SegTargets&)>;
+
+class TrainingStep {
+ public:
+  // ema may be null (no EMA update).
+  TrainingStep(model::SegmentationModel model, loss::SegmentationLoss& loss, optim::Optimizer& optimizer,
+               optim::ModelEMA* ema, StepSettings settings);
+  // Another loss (tests: a loss free of host reads, to check the rest of the step on its own);
+  // loss_scalars as StepProgram's.
+  TrainingStep(model::SegmentationModel model, StepLossFn loss, std::function<double()> loss_scalars,
+               optim::Optimizer& optimizer, optim::ModelEMA* ema, StepSettings settings);
+  ~TrainingStep();
+  TrainingStep(const TrainingStep&) = delete;
+  TrainingStep& operator=(const TrainingStep&) = delete;
+
+  // The network input of a batch: uint8 (B, 3, H, W) host images uploaded, device HSV with the
+  // batch's gains (when on and given), scaled to [0, 1], channels_last on CUDA.
+  torch::Tensor input(const torch::Tensor& images, const torch::Tensor& hsv_gains) const;
+
+  // Whether the accumulation count is fixed (warmup over): the stage recordings wait for it.
+  void set_accumulation_fixed(bool fixed);
+  // Forward, loss and backward; gradients accumulate over micro-steps until optimizer_step().
+  StepLoss micro_step(const torch::Tensor& x, const loss::SegTargets& targets);
+  // Clipping, optimizer stages, zero_grad, EMA update.
+  void optimizer_step();
+
+  // The native pieces of micro_step (the GPU sync test runs them around its own loss).
+  model::HeadOutputs forward(const torch::Tensor& x);  // under the fit's autocast; stage replay where it holds
+  void backward(const torch::Tensor& total);           // outside autocast, accumulating into .grad
+
+  // Replay summary for fit_report.json: empty when no replay was requested.
+  nlohmann::ordered_json replay_summary() const;
+  replay::StageRecorder* stage_recorder() const { return stages_.get(); }
+  replay::StepRecorder* step_recorder() const { return whole_.get(); }
+
+ private:
+  model::HeadOutputs native_forward(const torch::Tensor& x);
+  void native_optimizer_step();
+  void update();  // the optimizer step's device work after its uploads (recorded by capture_step)
+
+  model::SegmentationModel model_;
+  StepLossFn loss_;
+  optim::Optimizer& optimizer_;
+  optim::ModelEMA* ema_;
+  StepSettings s_;
+  std::vector<torch::Tensor> params_;  // trainable parameters (clipping)
+  std::unique_ptr<replay::StageRecorder> stages_;
+  std::unique_ptr<replay::StepRecorder> whole_;
+};
+
+// The loss items of each step, read on the host without a synchronisation inside the step: on CUDA
+// each step's items are copied into pinned memory asynchronously and read one step later (or at
+// drain()), when the copy has long finished.
+class LossItemsReader {
+ public:
+  struct Step {
+    std::array<float, loss::kLossTerms> items;
+    int64_t epoch, batch, instances, size;
+  };
+  explicit LossItemsReader(const torch::Device& device);
+  // Queues a step's items; returns the previous step's when they were pending (CUDA), or this one's (CPU).
+  std::optional<Step> push(const torch::Tensor& items, Step info);
+  // The step still pending, if any.
+  std::optional<Step> drain();
+
+ private:
+  struct Pending;
+  bool cuda_;
+  std::shared_ptr<Pending> pending_;
+};
+
+}  // namespace lucid::engine

@@ -1,0 +1,325 @@
+#include "lucid/replay/step_recorder.h"
+
+#include <chrono>
+#include <sstream>
+
+#include "lucid/util/device.h"
+
+namespace lucid::replay {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+void describe(std::ostream& out, const Tensor& t) {
+  if (!t.defined()) {
+    out << "-;";
+    return;
+  }
+  out << t.sizes() << t.strides() << t.scalar_type() << t.device() << ";";
+}
+
+// A buffer on the recording's device for an input of the step (targets arrive on the host).
+Tensor static_like(const Tensor& t, const torch::Device& device) {
+  if (!t.defined()) return t;
+  return torch::empty(t.sizes(), t.options().device(device));
+}
+
+// Copies a step input into its static buffer without blocking the host (host sources are pinned).
+void stage(Tensor& dst, const Tensor& src) {
+  if (!dst.defined()) return;
+  if (dst.is_cuda() && src.is_cpu()) {
+    dst.copy_(src.is_pinned() ? src : src.pin_memory(), /*non_blocking=*/true);
+    return;
+  }
+  dst.copy_(src, /*non_blocking=*/true);
+}
+
+model::BranchOutputs detached(const model::BranchOutputs& b) {
+  auto d = [](const Tensor& t) { return t.defined() ? t.detach() : t; };
+  return {d(b.boxes), d(b.scores), d(b.mask_coefficient), d(b.proto), d(b.semantic)};
+}
+
+model::HeadOutputs detached(const model::HeadOutputs& o) {
+  model::HeadOutputs out = o;
+  out.one2many = detached(o.one2many);
+  if (o.one2one) out.one2one = detached(*o.one2one);
+  for (auto& f : out.feats) f = f.detach();
+  return out;
+}
+
+bool same_tensor(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.unsafeGetTensorImpl() == b.unsafeGetTensorImpl();
+}
+
+}  // namespace
+
+struct StepRecorder::Recording {
+  Tensor x;
+  loss::SegTargets targets;
+  Graph graph;
+  model::HeadOutputs outputs;
+  Tensor items;
+  std::vector<Tensor> grads;  // per trainable parameter; undefined where no gradient flows
+};
+
+StepRecorder::StepRecorder(StepProgram program, model::SegmentationModel model, optim::Optimizer& optimizer, optim::ModelEMA* ema, Backend backend, int64_t max_recordings,
+                           bool print)
+    : program_(std::move(program)), model_(std::move(model)), optimizer_(optimizer), ema_(ema),
+      backend_(backend), max_recordings_(max_recordings), log_(print) {
+  for (const auto& p : model_->parameters())
+    if (p.requires_grad()) params_.push_back(p);
+  grad_bufs_.resize(params_.size());
+}
+
+StepRecorder::~StepRecorder() {
+  // Replays may still run on the device: wait before the graphs and their memory go.
+  try {
+    if (micro_ctx_) micro_ctx_->synchronize();
+    if (update_ctx_) update_ctx_->synchronize();
+  } catch (...) {
+  }
+}
+
+FitFacts StepRecorder::facts(bool new_key) const {
+  FitFacts f;
+  f.cuda = backend_ == Backend::Eager || (!params_.empty() && params_.front().is_cuda());
+  f.devices = 1;
+  f.training = model_->is_training();
+  f.head_hooks = model_->has_head_hooks();
+  f.anomaly_detection = torch::autograd::AnomalyMode::is_enabled();
+  f.recordings_full = new_key && static_cast<int64_t>(micro_.size()) >= max_recordings_;
+  return f;
+}
+
+std::string StepRecorder::key_of(const Tensor& x, const loss::SegTargets& t) const {
+  std::ostringstream out;
+  for (const auto* v : {&x, &t.batch_idx, &t.cls, &t.bboxes, &t.masks, &t.sem_masks}) describe(out, *v);
+  return out.str();
+}
+
+void StepRecorder::drop_stale_weights() {
+  // The end2end loss weights are host scalars of the loss, fixed in a recording: they change once
+  // per epoch, so recordings of earlier weights can never replay again and are released.
+  const double w = program_.loss_scalars ? program_.loss_scalars() : 0.0;
+  if (loss_scalars_ == w) return;
+  if (!micro_.empty()) {
+    micro_ctx_->synchronize();
+    micro_.clear();
+  }
+  loss_scalars_ = w;
+}
+
+std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, const loss::SegTargets& targets) {
+  const auto t0 = Clock::now();
+  auto rec = std::make_unique<Recording>();
+  const auto device = x.device();
+  rec->x = torch::empty_strided(x.sizes(), x.strides(), x.options());
+  rec->targets.batch_idx = static_like(targets.batch_idx, device);
+  rec->targets.cls = static_like(targets.cls, device);
+  rec->targets.bboxes = static_like(targets.bboxes, device);
+  rec->targets.masks = static_like(targets.masks, device);
+  rec->targets.sem_masks = static_like(targets.sem_masks, device);
+  // Warm-up passes move BatchNorm statistics: every buffer is restored before the step runs.
+  std::vector<Tensor> buffers = model_->buffers(), saved;
+  for (const auto& b : buffers) saved.push_back(b.clone());
+  auto restore = [&] {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
+  };
+  Recording* r = rec.get();
+  auto body = [this, r] {
+    auto [outputs, result] = program_.forward_loss(r->x, r->targets);
+    std::vector<Tensor> grads;
+    {
+      util::Autocast autocast_off(false);  // backward passes run outside autocast, as natively
+      grads = torch::autograd::grad({result.total.sum()}, params_, {}, /*retain_graph=*/false,
+                                    /*create_graph=*/false, /*allow_unused=*/true);
+    }
+    r->outputs = detached(outputs);
+    r->items = result.items;
+    r->grads = std::move(grads);
+  };
+  try {
+    if (!micro_ctx_) micro_ctx_ = std::make_unique<RecordingContext>(backend_);
+    stage(rec->x, x);
+    stage(rec->targets.batch_idx, targets.batch_idx);
+    stage(rec->targets.cls, targets.cls);
+    stage(rec->targets.bboxes, targets.bboxes);
+    stage(rec->targets.masks, targets.masks);
+    stage(rec->targets.sem_masks, targets.sem_masks);
+    micro_ctx_->on_capture_stream([&] {
+      for (int i = 0; i < 3; ++i) body();
+    });
+    restore();
+    micro_ctx_->synchronize();
+    rec->graph.capture(*micro_ctx_, micro_ctx_->pool(), body);
+    micro_ctx_->synchronize();
+    restore();
+  } catch (...) {
+    if (micro_ctx_) micro_ctx_->synchronize();
+    restore();
+    throw;
+  }
+  micro_record_s_ += seconds_since(t0);
+  ++recorded_total_;
+  return rec;
+}
+
+std::optional<MicroStep> StepRecorder::micro_step(const Tensor& x, const loss::SegTargets& targets) {
+  drop_stale_weights();
+  const auto key = key_of(x, targets);
+  auto it = micro_.find(key);
+  auto f = facts(it == micro_.end());
+  f.recording_failed = micro_failed_;
+  auto r = route(Stage::Step, ReplayOptions{false, false, false, true}, f);
+  if (r.replay && it == micro_.end()) {
+    try {
+      const auto t0 = Clock::now();
+      it = micro_.emplace(key, record(x, targets)).first;
+      std::ostringstream what;
+      what << x.sizes() << " with " << targets.bboxes.sizes();
+      std::printf("replay: recorded the training step for images %s targets in %.2f s (%lld held)\n",
+                  what.str().c_str(), seconds_since(t0), static_cast<long long>(micro_.size()));
+    } catch (const std::exception& e) {
+      micro_failed_ = true;
+      std::printf("replay: recording the training step failed, it runs natively: %s\n", e.what());
+      r = Route{false, "its recording failed"};
+    }
+  }
+  log_.record(Stage::Step, r);
+  if (!r.replay) return std::nullopt;
+  auto& rec = *it->second;
+  stage(rec.x, x);
+  stage(rec.targets.batch_idx, targets.batch_idx);
+  stage(rec.targets.cls, targets.cls);
+  stage(rec.targets.bboxes, targets.bboxes);
+  stage(rec.targets.masks, targets.masks);
+  stage(rec.targets.sem_masks, targets.sem_masks);
+  rec.graph.replay();
+  // AccumulateGrad's rule: a parameter without a gradient takes this one, one with a gradient adds it.
+  std::vector<Tensor> assign_to, assign_from, add_to, add_from;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& g = rec.grads[i];
+    if (!g.defined()) continue;
+    auto& pg = params_[i].mutable_grad();
+    if (pg.defined()) {
+      add_to.push_back(pg);
+      add_from.push_back(g);
+      continue;
+    }
+    if (!grad_bufs_[i].defined()) grad_bufs_[i] = torch::empty_like(g);
+    assign_to.push_back(grad_bufs_[i]);
+    assign_from.push_back(g);
+    pg = grad_bufs_[i];
+  }
+  torch::NoGradGuard no_grad;
+  if (!assign_to.empty()) torch::_foreach_copy_(assign_to, assign_from);
+  if (!add_to.empty()) torch::_foreach_add_(add_to, add_from);
+  return MicroStep{rec.outputs, rec.items};
+}
+
+bool StepRecorder::record_update() {
+  const auto t0 = Clock::now();
+  try {
+    if (!update_ctx_) update_ctx_ = std::make_unique<RecordingContext>(backend_);
+    // The recording reads and scales the gradients in fixed buffers: the current gradients move
+    // into them (same values), and every later step's are copied there before a replay.
+    update_grads_.clear();
+    {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < params_.size(); ++i) {
+        auto& g = params_[i].mutable_grad();
+        update_grads_.push_back(g.defined());
+        if (!g.defined()) continue;
+        if (!grad_bufs_[i].defined()) grad_bufs_[i] = torch::empty_like(g);
+        if (!same_tensor(g, grad_bufs_[i])) grad_bufs_[i].copy_(g);
+        g = grad_bufs_[i];
+      }
+    }
+    // Warm-up updates move parameters, optimizer state, the EMA and the (clipped) gradients: all
+    // are restored afterwards.
+    std::vector<Tensor> moved = model_->parameters();
+    for (const auto& b : model_->buffers()) moved.push_back(b);
+    for (const auto& [name, t] : optimizer_.state()) moved.push_back(t);
+    if (ema_)
+      for (const auto& t : optim::float_state(*ema_->model())) moved.push_back(t);
+    for (size_t i = 0; i < params_.size(); ++i)
+      if (update_grads_[i]) moved.push_back(grad_bufs_[i]);
+    std::vector<Tensor> saved;
+    {
+      torch::NoGradGuard no_grad;
+      for (const auto& t : moved) saved.push_back(t.clone());
+    }
+    optimizer_.upload_hypers();
+    update_ctx_->on_capture_stream([&] {
+      for (int i = 0; i < 2; ++i) program_.update();
+    });
+    {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < moved.size(); ++i) moved[i].copy_(saved[i]);
+    }
+    update_ctx_->synchronize();
+    update_.capture(*update_ctx_, update_ctx_->pool(), program_.update);
+    update_ctx_->synchronize();
+  } catch (const std::exception& e) {
+    if (update_ctx_) update_ctx_->synchronize();
+    update_.reset();
+    update_failed_ = true;
+    std::printf("replay: recording the optimizer step and EMA failed, they run natively: %s\n", e.what());
+    return false;
+  }
+  update_record_s_ = seconds_since(t0);
+  std::printf("replay: recorded the optimizer step and EMA in %.2f s\n", update_record_s_);
+  return true;
+}
+
+bool StepRecorder::optimizer_step() {
+  auto f = facts(false);
+  f.recording_failed = update_failed_;
+  auto r = route(Stage::StepUpdate, ReplayOptions{false, false, false, true}, f);
+  if (r.replay && update_.recorded()) {
+    std::vector<bool> have;
+    for (const auto& p : params_) have.push_back(p.grad().defined());
+    if (have != update_grads_) r = route_step(Stage::StepUpdate, false);
+  }
+  if (r.replay && !update_.recorded() && !record_update()) r = Route{false, "its recording failed"};
+  log_.record(Stage::StepUpdate, r);
+  if (!r.replay) return false;
+  {
+    torch::NoGradGuard no_grad;
+    std::vector<Tensor> to, from;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const auto& g = params_[i].grad();
+      if (!g.defined() || same_tensor(g, grad_bufs_[i])) continue;
+      to.push_back(grad_bufs_[i]);
+      from.push_back(g);
+    }
+    if (!to.empty()) torch::_foreach_copy_(to, from);
+  }
+  optimizer_.upload_hypers();
+  if (ema_) ema_->begin_update();
+  update_.replay();
+  optimizer_.count_step();
+  optimizer_.zero_grad();
+  return true;
+}
+
+nlohmann::ordered_json StepRecorder::summary() const {
+  nlohmann::ordered_json j;
+  j["requested"] = true;
+  j["recordings"] = recordings();
+  j["recorded_total"] = recorded_total_;
+  j["max_recordings"] = max_recordings_;
+  j["replayed_steps"] = log_.replays(Stage::Step);
+  j["native_steps"] = log_.native(Stage::Step);
+  j["update_recorded"] = update_recorded();
+  j["update_replayed_steps"] = log_.replays(Stage::StepUpdate);
+  j["update_native_steps"] = log_.native(Stage::StepUpdate);
+  j["record_seconds"] = {{"micro_steps", micro_record_s_}, {"update", update_record_s_}};
+  return j;
+}
+
+}  // namespace lucid::replay

@@ -1,0 +1,102 @@
+// Whole-step recording (capture_step=True): the training step as two kinds of recordings replayed
+// every step.
+//   micro-step  forward (under the fit's autocast), loss and backward (the loss's own included),
+//               one recording per key: the input signature (images, target shapes and dtypes, i.e.
+//               the loss's capacity bucket) and the end2end loss weights. It hands out the step's
+//               gradients in static buffers; they are then assigned to (first micro-step after an
+//               optimizer step) or added to (accumulation) the parameters' gradients exactly as
+//               AccumulateGrad does natively, so the recording does not depend on the accumulation
+//               count and warmup steps replay too.
+//   update      gradient clipping, every optimizer stage including apply, and the EMA blend, one
+//               recording per fit, replayed at the accumulation boundary. The per-step scalars
+//               (learning rates, momentum, AdamW's bias corrections, the EMA decay) live in device
+//               tensors uploaded natively before the replay; the host's step and update counts
+//               are counted natively after it.
+// Recording never advances state: warm-up passes run before capture and every tensor they move
+// (BatchNorm statistics; for the update, parameters, optimizer state, EMA and gradients) is
+// restored. The number of micro-step recordings is capped; a step the recordings cannot hold runs
+// natively with a counted reason (route.h), through the very same step code.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <map>
+#include <optional>
+
+#include "lucid/loss/segmentation_loss.h"
+#include "lucid/model/model.h"
+#include "lucid/optim/ema.h"
+#include "lucid/optim/optimizer.h"
+#include "lucid/replay/graph.h"
+#include "lucid/replay/route.h"
+
+namespace lucid::replay {
+
+using torch::Tensor;
+
+// The native step's code, which the recordings run: the same functions the native step calls.
+struct StepProgram {
+  // Forward under the fit's autocast, then the loss.
+  std::function<std::pair<model::HeadOutputs, loss::LossResult>(const Tensor& x, const loss::SegTargets& targets)>
+      forward_loss;
+  // The device work of an optimizer step after its host uploads: clipping, prepare, orthogonalize,
+  // apply, EMA blend.
+  std::function<void()> update;
+  // The host scalars of the loss that a recording fixes (the end2end weights: they change once per
+  // epoch, and recordings of earlier values are released).
+  std::function<double()> loss_scalars;
+};
+
+struct MicroStep {
+  model::HeadOutputs outputs;  // aliases of the recording's static outputs: valid until the next replay
+  Tensor items;                // (5) loss items, likewise
+};
+
+class StepRecorder {
+ public:
+  StepRecorder(StepProgram program, model::SegmentationModel model, optim::Optimizer& optimizer, optim::ModelEMA* ema, Backend backend, int64_t max_recordings,
+               bool print = true);
+  ~StepRecorder();
+  StepRecorder(const StepRecorder&) = delete;
+  StepRecorder& operator=(const StepRecorder&) = delete;
+
+  // The micro-step of (x, targets) replayed, recording it first when its key is new: the gradients
+  // are accumulated into the parameters' as natively. nullopt: the step must run natively (its
+  // reason is counted).
+  std::optional<MicroStep> micro_step(const Tensor& x, const loss::SegTargets& targets);
+  // The optimizer step replayed (uploads, replay, counts, zero_grad); false: it must run natively.
+  bool optimizer_step();
+
+  const RouteLog& log() const { return log_; }
+  int64_t recordings() const { return static_cast<int64_t>(micro_.size()); }
+  bool update_recorded() const { return update_.recorded(); }
+  nlohmann::ordered_json summary() const;
+
+ private:
+  struct Recording;
+  FitFacts facts(bool new_key) const;
+  std::string key_of(const Tensor& x, const loss::SegTargets& targets) const;
+  std::unique_ptr<Recording> record(const Tensor& x, const loss::SegTargets& targets);
+  bool record_update();
+  void drop_stale_weights();
+
+  StepProgram program_;
+  model::SegmentationModel model_;
+  optim::Optimizer& optimizer_;
+  optim::ModelEMA* ema_;
+  Backend backend_;
+  int64_t max_recordings_;
+  RouteLog log_;
+  std::vector<Tensor> params_;      // the trainable parameters, the backward's leaves
+  std::vector<Tensor> grad_bufs_;   // gradients assigned on a first micro-step (persistent)
+  std::unique_ptr<RecordingContext> micro_ctx_, update_ctx_;  // a pool for each kind
+  std::map<std::string, std::unique_ptr<Recording>> micro_;
+  std::optional<double> loss_scalars_;  // the loss scalars the recordings were made with
+  bool micro_failed_ = false, update_failed_ = false;
+  int64_t recorded_total_ = 0, update_replays_ = 0, update_native_ = 0;
+  double micro_record_s_ = 0, update_record_s_ = 0;
+  std::vector<bool> update_grads_;  // which parameters had gradients when the update was recorded
+  Graph update_;
+};
+
+}  // namespace lucid::replay

@@ -1,0 +1,159 @@
+// The training-step unit and its whole-step variant (capture_step) on the CPU: routing of every
+// capture_step fallback with its counted reason, the option, and the recordings driven by the eager
+// stand-in backend (each recording re-run as a closure behind the same static buffers, warm-up and
+// state restoration included), which must give the bytes of native steps: predictions, loss items,
+// gradients, parameters, BatchNorm statistics, optimizer state and EMA, over changing instance
+// counts, an empty batch, a partial batch and accumulation.
+#include <gtest/gtest.h>
+
+#include "lucid/engine/train_options.h"
+#include "replay_harness.h"
+
+using namespace lucid;
+using namespace lucid::replay;
+using namespace lucid::replay_harness;
+
+namespace {
+
+ReplayOptions step_only() { return ReplayOptions{false, false, false, true}; }
+
+TEST(StepRoute, ReasonsOfTheWholeStep) {
+  for (auto s : {Stage::Step, Stage::StepUpdate}) {
+    EXPECT_TRUE(route(s, step_only(), FitFacts{}).replay) << stage_name(s);
+    EXPECT_EQ(route(s, ReplayOptions{true, true, true}, FitFacts{}).reason, "replay not requested");
+  }
+  struct Case {
+    const char* reason;
+    std::function<void(FitFacts&)> set;
+    bool update_native;  // the optimizer-step recording falls back too
+  };
+  const std::vector<Case> cases = {
+      {"the fit runs on the CPU (recordings are CUDA graphs)", [](FitFacts& f) { f.cuda = false; }, true},
+      {"more than one GPU", [](FitFacts& f) { f.devices = 2; }, true},
+      {"its recording failed", [](FitFacts& f) { f.recording_failed = true; }, true},
+      {"autograd anomaly detection is on", [](FitFacts& f) { f.anomaly_detection = true; }, true},
+      {"the model is not in training mode", [](FitFacts& f) { f.training = false; }, false},
+      {"hooks on the heads", [](FitFacts& f) { f.head_hooks = true; }, false},
+      {"recording cap reached (another input signature or capacity bucket)",
+       [](FitFacts& f) { f.recordings_full = true; }, false},
+  };
+  for (const auto& c : cases) {
+    FitFacts f;
+    c.set(f);
+    auto r = route(Stage::Step, step_only(), f);
+    EXPECT_FALSE(r.replay) << c.reason;
+    EXPECT_EQ(r.reason, c.reason);
+    EXPECT_EQ(route(Stage::StepUpdate, step_only(), f).replay, !c.update_native) << c.reason;
+  }
+  // The micro-step recording does not depend on the accumulation count, and frozen layers only
+  // shrink the set of parameters the backward is taken for.
+  FitFacts f;
+  f.accumulation_fixed = false;
+  f.shared_frozen = f.heads_frozen = true;
+  EXPECT_TRUE(route(Stage::Step, step_only(), f).replay);
+  EXPECT_TRUE(route(Stage::StepUpdate, step_only(), f).replay);
+  EXPECT_EQ(route_step(Stage::StepUpdate, false).reason, "another set of gradients than the recorded one");
+}
+
+TEST(StepOption, CaptureStepIsParsedAndAnExecutionOption) {
+  auto o = engine::train_options();
+  o.parse({});
+  EXPECT_FALSE(engine::TrainSettings::from(o).capture_step);
+  o.parse({"capture_step=True"});
+  EXPECT_TRUE(engine::TrainSettings::from(o).capture_step);
+  EXPECT_TRUE(engine::execution_option("capture_step"));  // left out of checkpoints, as the stage options
+}
+
+TEST(TrainingStep, NativeTwiceIsIdentical) { compare_with_native(std::nullopt, optim::Kind::MuSGD, FitSetup{}); }
+
+TEST(TrainingStep, WholeStepReplayByteIdenticalToNative) {
+  for (auto kind : {optim::Kind::MuSGD, optim::Kind::SGD, optim::Kind::AdamW})
+    compare_with_native(step_only(), kind, FitSetup{});
+}
+
+TEST(TrainingStep, WholeStepWithStageOptionsToo) {
+  compare_with_native(ReplayOptions{true, true, true, true}, optim::Kind::MuSGD, FitSetup{});
+}
+
+// Runs the schedule on a native fit and on `fit`, comparing every byte, and returns fit's log.
+const RouteLog& run_against_native(Fit& fit, optim::Kind kind = optim::Kind::MuSGD, FitSetup setup = {}) {
+  Fit native(std::nullopt, kind, "", setup);
+  auto batches = schedule(setup.imgsz);
+  for (size_t i = 0; i < batches.size(); ++i) {
+    auto a = native.run(batches[i].x, batches[i].targets, batches[i].step);
+    auto b = fit.run(batches[i].x, batches[i].targets, batches[i].step);
+    const auto at = " at batch " + std::to_string(i);
+    expect_same_bytes(a.predictions, b.predictions, "predictions and loss" + at);
+    EXPECT_EQ(a.grad_defined, b.grad_defined) << at;
+    expect_same_bytes(a.grads, b.grads, "gradients" + at);
+    expect_same_bytes(a.params, b.params, "parameters" + at);
+    expect_same_bytes(a.buffers, b.buffers, "BatchNorm statistics" + at);
+    expect_same_bytes(a.optimizer, b.optimizer, "optimizer state" + at);
+    expect_same_bytes(a.ema, b.ema, "EMA" + at);
+  }
+  return fit.step_recorder()->log();
+}
+
+TEST(TrainingStep, RecordingCapSendsNewSignaturesNative) {
+  FitSetup setup;
+  setup.max_step_recordings = 2;
+  Fit fit(step_only(), optim::Kind::SGD, "", setup);
+  const auto& log = run_against_native(fit, optim::Kind::SGD, setup);
+  EXPECT_EQ(log.replays(Stage::Step), 2);
+  EXPECT_EQ(log.reasons().at("training step: recording cap reached (another input signature or capacity bucket)"), 3);
+  // Optimizer steps after a native micro-step still replay: the update reads the gradients wherever
+  // they came from.
+  EXPECT_EQ(log.replays(Stage::StepUpdate), 4);
+  EXPECT_EQ(fit.step_recorder()->summary()["recordings"], 2);
+}
+
+TEST(TrainingStep, CudaGraphsOnTheCpuFallBackNativelyWithTheirReason) {
+  FitSetup setup;
+  setup.backend = Backend::CudaGraph;  // a CPU fit asking for CUDA graphs
+  Fit fit(step_only(), optim::Kind::MuSGD, "", setup);
+  const auto& log = run_against_native(fit, optim::Kind::MuSGD, setup);
+  EXPECT_EQ(log.replays(Stage::Step), 0);
+  EXPECT_EQ(log.reasons().at("training step: the fit runs on the CPU (recordings are CUDA graphs)"), 5);
+  EXPECT_EQ(log.reasons().at("optimizer step and EMA: the fit runs on the CPU (recordings are CUDA graphs)"), 4);
+  const auto s = fit.step().replay_summary();
+  EXPECT_EQ(s["training_step"]["native_steps"], 5);
+  EXPECT_EQ(s["native_reasons"].size(), 2u);
+}
+
+TEST(TrainingStep, HooksOnTheHeadsKeepTheStepNative) {
+  Fit fit(step_only(), optim::Kind::SGD);
+  int calls = 0;
+  fit.model()->add_head_hook([&](model::HeadOutputs&) { ++calls; });
+  auto b = schedule();
+  fit.run(b[0].x, b[0].targets, true);
+  fit.run(b[2].x, b[2].targets, true);
+  EXPECT_EQ(calls, 2);
+  const auto& log = fit.step_recorder()->log();
+  EXPECT_EQ(log.replays(Stage::Step), 0);
+  EXPECT_EQ(log.reasons().at("training step: hooks on the heads"), 2);
+  EXPECT_EQ(log.replays(Stage::StepUpdate), 2);
+}
+
+TEST(TrainingStep, EpochLossWeightsReRecordAndStayIdentical) {
+  // The end2end loss weights move once per epoch: recordings of the old weights are released and
+  // the step is recorded again, giving the bytes of native steps with the new weights.
+  Fit native(std::nullopt), fit(step_only());
+  auto b = schedule();
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    for (int i : {0, 2}) {
+      auto x = native.run(b[i].x, b[i].targets, true), y = fit.run(b[i].x, b[i].targets, true);
+      expect_same_bytes(x.predictions, y.predictions, "loss at epoch " + std::to_string(epoch));
+      expect_same_bytes(x.params, y.params, "parameters at epoch " + std::to_string(epoch));
+      expect_same_bytes(x.ema, y.ema, "EMA at epoch " + std::to_string(epoch));
+    }
+    native.loss().update_epoch();
+    fit.loss().update_epoch();
+  }
+  EXPECT_NE(native.loss().one2many_weight(), 0.8);
+  const auto s = fit.step_recorder()->summary();
+  EXPECT_EQ(s["recorded_total"], 4);
+  EXPECT_EQ(s["recordings"], 2);
+  EXPECT_EQ(s["replayed_steps"], 4);
+}
+
+}  // namespace
