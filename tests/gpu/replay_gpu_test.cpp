@@ -9,6 +9,7 @@
 
 #include <c10/cuda/CUDACachingAllocator.h>
 
+#include "lucid/util/device.h"
 #include "replay_harness.h"
 
 using namespace lucid;
