@@ -217,8 +217,12 @@ inline void compare_with_native(std::optional<ReplayOptions> options, optim::Kin
     EXPECT_EQ(log.replays(Stage::SharedFeatures), 4);
     EXPECT_EQ(log.reasons().at("shared features: input signature differs from the recorded one (partial batch)"), 1);
   }
-  if (o.heads) EXPECT_EQ(log.replays(Stage::Heads), 4);
-  if (o.optimizer) EXPECT_EQ(log.replays(Stage::Optimizer), 4);
+  if (o.heads) {
+    EXPECT_EQ(log.replays(Stage::Heads), 4);
+  }
+  if (o.optimizer) {
+    EXPECT_EQ(log.replays(Stage::Optimizer), 4);
+  }
 }
 
 }  // namespace lucid::replay_harness

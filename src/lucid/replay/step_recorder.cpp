@@ -153,6 +153,9 @@ std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, c
     micro_ctx_->on_capture_stream([&] {
       for (int i = 0; i < 3; ++i) body();
     });
+    r->outputs = {};  // the warm-up's tensors go before the capture allocates its own
+    r->items = Tensor();
+    r->grads.clear();
     restore();
     micro_ctx_->synchronize();
     rec->graph.capture(*micro_ctx_, micro_ctx_->pool(), body);
