@@ -1,5 +1,6 @@
 """`lucid bench pairs` on the CPU (the replay options are accepted there and run natively): one
-pair in fresh processes prints the table, every digest agrees across the arms, the records carry
+pair in fresh processes, its replay arm with every stage option and the whole-step recording
+(`step`, i.e. capture_step), prints the table, every digest agrees across the arms, the records carry
 every field; `merge` joins folders and reports a digest that differs as a failure; a fit that fails
 names its log; bad options name the option."""
 import json
@@ -36,7 +37,8 @@ def main():
         env = dict(os.environ, LUCID_CACHE_DIR=str(tmp / "cache"))
         env.pop("CUBLAS_WORKSPACE_CONFIG", None)
         out = tmp / "a"
-        r = lucid(env, "bench", "pairs", "pairs=1", f"out={out}", *TRAIN)
+        r = lucid(env, "bench", "pairs", "pairs=1", f"out={out}",
+                  "replay=capture_network,capture_segment_heads,capture_optimizer,step", *TRAIN)
         print(r.stdout)
         if r.returncode != 0:
             sys.exit(f"lucid bench pairs failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
@@ -70,8 +72,18 @@ def main():
             check((report["replay"] == {}) == (arm == "native"), f"{arm} report's replay summary {'empty' if arm == 'native' else 'filled'}")
             args = (run / "args.yaml").read_text()
             want = "True" if arm == "replay" else "False"
-            check(all(f"{c}: {want}" in args for c in ("capture_network", "capture_segment_heads", "capture_optimizer")),
+            check(all(f"{c}: {want}" in args
+                      for c in ("capture_network", "capture_segment_heads", "capture_optimizer", "capture_step")),
                   f"{arm} arm trained with capture options {want}")
+            if arm == "replay":
+                # capture_step on the CPU: every step native with its reason counted, the fit goes on.
+                step = report["replay"].get("training_step", {})
+                reasons = report["replay"].get("native_reasons", {})
+                cpu = "the fit runs on the CPU (recordings are CUDA graphs)"
+                check(step.get("replayed_steps") == 0 and step.get("native_steps") == report["batches"]
+                      and reasons.get("training step: " + cpu) == report["batches"]
+                      and reasons.get("optimizer step and EMA: " + cpu) == report["optimizer_steps"],
+                      f"capture_step on the CPU: every step native, counted with its reason ({step}, {reasons})")
             log = (out / f"pair-01-{arm}.log").read_text()
             check("complete fit:" in log, f"{arm} log written")
 

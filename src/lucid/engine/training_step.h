@@ -33,7 +33,7 @@ struct StepSettings {
   double max_grad_norm = 10.0;  // gradient clipping
   replay::ReplayOptions replay;
   replay::Backend backend = replay::Backend::CudaGraph;
-  int64_t max_step_recordings = 8;  // capture_step: micro-step recordings held at once
+  int64_t max_step_recordings = 16;  // capture_step: micro-step recordings held at once
   bool print = true;                // route reasons and recordings on stdout
 };
 
