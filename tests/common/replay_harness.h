@@ -62,13 +62,11 @@ inline void expect_same_bytes(const std::vector<Tensor>& a, const std::vector<Te
   }
 }
 
-// A loss free of host reads (the segmentation loss's stand-in where the rest of the step is checked
-// on its own): five terms of the predictions, the fifth shifted by the mean target box, so the
-// targets staged into a recording's buffers take part.
-inline loss::LossResult sync_free_loss(const model::HeadOutputs& o, const loss::SegTargets& t) {
-  const auto device = o.one2many.scores.device();
-  auto boxes = t.bboxes.numel() ? t.bboxes.to(device, torch::kFloat, /*non_blocking=*/true).mean()
-                                : torch::zeros({}, o.one2many.scores.options().dtype(torch::kFloat));
+// A stand-in loss (where the rest of the step is checked on its own): five terms of the predictions,
+// the fifth shifted by the mean padded target box, so the targets staged into a recording's buffers
+// take part; the targets padded as the segmentation loss pads them.
+inline loss::LossResult simple_loss(const model::HeadOutputs& o, const loss::PaddedTargets& t) {
+  auto boxes = t.boxes.to(torch::kFloat).mean();
   std::vector<Tensor> terms = {o.one2many.scores.to(torch::kFloat).sigmoid().mean(),
                                o.one2many.proto.to(torch::kFloat).pow(2).mean(),
                                o.one2many.mask_coefficient.to(torch::kFloat).mean(),
@@ -80,6 +78,11 @@ inline loss::LossResult sync_free_loss(const model::HeadOutputs& o, const loss::
   return r;
 }
 
+inline engine::StepLossFns simple_loss_fns() {
+  return {[](const loss::SegTargets& t, int64_t b, double h, double w) { return loss::pad_targets(t, b, h, w, true); },
+          simple_loss, [] { return 0.0; }};
+}
+
 // Where and how the fits run: the CPU with the eager stand-in, or CUDA graphs with channels_last
 // and BF16 autocast as `lucid train` runs on a GPU.
 struct FitSetup {
@@ -88,7 +91,7 @@ struct FitSetup {
   bool autocast = false;
   int64_t imgsz = 64;
   int64_t max_step_recordings = 8;
-  engine::StepLossFn loss;  // empty: the segmentation loss
+  std::optional<engine::StepLossFns> loss;  // none: the segmentation loss
 };
 
 // A fit through the training-step unit (engine/training_step.h), as Trainer::fit() runs it.
@@ -119,7 +122,7 @@ class Fit {
     s.max_step_recordings = setup_.max_step_recordings;
     s.print = false;
     if (setup_.loss)
-      step_ = std::make_unique<engine::TrainingStep>(model_, setup_.loss, [] { return 0.0; }, *optimizer_, ema_.get(), s);
+      step_ = std::make_unique<engine::TrainingStep>(model_, *setup_.loss, *optimizer_, ema_.get(), s);
     else
       step_ = std::make_unique<engine::TrainingStep>(model_, *loss_, *optimizer_, ema_.get(), s);
   }
@@ -203,10 +206,12 @@ inline void compare_with_native(std::optional<ReplayOptions> options, optim::Kin
   if (!options) return;
   const auto& o = *options;
   if (o.step) {
-    // The whole step replayed every batch (each batch its own signature, within the cap) and every
-    // optimizer step; the stage recordings, if requested too, were never needed.
+    // The whole step replayed every batch and every optimizer step; four keys (the last batch's
+    // capacity bucket is the first's), within the cap. The stage recordings, if requested too, were
+    // never needed.
     const auto& log = replayed.step_recorder()->log();
     EXPECT_EQ(log.replays(Stage::Step), static_cast<int64_t>(batches.size()));
+    EXPECT_EQ(replayed.step_recorder()->recordings(), 4);
     EXPECT_EQ(log.replays(Stage::StepUpdate), 4);
     EXPECT_TRUE(log.reasons().empty());
     return;

@@ -65,7 +65,7 @@ TEST(FitGpu, StepStagesDoNotSynchronise) {
 
 // Records b[0]'s signature and the optimizer step, then replays micro-steps (assignment, then
 // accumulation) and optimizer steps under sync debug mode error.
-void replayed_steps_do_not_synchronise(engine::StepLossFn loss) {
+void replayed_steps_do_not_synchronise(std::optional<engine::StepLossFns> loss) {
   at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
   at::globalContext().setDeterministicCuDNN(true);
   at::globalContext().setBenchmarkCuDNN(false);
@@ -96,11 +96,11 @@ void replayed_steps_do_not_synchronise(engine::StepLossFn loss) {
 }
 
 // The step around the loss (forward, backward, accumulation, clipping, optimizer, EMA).
-TEST(FitGpu, ReplayedStepsAroundASyncFreeLossDoNotSynchronise) {
-  replayed_steps_do_not_synchronise(replay_harness::sync_free_loss);
+TEST(FitGpu, ReplayedStepsAroundAStandInLossDoNotSynchronise) {
+  replayed_steps_do_not_synchronise(replay_harness::simple_loss_fns());
 }
 
 // The whole step with the segmentation loss: it needs the loss free of host reads.
-TEST(FitGpu, ReplayedWholeStepsDoNotSynchronise) { replayed_steps_do_not_synchronise({}); }
+TEST(FitGpu, ReplayedWholeStepsDoNotSynchronise) { replayed_steps_do_not_synchronise(std::nullopt); }
 
 }  // namespace

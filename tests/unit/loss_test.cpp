@@ -10,6 +10,7 @@
 #include "lucid/loss/segmentation_loss.h"
 #include "lucid/model/model.h"
 #include "lucid/util/error.h"
+#include "loss_cases.h"
 
 using namespace lucid;
 using torch::Tensor;
@@ -40,30 +41,9 @@ double ciou_expected(std::array<double, 4> a, std::array<double, 4> b) {
 
 Tensor box(std::array<double, 4> b) { return torch::tensor({b[0], b[1], b[2], b[3]}, torch::kDouble); }
 
-// Random raw head outputs for a batch of `bs` images of h x w pixels (strides 8, 16, 32).
+// Random raw head outputs as leaves that require grad.
 model::HeadOutputs random_outputs(int64_t bs, int64_t h, int64_t w, int64_t nc, int64_t reg_max, bool e2e) {
-  int64_t na = 0;
-  model::HeadOutputs out;
-  for (int s : {8, 16, 32}) {
-    out.feats.push_back(torch::zeros({bs, 1, h / s, w / s}));
-    na += (h / s) * (w / s);
-  }
-  auto branch = [&] {
-    model::BranchOutputs b;
-    b.boxes = (torch::rand({bs, 4 * reg_max, na}) * 3 + 0.5).requires_grad_(true);
-    b.scores = torch::randn({bs, nc, na}).requires_grad_(true);
-    b.mask_coefficient = torch::randn({bs, 32, na}).requires_grad_(true);
-    return b;
-  };
-  out.one2many = branch();
-  out.one2many.proto = torch::randn({bs, 32, h / 4, w / 4}).requires_grad_(true);
-  if (e2e) {
-    out.one2many.semantic = torch::randn({bs, nc, h / 8, w / 8}).requires_grad_(true);
-    out.one2one = branch();
-    out.one2one->proto = out.one2many.proto.detach();
-    out.one2one->semantic = out.one2many.semantic.detach();
-  }
-  return out;
+  return loss_cases::leaves(loss_cases::random_outputs(bs, h, w, nc, reg_max, e2e), torch::kFloat, torch::kCPU);
 }
 
 loss::SegTargets no_targets(int64_t bs, int64_t h, int64_t w) {
@@ -204,7 +184,7 @@ TEST(SegmentationLoss, EmptyBatchHasOnlyTheClassTerm) {
                             torch::nn::functional::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum)) *
                         0.5;
     EXPECT_NEAR(items[2].item<float>(), expected_cls.item<float>(), 1e-3 * expected_cls.item<float>());
-    EXPECT_EQ(r.one2many.num_fg, 0);
+    EXPECT_EQ(r.one2many.num_fg.item<int64_t>(), 0);
     r.total.sum().backward();
     // Box predictions are not in the graph; protos and coefficients are, with zero gradient.
     EXPECT_FALSE(preds.one2many.boxes.grad().defined());
@@ -224,7 +204,7 @@ TEST(SegmentationLoss, ReturnsItemsTimesBatchSizeWithNamedTerms) {
   auto preds = random_outputs(3, 64, 64, 2, 16, false);
   auto r = criterion(preds, box_targets(3, 64, 64, {0, 2}));
   EXPECT_TRUE(torch::allclose(r.total.detach(), r.items * 3));
-  EXPECT_GT(r.one2many.num_fg, 0);
+  EXPECT_GT(r.one2many.num_fg.item<int64_t>(), 0);
   for (int k : {0, 1, 2, 3}) EXPECT_GT(r.items[k].item<float>(), 0.0f) << k;
   EXPECT_EQ(r.items[4].item<float>(), 0.0f);  // no semantic head
   auto names = criterion.item_names();
@@ -247,8 +227,8 @@ TEST(SegmentationLoss, EndToEndCombinesBranchesAndLogsOneToOne) {
   EXPECT_TRUE(torch::equal(r.items, r.one2one->items));
   EXPECT_GT(r.items[4].item<float>(), 0.0f);  // semantic term
   // One-to-one: at most one anchor per GT (3 GTs).
-  EXPECT_LE(r.one2one->num_fg, 3);
-  EXPECT_GT(r.one2many.num_fg, r.one2one->num_fg);
+  EXPECT_LE(r.one2one->num_fg.item<int64_t>(), 3);
+  EXPECT_GT(r.one2many.num_fg.item<int64_t>(), r.one2one->num_fg.item<int64_t>());
 }
 
 TEST(SegmentationLoss, EndToEndWeightScheduleIsLinear) {
@@ -349,5 +329,222 @@ TEST(SegmentationLoss, TrainsTheModelsOwnOutputs) {
       with_grad += p.grad().defined();
     }
     EXPECT_EQ(with_grad, total) << name;
+  }
+}
+
+// ---------------------------------------------------------------- capacity buckets
+
+TEST(CapacityBuckets, PowersOfTwoFromZero) {
+  EXPECT_EQ(loss::capacity_bucket(0), 0);
+  EXPECT_EQ(loss::capacity_bucket(1), 1);
+  EXPECT_EQ(loss::capacity_bucket(2), 2);
+  EXPECT_EQ(loss::capacity_bucket(3), 4);
+  EXPECT_EQ(loss::capacity_bucket(100), 128);
+  EXPECT_EQ(loss::capacity_bucket(loss::kLargestListedCapacity), loss::kLargestListedCapacity);
+  EXPECT_EQ(loss::capacity_bucket(loss::kLargestListedCapacity + 1), 2 * loss::kLargestListedCapacity);
+  EXPECT_THROW(loss::capacity_bucket(-1), std::invalid_argument);
+}
+
+TEST(CapacityBuckets, PaddedTargetsHaveTheBucketsShapes) {
+  torch::manual_seed(5);
+  for (bool overlap : {true, false}) {
+    auto t = loss_cases::random_targets({3, 0, 5}, 64, 96, 3, overlap);
+    auto gt = loss::pad_targets(t, 3, 64, 96, overlap);
+    EXPECT_EQ(gt.capacity(), 8);
+    EXPECT_EQ(gt.labels.sizes(), (std::vector<int64_t>{3, 8, 1}));
+    EXPECT_EQ(gt.boxes.sizes(), (std::vector<int64_t>{3, 8, 4}));
+    EXPECT_EQ(gt.valid.sum().item<float>(), 8.0f);
+    EXPECT_EQ(gt.valid[0].sum().item<float>(), 3.0f);
+    EXPECT_EQ(gt.valid[2].narrow(0, 5, 3).sum().item<float>(), 0.0f);  // padding slots
+    // Image 2's third instance: its class and its pixel box (cx, cy, w, h normalised -> xyxy px).
+    EXPECT_EQ(gt.labels[2][2][0].item<float>(), t.cls[5][0].item<float>());
+    auto b = t.bboxes[5];
+    auto x1 = (b[0].item<float>() - b[2].item<float>() / 2) * 96;
+    EXPECT_NEAR(gt.boxes[2][2][0].item<float>(), x1, 1e-4);
+    if (overlap) {
+      EXPECT_EQ(gt.masks.sizes(), (std::vector<int64_t>{3, 16, 24}));
+      EXPECT_EQ(gt.masks.scalar_type(), torch::kUInt8);
+    } else {
+      EXPECT_EQ(gt.masks.sizes(), (std::vector<int64_t>{3, 8, 16, 24}));
+      EXPECT_TRUE(torch::equal(gt.masks[2][2], t.masks[5]));
+      EXPECT_EQ(gt.masks[1].sum().item<int64_t>(), 0);
+    }
+    // A larger bucket on request; a smaller one than the batch needs is refused.
+    EXPECT_EQ(loss::pad_targets(t, 3, 64, 96, overlap, 32).capacity(), 32);
+    EXPECT_THROW(loss::pad_targets(t, 3, 64, 96, overlap, 4), UserError);
+    // Static buffers of one bucket take the next batch of that bucket, not another bucket's.
+    auto buffers = loss::upload(gt, torch::kCPU);
+    auto other = loss::pad_targets(loss_cases::random_targets({1, 6, 2}, 64, 96, 3, overlap), 3, 64, 96, overlap);
+    loss::copy_targets(other, buffers);
+    EXPECT_TRUE(torch::equal(buffers.boxes, other.boxes));
+    EXPECT_THROW(loss::copy_targets(loss::pad_targets(t, 3, 64, 96, overlap, 16), buffers), std::invalid_argument);
+  }
+  // Beyond 255 instances the overlap map is int32, whatever the loader gave.
+  auto many = loss_cases::random_targets({300, 2}, 64, 64, 3, true);
+  auto gt = loss::pad_targets(many, 2, 64, 64, true);
+  EXPECT_EQ(gt.capacity(), 512);
+  EXPECT_EQ(gt.masks.scalar_type(), torch::kInt32);
+  EXPECT_EQ(loss::overlap_mask_dtype(255), torch::kUInt8);
+  EXPECT_EQ(loss::overlap_mask_dtype(256), torch::kInt32);
+  auto none = loss::pad_targets(no_targets(2, 64, 64), 2, 64, 64, true);
+  EXPECT_EQ(none.capacity(), 0);
+  EXPECT_EQ(none.boxes.sizes(), (std::vector<int64_t>{2, 0, 4}));
+}
+
+namespace {
+
+// One loss call on fresh leaves of `raw` with targets padded to `capacity`, and its gradients
+// w.r.t. every prediction (zeros where a prediction is not in the graph, noted in `defined`).
+struct LossRun {
+  Tensor total, items;
+  std::vector<std::string> names;
+  std::vector<Tensor> grads;
+  std::vector<bool> defined;
+};
+
+LossRun run_loss(const loss::LossOptions& o, const model::HeadOutputs& raw, const loss::SegTargets& t, int64_t h,
+                 int64_t w, int64_t capacity) {
+  auto preds = loss_cases::leaves(raw, torch::kFloat, torch::kCPU);
+  loss::SegmentationLoss criterion(o);
+  const int64_t bs = raw.one2many.scores.size(0);
+  auto gt = criterion.pad(t, bs, static_cast<double>(h), static_cast<double>(w), capacity);
+  EXPECT_EQ(gt.capacity(), capacity);
+  auto r = criterion(preds, gt);
+  r.total.sum().backward();
+  LossRun out{r.total.detach(), r.items, {}, {}, {}};
+  auto add = [&](const std::string& name, const Tensor& leaf) {
+    if (!leaf.defined() || !leaf.requires_grad()) return;
+    out.names.push_back(name);
+    out.defined.push_back(leaf.grad().defined());
+    out.grads.push_back(leaf.grad().defined() ? leaf.grad() : torch::zeros_like(leaf));
+  };
+  add("o2m.boxes", preds.one2many.boxes);
+  add("o2m.scores", preds.one2many.scores);
+  add("o2m.mask_coefficient", preds.one2many.mask_coefficient);
+  add("o2m.proto", preds.one2many.proto);
+  add("o2m.semantic", preds.one2many.semantic);
+  if (preds.one2one) {
+    add("o2o.boxes", preds.one2one->boxes);
+    add("o2o.scores", preds.one2one->scores);
+    add("o2o.mask_coefficient", preds.one2one->mask_coefficient);
+  }
+  return out;
+}
+
+// max |a - b| <= rel * max |b|
+::testing::AssertionResult close(const Tensor& a, const Tensor& b, double rel) {
+  if (a.sizes() != b.sizes()) return ::testing::AssertionFailure() << "shapes differ";
+  const double scale = b.abs().max().item<double>();
+  const double diff = (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+  if (diff <= rel * scale) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "max difference " << diff << " > " << rel << " x " << scale;
+}
+
+// The bucket changes only the mask term's reductions (more zero slots): the seg item and the
+// gradients of mask coefficients and prototypes agree within 1e-6 relative; every other item and
+// gradient (dense over anchors, assignment independent of padding rows) is byte-equal.
+void expect_same_loss(const LossRun& got, const LossRun& want, const std::string& what) {
+  for (int k = 0; k < loss::kLossTerms; ++k) {
+    if (k == 1) {
+      EXPECT_TRUE(close(got.items[k], want.items[k], 1e-6)) << what << " seg item";
+      EXPECT_TRUE(close(got.total[k], want.total[k], 1e-6)) << what << " seg total";
+    } else {
+      EXPECT_TRUE(torch::equal(got.items[k], want.items[k])) << what << " item " << k;
+      EXPECT_TRUE(torch::equal(got.total[k], want.total[k])) << what << " total " << k;
+    }
+  }
+  ASSERT_EQ(got.grads.size(), want.grads.size()) << what;
+  for (size_t i = 0; i < got.grads.size(); ++i) {
+    const auto& name = got.names[i];
+    if (name.find("mask_coefficient") != std::string::npos || name.find("proto") != std::string::npos)
+      EXPECT_TRUE(close(got.grads[i], want.grads[i], 1e-6)) << what << " d/d " << name;
+    else
+      EXPECT_TRUE(torch::equal(got.grads[i], want.grads[i])) << what << " d/d " << name;
+  }
+}
+
+void expect_same_bytes(const LossRun& a, const LossRun& b, const std::string& what) {
+  EXPECT_TRUE(torch::equal(a.total, b.total)) << what;
+  EXPECT_TRUE(torch::equal(a.items, b.items)) << what;
+  ASSERT_EQ(a.grads.size(), b.grads.size()) << what;
+  for (size_t i = 0; i < a.grads.size(); ++i) {
+    EXPECT_EQ(a.defined[i], b.defined[i]) << what << " " << a.names[i];
+    EXPECT_TRUE(torch::equal(a.grads[i], b.grads[i])) << what << " d/d " << a.names[i];
+  }
+}
+
+loss::LossOptions small_options(bool e2e, bool overlap) {
+  loss::LossOptions o;
+  o.nc = 3, o.reg_max = e2e ? 1 : 16, o.end2end = e2e, o.overlap_mask = overlap;
+  return o;
+}
+
+}  // namespace
+
+// Exact capacity (the fullest image's count, no padding slot in it) against its bucket and a larger
+// one; an image without instances (so without foreground) in the middle; both heads, both mask modes.
+TEST(CapacityBuckets, LossOfTheBucketEqualsTheExactCapacity_BytesExceptMaskTermWithin1e6) {
+  for (bool e2e : {false, true}) {
+    for (bool overlap : {true, false}) {
+      torch::manual_seed(6);
+      auto raw = loss_cases::random_outputs(3, 64, 96, 3, e2e ? 1 : 16, e2e);
+      auto t = loss_cases::random_targets({7, 0, 3}, 64, 96, 3, overlap);
+      auto o = small_options(e2e, overlap);
+      auto exact = run_loss(o, raw, t, 64, 96, 7);
+      EXPECT_GT(exact.items[1].item<float>(), 0.0f);
+      const std::string what = std::string(e2e ? "yolo26" : "yolo11") + (overlap ? " overlap" : " per-instance");
+      for (int64_t capacity : {8, 32}) expect_same_loss(run_loss(o, raw, t, 64, 96, capacity), exact, what + " M " + std::to_string(capacity));
+      expect_same_bytes(run_loss(o, raw, t, 64, 96, 8), run_loss(o, raw, t, 64, 96, 8), what + " repeated");
+    }
+  }
+}
+
+// No instances: bucket 0 keeps box predictions out of the graph (as the reference); a padded bucket
+// gives the same items byte for byte and zero gradients where bucket 0 has none.
+TEST(CapacityBuckets, EmptyBatchInAnyBucketGivesTheSameBytes) {
+  for (bool e2e : {false, true}) {
+    torch::manual_seed(7);
+    auto raw = loss_cases::random_outputs(2, 64, 64, 3, e2e ? 1 : 16, e2e);
+    auto t = loss_cases::random_targets({0, 0}, 64, 64, 3, true);
+    auto o = small_options(e2e, true);
+    auto none = run_loss(o, raw, t, 64, 64, 0);
+    EXPECT_FALSE(none.defined[0]);  // o2m.boxes
+    for (int64_t capacity : {1, 4}) {
+      auto padded = run_loss(o, raw, t, 64, 64, capacity);
+      EXPECT_TRUE(torch::equal(padded.items, none.items)) << capacity;
+      EXPECT_TRUE(torch::equal(padded.total, none.total)) << capacity;
+      for (size_t i = 0; i < none.grads.size(); ++i)
+        EXPECT_TRUE(torch::equal(padded.grads[i], none.grads[i])) << capacity << " d/d " << none.names[i];
+    }
+  }
+}
+
+// More than 255 instances in one image: the 512 bucket (int32 overlap map) against the exact count
+// and against 1024, beyond the listed buckets.
+TEST(CapacityBuckets, CrowdedImageNeedingTheLargestBucket_BytesExceptMaskTermWithin1e6) {
+  for (bool overlap : {true, false}) {
+    torch::manual_seed(8);
+    auto raw = loss_cases::random_outputs(2, 64, 64, 3, 16, false);
+    auto t = loss_cases::random_targets({300, 4}, 64, 64, 3, overlap);
+    auto o = small_options(false, overlap);
+    auto exact = run_loss(o, raw, t, 64, 64, 300);
+    EXPECT_GT(exact.items[1].item<float>(), 0.0f);
+    EXPECT_EQ(loss::capacity_bucket(300), loss::kLargestListedCapacity);
+    for (int64_t capacity : {loss::kLargestListedCapacity, 2 * loss::kLargestListedCapacity})
+      expect_same_loss(run_loss(o, raw, t, 64, 64, capacity), exact, "M " + std::to_string(capacity));
+  }
+}
+
+// The mask term's chunking (one slot per chunk against all at once) changes nothing beyond rounding.
+TEST(CapacityBuckets, MaskTermChunksAgreeWithin1e6) {
+  for (bool overlap : {true, false}) {
+    torch::manual_seed(9);
+    auto raw = loss_cases::random_outputs(2, 64, 96, 3, 1, true);
+    auto t = loss_cases::random_targets({5, 2}, 64, 96, 3, overlap);
+    auto whole = small_options(true, overlap);
+    auto chunked = whole;
+    chunked.mask_chunk_elements = 1;
+    expect_same_loss(run_loss(chunked, raw, t, 64, 96, 8), run_loss(whole, raw, t, 64, 96, 8),
+                     overlap ? "overlap" : "per-instance");
   }
 }

@@ -99,8 +99,10 @@ TEST(TrainingStep, RecordingCapSendsNewSignaturesNative) {
   Fit fit(step_only(), optim::Kind::SGD, "", setup);
   run_against_native(fit, optim::Kind::SGD, setup);
   const auto& log = fit.step_recorder()->log();
-  EXPECT_EQ(log.replays(Stage::Step), 2);
-  EXPECT_EQ(log.reasons().at("training step: recording cap reached (another input signature or capacity bucket)"), 3);
+  // Keys: (2 images, capacity 4), (2, 0), (2, 8), (1, 1), then (2, 4) again: the first two are
+  // recorded, the next two refused, the last replays the first's recording.
+  EXPECT_EQ(log.replays(Stage::Step), 3);
+  EXPECT_EQ(log.reasons().at("training step: recording cap reached (another input signature or capacity bucket)"), 2);
   // Optimizer steps after a native micro-step still replay: the update reads the gradients wherever
   // they came from.
   EXPECT_EQ(log.replays(Stage::StepUpdate), 4);

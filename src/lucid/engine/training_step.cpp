@@ -10,12 +10,14 @@ namespace lucid::engine {
 
 TrainingStep::TrainingStep(model::SegmentationModel model, loss::SegmentationLoss& loss, optim::Optimizer& optimizer,
                            optim::ModelEMA* ema, StepSettings settings)
-    : TrainingStep(
-          std::move(model), [&loss](const model::HeadOutputs& out, const loss::SegTargets& t) { return loss(out, t); },
-          [&loss] { return loss.one2many_weight(); }, optimizer, ema, settings) {}
+    : TrainingStep(std::move(model),
+                   StepLossFns{[&loss](const loss::SegTargets& t, int64_t b, double h, double w) { return loss.pad(t, b, h, w); },
+                               [&loss](const model::HeadOutputs& out, const loss::PaddedTargets& t) { return loss(out, t); },
+                               [&loss] { return loss.one2many_weight(); }},
+                   optimizer, ema, settings) {}
 
-TrainingStep::TrainingStep(model::SegmentationModel model, StepLossFn loss, std::function<double()> loss_scalars,
-                           optim::Optimizer& optimizer, optim::ModelEMA* ema, StepSettings settings)
+TrainingStep::TrainingStep(model::SegmentationModel model, StepLossFns loss, optim::Optimizer& optimizer,
+                           optim::ModelEMA* ema, StepSettings settings)
     : model_(std::move(model)), loss_(std::move(loss)), optimizer_(optimizer), ema_(ema), s_(settings) {
   for (const auto& p : model_->parameters())
     if (p.requires_grad()) params_.push_back(p);
@@ -24,14 +26,14 @@ TrainingStep::TrainingStep(model::SegmentationModel model, StepLossFn loss, std:
   if (s_.replay.step) {
     replay::StepProgram program;
     // The recording runs the native forward: stage recordings cannot nest inside it.
-    program.forward_loss = [this](const torch::Tensor& x, const loss::SegTargets& targets) {
+    program.forward_loss = [this](const torch::Tensor& x, const loss::PaddedTargets& targets) {
       auto out = native_forward(x);
       util::TraceRange range("loss");
-      auto result = loss_(out, targets);
+      auto result = loss_.loss(out, targets);
       return std::make_pair(std::move(out), std::move(result));
     };
     program.update = [this] { update(); };
-    program.loss_scalars = std::move(loss_scalars);
+    program.loss_scalars = loss_.scalars;
     whole_ = std::make_unique<replay::StepRecorder>(std::move(program), model_, optimizer_, ema_, s_.backend,
                                                     s_.max_step_recordings, s_.print);
   }
@@ -71,15 +73,22 @@ void TrainingStep::backward(const torch::Tensor& total) {
 }
 
 StepLoss TrainingStep::micro_step(const torch::Tensor& x, const loss::SegTargets& targets) {
+  // The targets padded to their capacity bucket on the host, before upload: replayed and native
+  // steps compute the loss on the same padded targets.
+  loss::PaddedTargets padded;
+  {
+    util::TraceRange range("pad targets");
+    padded = loss_.pad(targets, x.size(0), static_cast<double>(x.size(2)), static_cast<double>(x.size(3)));
+  }
   if (whole_) {
     util::TraceRange range("training step replay");
-    if (auto replayed = whole_->micro_step(x, targets)) return {std::move(replayed->outputs), replayed->items};
+    if (auto replayed = whole_->micro_step(x, padded)) return {std::move(replayed->outputs), replayed->items};
   }
   auto out = forward(x);
   loss::LossResult result;
   {
     util::TraceRange range("loss");
-    result = loss_(out, targets);
+    result = loss_.loss(out, loss::upload(padded, s_.device));
   }
   backward(result.total.sum());
   return {std::move(out), result.items};

@@ -42,18 +42,23 @@ struct StepLoss {
   torch::Tensor items;         // (5) loss items on the device, detached
 };
 
-// The loss a step backpropagates: (total, items) of the model's outputs and the batch targets.
-using StepLossFn = std::function<loss::LossResult(const model::HeadOutputs&, const loss::SegTargets&)>;
+// The loss a step backpropagates, in its two halves: the batch targets padded on the host to their
+// instance capacity bucket, and the loss of the model's outputs on those targets on the device
+// (no host read: recordable). scalars: the loss's host scalars that a recording fixes.
+struct StepLossFns {
+  std::function<loss::PaddedTargets(const loss::SegTargets&, int64_t batch, double height, double width)> pad;
+  std::function<loss::LossResult(const model::HeadOutputs&, const loss::PaddedTargets&)> loss;
+  std::function<double()> scalars;
+};
 
 class TrainingStep {
  public:
   // ema may be null (no EMA update).
   TrainingStep(model::SegmentationModel model, loss::SegmentationLoss& loss, optim::Optimizer& optimizer,
                optim::ModelEMA* ema, StepSettings settings);
-  // Another loss (tests: a loss free of host reads, to check the rest of the step on its own);
-  // loss_scalars as StepProgram's.
-  TrainingStep(model::SegmentationModel model, StepLossFn loss, std::function<double()> loss_scalars,
-               optim::Optimizer& optimizer, optim::ModelEMA* ema, StepSettings settings);
+  // Another loss (tests: a stand-in, to check the rest of the step on its own).
+  TrainingStep(model::SegmentationModel model, StepLossFns loss, optim::Optimizer& optimizer, optim::ModelEMA* ema,
+               StepSettings settings);
   ~TrainingStep();
   TrainingStep(const TrainingStep&) = delete;
   TrainingStep& operator=(const TrainingStep&) = delete;
@@ -84,7 +89,7 @@ class TrainingStep {
   void update();  // the optimizer step's device work after its uploads (recorded by capture_step)
 
   model::SegmentationModel model_;
-  StepLossFn loss_;
+  StepLossFns loss_;
   optim::Optimizer& optimizer_;
   optim::ModelEMA* ema_;
   StepSettings s_;

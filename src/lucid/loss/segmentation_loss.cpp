@@ -1,12 +1,11 @@
 #include "lucid/loss/segmentation_loss.h"
 
-#include "lucid/util/device.h"
-
 #include <algorithm>
-#include <numeric>
 
 #include "lucid/loss/boxes.h"
+#include "lucid/loss/mask_loss.h"
 #include "lucid/model/model.h"
+#include "lucid/util/device.h"
 #include "lucid/util/error.h"
 
 namespace lucid::loss {
@@ -42,6 +41,13 @@ Tensor bce_dice(const Tensor& pred, Tensor target) {
   auto dice = (2.0 * inter + 1) / (uni + 1);
   auto dice_loss = (1.0 - dice).mean(1).mean();
   return 0.5 * bce + 0.5 * dice_loss;
+}
+
+// (even, odd, even, odd) as a float vector made on `opts`' device by kernels alone (no host copy,
+// so that it can be recorded): image or map sizes (w, h, w, h).
+Tensor alternating(double even, double odd, const torch::TensorOptions& opts) {
+  auto i = torch::arange(4, opts.dtype(torch::kLong));
+  return torch::where(i.remainder(2) == 0, torch::scalar_tensor(even, opts), torch::scalar_tensor(odd, opts));
 }
 
 Tensor bce_none(const Tensor& logits, const Tensor& target) {
@@ -97,13 +103,10 @@ struct SegmentationLoss::Prepared {
   Tensor pred_bboxes;  // (B, A, 4) xyxy grid units
   Tensor anchor_points, stride_tensor;
   double height = 0, width = 0;  // network input
-  Assignment a;
-  Tensor fg_counts;  // (B) int64, on the device
 };
 
 SegmentationLoss::Prepared SegmentationLoss::prepare(const model::BranchOutputs& branch,
-                                                     const std::vector<Tensor>& feats, const PaddedTargets& gt,
-                                                     const TaskAlignedAssigner& assigner) const {
+                                                     const std::vector<Tensor>& feats) const {
   Prepared p;
   const auto fl = torch::kFloat;
   p.pred_distri = branch.boxes.to(fl).permute({0, 2, 1}).contiguous();
@@ -127,126 +130,95 @@ SegmentationLoss::Prepared SegmentationLoss::prepare(const model::BranchOutputs&
     dist = dist.view({dist.size(0), dist.size(1), 4, r}).softmax(3).matmul(proj);
   }
   p.pred_bboxes = model::dist2bbox(dist, p.anchor_points, /*xywh=*/false, -1);
-
-  p.a = assigner(p.pred_scores.detach().sigmoid(), p.pred_bboxes.detach() * p.stride_tensor,
-                 p.anchor_points * p.stride_tensor, gt.labels, gt.boxes, gt.valid);
-  p.fg_counts = p.a.fg_mask.sum(1);
   return p;
 }
 
-BranchLoss SegmentationLoss::finish(Prepared& p, const SegTargets& targets, const PaddedTargets& gt,
-                                    const std::vector<int64_t>& fg_counts) const {
-  const auto& a = p.a;
+BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, const std::vector<Tensor>& feats,
+                                         const PaddedTargets& gt, const TaskAlignedAssigner& assigner) const {
+  auto p = prepare(branch, feats);
   const auto device = p.pred_scores.device();
   const auto fopts = torch::TensorOptions().dtype(torch::kFloat).device(device);
   const int64_t bs = p.pred_scores.size(0), na = p.pred_scores.size(1), nc = p.pred_scores.size(2);
-  const int64_t num_fg = std::accumulate(fg_counts.begin(), fg_counts.end(), int64_t{0});
+  const int64_t capacity = gt.capacity();
 
+  auto a = assigner(p.pred_scores.detach().sigmoid(), p.pred_bboxes.detach() * p.stride_tensor,
+                    p.anchor_points * p.stride_tensor, gt.labels, gt.boxes, gt.valid);
+  auto num_fg = a.fg_mask.sum();
   auto score_sum = a.target_scores.sum().clamp_min(1);
   auto loss_cls = bce_none(p.pred_scores, a.target_scores).sum() / score_sum;
   auto zero = torch::zeros({}, fopts);
-  Tensor loss_box = zero, loss_dist = zero, loss_seg = zero, loss_sem = zero;
+  Tensor loss_box = zero, loss_dist = zero, loss_seg, loss_sem = zero;
 
-  if (num_fg > 0) {
-    // Foreground anchors as flat (image * A + anchor) indices, image-major: sized by the host-side
-    // counts, so no further synchronisation.
-    auto fg = torch::nonzero_static(a.fg_mask.reshape({-1}), num_fg).squeeze(1);
-    auto anchor_of = fg.remainder(na);
-    auto weight = a.target_scores.reshape({-1, nc}).index_select(0, fg).sum(-1, true);
-    auto stride_fg = p.stride_tensor.index_select(0, anchor_of);
-    auto anchors_fg = p.anchor_points.index_select(0, anchor_of);
-    auto target_px = a.target_bboxes.reshape({-1, 4}).index_select(0, fg);
-    auto target_grid = target_px / stride_fg;
-    auto pred_box = p.pred_bboxes.reshape({-1, 4}).index_select(0, fg);
-
-    auto iou = box_ciou_xyxy(pred_box, target_grid);
+  if (capacity == 0) {
+    // No instance in the batch (known on the host): box terms stay out of the graph as in the
+    // reference; mask and semantic predictions stay in it with zero gradient.
+    loss_seg = (p.proto * 0).sum() + (p.pred_coefs * 0).sum();
+    if (p.semantic.defined()) loss_sem = (p.semantic * 0).sum();
+  } else {
+    // Box and distribution terms, dense over every anchor: background anchors carry weight 0
+    // (their target scores are 0), and their boxes are replaced by a unit box so that no value of
+    // theirs can turn the sums or gradients into NaN.
+    auto fg4 = a.fg_mask.unsqueeze(-1);
+    auto weight = a.target_scores.sum(-1, true);  // (B, A, 1)
+    auto target_grid = a.target_bboxes / p.stride_tensor;
+    auto unit = torch::arange(4, fopts).ge(2).to(torch::kFloat);  // (0, 0, 1, 1)
+    auto iou = box_ciou_xyxy(torch::where(fg4, p.pred_bboxes, unit), torch::where(fg4, target_grid, unit));
     loss_box = ((1.0 - iou) * weight).sum() / score_sum;
 
     const int64_t r = options_.reg_max;
-    auto pred_dist = p.pred_distri.reshape({bs * na, -1}).index_select(0, fg);
     if (r > 1) {
-      auto target = bbox_to_dist(anchors_fg, target_grid, static_cast<double>(r - 1)).clamp(0, r - 1 - 0.01);
+      auto target = bbox_to_dist(p.anchor_points, target_grid, static_cast<double>(r - 1)).clamp(0, r - 1 - 0.01);
       auto left = target.to(torch::kLong);
       auto right = left + 1;
       auto w_left = right - target;
       auto w_right = 1 - w_left;
-      auto logp = pred_dist.view({-1, r}).log_softmax(1);
+      auto logp = p.pred_distri.view({-1, r}).log_softmax(1);
       auto dfl = -(logp.gather(1, left.view({-1, 1})).view(left.sizes()) * w_left +
                    logp.gather(1, right.view({-1, 1})).view(left.sizes()) * w_right)
                       .mean(-1, true);
       loss_dist = (dfl * weight).sum() / score_sum;
     } else {
-      auto size = torch::tensor({p.width, p.height, p.width, p.height}, fopts.device(torch::kCPU));
-      size = upload(size, device);
-      auto target = bbox_to_dist(anchors_fg, target_grid) * stride_fg / size;
-      auto pred = pred_dist * stride_fg / size;
+      auto size = alternating(p.width, p.height, fopts);
+      auto target = bbox_to_dist(p.anchor_points, target_grid) * p.stride_tensor / size;
+      auto pred = p.pred_distri * p.stride_tensor / size;
       loss_dist = ((pred - target).abs().mean(-1, true) * weight).sum() / score_sum;
     }
 
-    // Masks: per image, the foreground anchors' mask logits against their GT's mask, BCE summed
-    // inside the GT box (at mask resolution), as a mean over the map divided by the box's
-    // normalised area; then averaged over all foreground anchors.
-    const int64_t expected = options_.overlap_mask ? bs : targets.size();
-    if (!targets.masks.defined() || targets.masks.dim() != 3 || targets.masks.size(0) != expected)
-      throw UserError("loss targets: masks must be (" + std::to_string(expected) + ", Hm, Wm) in " +
-                      (options_.overlap_mask ? "overlap" : "per-instance") + " mode");
-    auto masks = upload(targets.masks, device).to(torch::kFloat);
+    // Masks over fixed slots: per image min(A, k * M) of them (k: the assigner's anchors per GT, at
+    // most that many foreground anchors), the image's foreground anchors first in anchor order, the
+    // rest padding of weight 0. The slot of rank s is found by a search in the running count.
+    if (!gt.masks.defined()) throw UserError("loss targets: masks are missing");
+    const auto& ao = assigner.options();
+    const int64_t slots = std::min(na, std::min(ao.topk, ao.topk2) * capacity);
+    auto running = a.fg_mask.to(torch::kLong).cumsum(1);  // (B, A)
+    auto rank = torch::arange(1, slots + 1, fopts.dtype(torch::kLong)).unsqueeze(0).expand({bs, slots}).contiguous();
+    auto slot_anchor = torch::searchsorted(running, rank).clamp_max(na - 1);  // (B, K)
+    auto slot_valid = rank <= running.narrow(1, na - 1, 1);
+    auto masks = gt.masks;
     auto proto = p.proto;
     if (masks.size(-2) != proto.size(2) || masks.size(-1) != proto.size(3))
       proto = torch::upsample_bilinear2d(proto, {masks.size(-2), masks.size(-1)}, /*align_corners=*/false);
     const int64_t mh = proto.size(2), mw = proto.size(3), nm = proto.size(1);
-    auto img = upload(torch::tensor({p.width, p.height, p.width, p.height}, torch::kFloat), device);
-    auto box_norm = target_px / img;
+    auto coefs = p.pred_coefs.gather(1, slot_anchor.unsqueeze(-1).expand({bs, slots, nm}));
+    auto gt_idx = a.target_gt_idx.gather(1, slot_anchor);
+    auto target_px = a.target_bboxes.gather(1, slot_anchor.unsqueeze(-1).expand({bs, slots, 4}));
+    auto box_norm = target_px / alternating(p.width, p.height, fopts);
     auto area = xyxy_to_xywh(box_norm).narrow(-1, 2, 2).prod(-1);
-    auto mbox = box_norm * upload(torch::tensor({mw, mh, mw, mh}, torch::kLong), device);
-    auto coefs = p.pred_coefs.reshape({bs * na, -1}).index_select(0, fg);
-    auto gt_idx = a.target_gt_idx.reshape({-1}).index_select(0, fg);
-    auto cols = torch::arange(mw, fopts).view({1, 1, mw});
-    auto rows = torch::arange(mh, fopts).view({1, mh, 1});
-    Tensor seg;
-    bool some_empty = false;
-    for (int64_t i = 0, offset = 0; i < bs; offset += fg_counts[i], ++i) {
-      const int64_t n = fg_counts[i];
-      if (n == 0) {
-        some_empty = true;
-        continue;
-      }
-      auto idx = gt_idx.narrow(0, offset, n);
-      Tensor gt_mask;
-      if (options_.overlap_mask)
-        gt_mask = (masks[i].unsqueeze(0) == (idx + 1).view({-1, 1, 1})).to(torch::kFloat);
-      else
-        gt_mask = masks.index_select(0, idx + gt.first[i]);
-      auto logits = coefs.narrow(0, offset, n).matmul(proto[i].reshape({nm, -1})).view({n, mh, mw});
-      auto bce = bce_none(logits, gt_mask);
-      auto b = mbox.narrow(0, offset, n).unsqueeze(-1).unsqueeze(-1).unbind(1);  // 4 x (n, 1, 1)
-      bce = bce * ((cols >= b[0]) & (cols < b[2]));
-      bce = bce * ((rows >= b[1]) & (rows < b[3]));
-      auto term = (bce.mean({1, 2}) / area.narrow(0, offset, n)).sum();
-      seg = seg.defined() ? seg + term : term;
-    }
-    // Keep every prediction in the graph, as the reference does for images without foreground.
-    if (some_empty) seg = seg + ((proto * 0).sum() + (p.pred_coefs * 0).sum());
-    loss_seg = seg / static_cast<double>(num_fg);
+    area = torch::where(slot_valid, area, torch::ones({}, fopts));
+    auto mbox = box_norm * alternating(static_cast<double>(mw), static_cast<double>(mh), fopts);
+    auto per_slot = cropped_mask_bce(coefs, proto, masks, gt.overlap, gt_idx, mbox, area, slot_valid,
+                                     options_.mask_chunk_elements);
+    loss_seg = per_slot.sum() / num_fg.clamp_min(1);
 
     if (p.semantic.defined()) {
-      if (!targets.sem_masks.defined()) throw UserError("loss targets: sem_masks required by the semantic head");
-      auto sem_idx = upload(targets.sem_masks, device).to(torch::kLong).unsqueeze(1);
-      Tensor present;
-      if (options_.overlap_mask) {
-        present = masks != 0;
-      } else {
-        auto bidx = upload(targets.batch_idx.reshape({-1}), device).to(torch::kLong);
-        present = torch::zeros({bs, masks.size(-2), masks.size(-1)}, fopts).index_add_(0, bidx, masks) != 0;
-      }
+      if (!gt.sem_masks.defined()) throw UserError("loss targets: sem_masks required by the semantic head");
+      auto sem_idx = gt.sem_masks.to(torch::kLong).unsqueeze(1);
+      auto present = gt.overlap ? masks != 0 : (masks != 0).any(1);
       auto sem_target = torch::zeros({bs, nc, sem_idx.size(2), sem_idx.size(3)}, fopts);
       sem_target.scatter_(1, sem_idx, present.unsqueeze(1).to(torch::kFloat));
-      loss_sem = bce_dice(p.semantic, sem_target) * options_.box;
+      // The reference has no semantic term for a batch without foreground.
+      loss_sem = bce_dice(p.semantic, sem_target) * options_.box * (num_fg > 0).to(torch::kFloat);
     }
-  } else {
-    // No foreground: mask and semantic terms are zero but keep their predictions in the graph.
-    loss_seg = (p.proto * 0).sum() + (p.pred_coefs * 0).sum();
-    if (p.semantic.defined()) loss_sem = (p.semantic * 0).sum();
   }
 
   BranchLoss out;
@@ -259,41 +231,39 @@ BranchLoss SegmentationLoss::finish(Prepared& p, const SegTargets& targets, cons
   return out;
 }
 
+PaddedTargets SegmentationLoss::pad(const SegTargets& targets, int64_t batch_size, double height, double width,
+                                    int64_t capacity) const {
+  return pad_targets(targets, batch_size, height, width, options_.overlap_mask, capacity);
+}
+
 LossResult SegmentationLoss::operator()(const model::HeadOutputs& preds, const SegTargets& targets) {
+  if (preds.feats.empty()) throw std::invalid_argument("loss: no feature maps");
+  const double height = static_cast<double>(preds.feats[0].size(2)) * options_.strides[0];
+  const double width = static_cast<double>(preds.feats[0].size(3)) * options_.strides[0];
+  const auto& scores = preds.one2many.scores;
+  return (*this)(preds, upload(pad(targets, scores.size(0), height, width), scores.device()));
+}
+
+LossResult SegmentationLoss::operator()(const model::HeadOutputs& preds, const PaddedTargets& targets) {
   util::Autocast autocast_off(false);  // the loss runs in FP32
   if (preds.feats.size() != options_.strides.size())
     throw std::invalid_argument("loss: " + std::to_string(preds.feats.size()) + " feature maps for " +
                                 std::to_string(options_.strides.size()) + " strides");
   if (options_.end2end && !preds.one2one) throw std::invalid_argument("loss: end2end loss needs one2one outputs");
-  const auto& o2m = preds.one2many;
-  const int64_t bs = o2m.scores.size(0);
-  const auto device = o2m.scores.device();
-  const double height = static_cast<double>(preds.feats[0].size(2)) * options_.strides[0];
-  const double width = static_cast<double>(preds.feats[0].size(3)) * options_.strides[0];
-  auto gt = pad_targets(targets, bs, height, width, device);
-
-  auto first = prepare(o2m, preds.feats, gt, o2m_assigner_);
-  std::optional<Prepared> second;
-  if (options_.end2end) second = prepare(*preds.one2one, preds.feats, gt, o2o_assigner_);
-
-  // The one synchronisation: per-image foreground counts of every branch, read together.
-  std::vector<int64_t> c1(bs, 0), c2(bs, 0);
-  if (gt.max_count() > 0) {
-    auto counts = second ? torch::cat({first.fg_counts, second->fg_counts}) : first.fg_counts;
-    counts = counts.to(torch::kCPU).to(torch::kLong).contiguous();
-    const int64_t* c = counts.data_ptr<int64_t>();
-    std::copy(c, c + bs, c1.begin());
-    if (second) std::copy(c + bs, c + 2 * bs, c2.begin());
-  }
+  if (targets.overlap != options_.overlap_mask)
+    throw std::invalid_argument("loss: targets padded for the other mask mode");
+  if (targets.batch_size() != preds.one2many.scores.size(0))
+    throw std::invalid_argument("loss: targets for " + std::to_string(targets.batch_size()) + " images, predictions for " +
+                                std::to_string(preds.one2many.scores.size(0)));
 
   LossResult result;
-  result.one2many = finish(first, targets, gt, c1);
-  if (!second) {
+  result.one2many = branch_loss(preds.one2many, preds.feats, targets, o2m_assigner_);
+  if (!options_.end2end) {
     result.total = result.one2many.loss;
     result.items = result.one2many.items;
     return result;
   }
-  result.one2one = finish(*second, targets, gt, c2);
+  result.one2one = branch_loss(*preds.one2one, preds.feats, targets, o2o_assigner_);
   result.total = result.one2many.loss * o2m_ + result.one2one->loss * o2o_;
   result.items = result.one2one->items;
   return result;

@@ -11,9 +11,20 @@
 // Precision: predictions are taken as FP32 and autocast is off inside the loss, so under BF16
 // autocast the loss runs in FP32 (gradients flow back through the casts).
 //
-// Host synchronisations per call: one device-to-host read of the per-image foreground counts (both
-// branches together for end2end); it sizes the mask loss and the foreground gathers. Targets whose
-// batch_idx lives on the CPU add none (otherwise one more, to read the per-image instance counts).
+// Shapes and synchronisation: the loss runs on PaddedTargets of a fixed instance capacity M per image
+// (the capacity bucket, targets.h) and every shape inside it follows from (B, M, the input size,
+// Hm, Wm) alone: assignment dense over (B, M, A); box, class and DFL / L1 terms dense over all
+// anchors (background weighted 0); the mask term over min(A, k * M) slots per image (k: the
+// assigner's anchors per GT), foreground anchors first, the rest weighted 0; divisions by the
+// foreground count are device tensors. No host read, no data-sized nonzero, no per-image loop:
+// given device targets (the PaddedTargets overload) a call never synchronises with the host and can
+// be recorded, once per (input shape, bucket). The SegTargets overload pads on the host first
+// (free when batch_idx is a CPU tensor, one synchronisation otherwise) and uploads without blocking.
+// Values do not depend on the bucket beyond rounding (the mask term's sums run over more zeros).
+//
+// One departure from the reference, inherent to fixed shapes: in a batch that holds instances but no
+// foreground anchor at all, box predictions stay in the graph with zero gradient (the reference
+// leaves them out). A batch without instances (bucket 0) keeps them out, as the reference.
 #pragma once
 #include <array>
 #include <optional>
@@ -40,6 +51,8 @@ struct LossOptions {
   int64_t epochs = 100;                    // for the end2end weight schedule
   int64_t topk = 10;                       // one-to-many assigner
   int64_t o2o_topk = 7, o2o_topk2 = 1;     // one-to-one assigner
+  // Most mask logits (slots x pixels, all images) the mask term holds at once; bounds its memory.
+  int64_t mask_chunk_elements = int64_t{1} << 24;
 };
 
 // nc, reg_max, strides and end2end of a built model; the rest from `base`.
@@ -51,7 +64,7 @@ struct BranchLoss {
   Tensor loss;   // (5) gains applied, times batch size; carries gradient
   Tensor items;  // (5) gains applied, detached
   Assignment assignment;
-  int64_t num_fg = 0;
+  Tensor num_fg;  // () int64 foreground anchors, on the device
 };
 
 struct LossResult {
@@ -65,7 +78,16 @@ class SegmentationLoss {
  public:
   explicit SegmentationLoss(LossOptions options);
 
+  // Targets on the predictions' device, padded to their bucket (pad, then upload or copy_targets):
+  // no host synchronisation.
+  LossResult operator()(const model::HeadOutputs& preds, const PaddedTargets& targets);
+  // Flat targets: pad (their bucket) and upload, then the above.
   LossResult operator()(const model::HeadOutputs& preds, const SegTargets& targets);
+
+  // The host side for this loss's mask mode: targets of a batch of `batch_size` images of
+  // (height, width) pixels padded to `capacity` (-1: the batch's bucket); see pad_targets.
+  PaddedTargets pad(const SegTargets& targets, int64_t batch_size, double height, double width,
+                    int64_t capacity = -1) const;
 
   // Names of the logged items: box_loss seg_loss cls_loss dfl_loss|l1_loss sem_loss.
   std::array<std::string, kLossTerms> item_names() const;
@@ -80,11 +102,10 @@ class SegmentationLoss {
   const LossOptions& options() const { return options_; }
 
  private:
-  struct Prepared;  // a branch's decoded predictions and assignment, before the sync
-  Prepared prepare(const model::BranchOutputs& branch, const std::vector<Tensor>& feats, const PaddedTargets& gt,
-                   const TaskAlignedAssigner& assigner) const;
-  BranchLoss finish(Prepared& p, const SegTargets& targets, const PaddedTargets& gt,
-                    const std::vector<int64_t>& fg_counts) const;
+  struct Prepared;  // a branch's predictions as FP32 (B, A, C) and its decoded boxes
+  Prepared prepare(const model::BranchOutputs& branch, const std::vector<Tensor>& feats) const;
+  BranchLoss branch_loss(const model::BranchOutputs& branch, const std::vector<Tensor>& feats,
+                         const PaddedTargets& gt, const TaskAlignedAssigner& assigner) const;
 
   LossOptions options_;
   TaskAlignedAssigner o2m_assigner_, o2o_assigner_;

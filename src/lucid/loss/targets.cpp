@@ -1,9 +1,21 @@
 #include "lucid/loss/targets.h"
 
+#include <stdexcept>
+
 #include "lucid/loss/boxes.h"
 #include "lucid/util/error.h"
 
 namespace lucid::loss {
+
+int64_t capacity_bucket(int64_t max_count) {
+  if (max_count < 0) throw std::invalid_argument("capacity_bucket: negative instance count");
+  if (max_count == 0) return 0;
+  int64_t c = 1;
+  while (c < max_count) c *= 2;
+  return c;
+}
+
+torch::ScalarType overlap_mask_dtype(int64_t capacity) { return capacity >= 256 ? torch::kInt32 : torch::kUInt8; }
 
 Tensor upload(const Tensor& t, const torch::Device& device) {
   if (!t.defined() || t.device() == device) return t;
@@ -11,54 +23,103 @@ Tensor upload(const Tensor& t, const torch::Device& device) {
   return t.to(device);
 }
 
-PaddedTargets pad_targets(const SegTargets& targets, int64_t batch_size, double height, double width,
-                          const torch::Device& device) {
+PaddedTargets upload(const PaddedTargets& targets, const torch::Device& device) {
+  PaddedTargets out = targets;
+  for (Tensor* t : {&out.labels, &out.boxes, &out.valid, &out.masks, &out.sem_masks}) *t = upload(*t, device);
+  return out;
+}
+
+void copy_targets(const PaddedTargets& src, PaddedTargets& dst) {
+  if (src.overlap != dst.overlap) throw std::invalid_argument("copy_targets: the mask modes differ");
+  const std::pair<const Tensor*, Tensor*> pairs[] = {{&src.labels, &dst.labels},
+                                                     {&src.boxes, &dst.boxes},
+                                                     {&src.valid, &dst.valid},
+                                                     {&src.masks, &dst.masks},
+                                                     {&src.sem_masks, &dst.sem_masks}};
+  for (const auto& [from, to] : pairs) {
+    if (from->defined() != to->defined() || (from->defined() && from->sizes() != to->sizes()))
+      throw std::invalid_argument("copy_targets: the targets' shapes differ (another capacity bucket or input size)");
+  }
+  for (const auto& [from, to] : pairs)
+    if (from->defined()) to->copy_(*from, /*non_blocking=*/true);
+}
+
+std::vector<int64_t> instance_counts(const SegTargets& targets, int64_t batch_size) {
+  std::vector<int64_t> counts(batch_size, 0);
   const int64_t n = targets.size();
-  auto fopts = torch::TensorOptions().dtype(torch::kFloat);
-  PaddedTargets out;
-  out.counts.assign(batch_size, 0);
-  if (n == 0) {
-    out.labels = torch::zeros({batch_size, 0, 1}, fopts.device(device));
-    out.boxes = torch::zeros({batch_size, 0, 4}, fopts.device(device));
-    out.valid = torch::zeros({batch_size, 0, 1}, fopts.device(device));
-    out.first = torch::zeros({batch_size}, torch::TensorOptions().dtype(torch::kLong).device(device));
-    return out;
-  }
-  if (targets.cls.numel() != n || targets.bboxes.dim() != 2 || targets.bboxes.size(0) != n ||
-      targets.bboxes.size(1) != 4)
-    throw UserError("loss targets: batch_idx, cls and bboxes disagree on the number of instances");
-
-  // Host side: per-image counts and each instance's slot in its image (the only read of target data).
-  auto bi = targets.batch_idx.reshape({-1}).to(torch::kCPU).to(torch::kLong);
-  auto bi_a = bi.accessor<int64_t, 1>();
-  std::vector<int64_t> first(batch_size, 0);
-  auto within = torch::empty({n}, torch::kLong);
-  auto within_a = within.accessor<int64_t, 1>();
+  if (n == 0) return counts;
+  auto bi = targets.batch_idx.reshape({-1}).to(torch::kCPU).to(torch::kLong).contiguous();
+  const int64_t* b = bi.data_ptr<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
-    int64_t b = bi_a[i];
-    if (b < 0 || b >= batch_size) throw UserError("loss targets: batch_idx " + std::to_string(b) + " out of range");
-    if (i > 0 && b < bi_a[i - 1]) throw UserError("loss targets: batch_idx must be ascending");
-    within_a[i] = out.counts[b]++;
+    if (b[i] < 0 || b[i] >= batch_size)
+      throw UserError("loss targets: batch_idx " + std::to_string(b[i]) + " out of range for a batch of " +
+                      std::to_string(batch_size));
+    if (i > 0 && b[i] < b[i - 1]) throw UserError("loss targets: batch_idx must be ascending");
+    ++counts[b[i]];
   }
+  return counts;
+}
+
+PaddedTargets pad_targets(const SegTargets& targets, int64_t batch_size, double height, double width,
+                          bool overlap_mask, int64_t capacity) {
+  const int64_t n = targets.size();
+  if (n > 0 && (targets.cls.numel() != n || targets.bboxes.dim() != 2 || targets.bboxes.size(0) != n ||
+                targets.bboxes.size(1) != 4))
+    throw UserError("loss targets: batch_idx, cls and bboxes disagree on the number of instances");
+  const auto counts = instance_counts(targets, batch_size);
   int64_t max_count = 0;
-  for (int64_t b = 0, acc = 0; b < batch_size; ++b) {
-    first[b] = acc;
-    acc += out.counts[b];
-    max_count = std::max(max_count, out.counts[b]);
+  for (auto c : counts) max_count = std::max(max_count, c);
+  if (capacity < 0) capacity = capacity_bucket(max_count);
+  if (capacity < max_count)
+    throw UserError("loss targets: an image holds " + std::to_string(max_count) + " instances, more than the capacity " +
+                    std::to_string(capacity));
+
+  const auto src = n > 0 ? targets.bboxes.device()
+                         : (targets.masks.defined() ? targets.masks.device() : torch::Device(torch::kCPU));
+  const auto fopts = torch::TensorOptions().dtype(torch::kFloat).device(src);
+  // Each instance's slot in its image (host), then rows (cls, cx, cy, w, h) packed per image.
+  auto bi = torch::empty({n}, torch::kLong), within = torch::empty({n}, torch::kLong);
+  if (n > 0) {
+    bi.copy_(targets.batch_idx.reshape({-1}).to(torch::kCPU).to(torch::kLong));
+    auto b = bi.accessor<int64_t, 1>();
+    auto w = within.accessor<int64_t, 1>();
+    for (int64_t i = 0, prev = -1, k = 0; i < n; prev = b[i], ++i) {
+      k = b[i] == prev ? k + 1 : 0;
+      w[i] = k;
+    }
+  }
+  auto bi_src = bi.to(src), within_src = within.to(src);
+  auto packed = torch::zeros({batch_size, capacity, 5}, fopts);
+  if (n > 0) {
+    auto rows = torch::cat({targets.cls.reshape({-1, 1}).to(torch::kFloat), targets.bboxes.to(torch::kFloat)}, 1);
+    packed.index_put_({bi_src, within_src}, rows);
   }
 
-  // Rows (cls, cx, cy, w, h) packed per image on the targets' device, then moved to `device`.
-  const auto src = targets.bboxes.device();
-  auto rows = torch::cat({targets.cls.reshape({-1, 1}).to(torch::kFloat), targets.bboxes.to(torch::kFloat)}, 1);
-  auto packed = torch::zeros({batch_size, max_count, 5}, fopts.device(src));
-  packed.index_put_({upload(bi, src), upload(within, src)}, rows);
-  packed = upload(packed, device);
-
-  auto scale = upload(torch::tensor({width, height, width, height}, fopts), device);
-  out.labels = packed.narrow(2, 0, 1);
-  out.boxes = xywh_to_xyxy(packed.narrow(2, 1, 4) * scale);
+  PaddedTargets out;
+  out.overlap = overlap_mask;
+  auto scale = torch::tensor({width, height, width, height}, fopts);
+  out.labels = packed.narrow(2, 0, 1).contiguous();
+  out.boxes = xywh_to_xyxy(packed.narrow(2, 1, 4) * scale).contiguous();
   out.valid = (out.boxes.sum(2, true) > 0).to(torch::kFloat);
-  out.first = upload(torch::tensor(first, torch::kLong), device);
+
+  const auto& m = targets.masks;
+  if (!m.defined()) {
+    if (n > 0) throw UserError("loss targets: masks are missing");
+  } else if (overlap_mask) {
+    if (m.dim() != 3 || m.size(0) != batch_size)
+      throw UserError("loss targets: masks must be (" + std::to_string(batch_size) + ", Hm, Wm) in overlap mode");
+    out.masks = m.to(overlap_mask_dtype(capacity)).contiguous();
+  } else {
+    if (m.dim() != 3 || m.size(0) != n)
+      throw UserError("loss targets: masks must be (" + std::to_string(n) + ", Hm, Wm) in per-instance mode");
+    out.masks = torch::zeros({batch_size, capacity, m.size(1), m.size(2)}, m.options().dtype(torch::kUInt8));
+    if (n > 0) out.masks.index_put_({bi_src.to(m.device()), within_src.to(m.device())}, m.to(torch::kUInt8));
+  }
+  if (targets.sem_masks.defined()) {
+    if (targets.sem_masks.dim() != 3 || targets.sem_masks.size(0) != batch_size)
+      throw UserError("loss targets: sem_masks must be (" + std::to_string(batch_size) + ", Hm, Wm)");
+    out.sem_masks = targets.sem_masks.contiguous();
+  }
   return out;
 }
 

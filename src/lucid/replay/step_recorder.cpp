@@ -21,20 +21,25 @@ void describe(std::ostream& out, const Tensor& t) {
   out << t.sizes() << t.strides() << t.scalar_type() << t.device() << ";";
 }
 
-// A buffer on the recording's device for an input of the step (targets arrive on the host).
-Tensor static_like(const Tensor& t, const torch::Device& device) {
-  if (!t.defined()) return t;
-  return torch::empty(t.sizes(), t.options().device(device));
+// Buffers on the recording's device for the step's targets (they arrive on the host).
+loss::PaddedTargets static_like(const loss::PaddedTargets& t, const torch::Device& device) {
+  auto out = t;
+  for (Tensor* v : {&out.labels, &out.boxes, &out.valid, &out.masks, &out.sem_masks})
+    if (v->defined()) *v = torch::empty(v->sizes(), v->options().device(device));
+  return out;
 }
 
-// Copies a step input into its static buffer without blocking the host (host sources are pinned).
-void stage(Tensor& dst, const Tensor& src) {
-  if (!dst.defined()) return;
-  if (dst.is_cuda() && src.is_cpu()) {
-    dst.copy_(src.is_pinned() ? src : src.pin_memory(), /*non_blocking=*/true);
+// Copies the step's targets into the recording's buffers without blocking the host (host sources
+// are pinned first).
+void stage(const loss::PaddedTargets& src, loss::PaddedTargets& dst) {
+  if (!dst.labels.is_cuda()) {
+    loss::copy_targets(src, dst);
     return;
   }
-  dst.copy_(src, /*non_blocking=*/true);
+  auto pinned = src;
+  for (Tensor* v : {&pinned.labels, &pinned.boxes, &pinned.valid, &pinned.masks, &pinned.sem_masks})
+    if (v->defined() && v->is_cpu() && !v->is_pinned()) *v = v->pin_memory();
+  loss::copy_targets(pinned, dst);
 }
 
 model::BranchOutputs detached(const model::BranchOutputs& b) {
@@ -58,7 +63,7 @@ bool same_tensor(const Tensor& a, const Tensor& b) {
 
 struct StepRecorder::Recording {
   Tensor x;
-  loss::SegTargets targets;
+  loss::PaddedTargets targets;  // on the device
   Graph graph;
   model::HeadOutputs outputs;
   Tensor items;
@@ -94,9 +99,11 @@ FitFacts StepRecorder::facts(bool new_key) const {
   return f;
 }
 
-std::string StepRecorder::key_of(const Tensor& x, const loss::SegTargets& t) const {
+std::string StepRecorder::key_of(const Tensor& x, const loss::PaddedTargets& t) const {
   std::ostringstream out;
-  for (const auto* v : {&x, &t.batch_idx, &t.cls, &t.bboxes, &t.masks, &t.sem_masks}) describe(out, *v);
+  describe(out, x);
+  for (const auto* v : {&t.labels, &t.boxes, &t.valid, &t.masks, &t.sem_masks}) out << v->sizes() << (v->defined() ? v->scalar_type() : torch::kByte) << v->defined() << ";";
+  out << t.overlap;
   return out.str();
 }
 
@@ -112,16 +119,12 @@ void StepRecorder::drop_stale_weights() {
   loss_scalars_ = w;
 }
 
-std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, const loss::SegTargets& targets) {
+std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, const loss::PaddedTargets& targets) {
   const auto t0 = Clock::now();
   auto rec = std::make_unique<Recording>();
   const auto device = x.device();
   rec->x = torch::empty_strided(x.sizes(), x.strides(), x.options());
-  rec->targets.batch_idx = static_like(targets.batch_idx, device);
-  rec->targets.cls = static_like(targets.cls, device);
-  rec->targets.bboxes = static_like(targets.bboxes, device);
-  rec->targets.masks = static_like(targets.masks, device);
-  rec->targets.sem_masks = static_like(targets.sem_masks, device);
+  rec->targets = static_like(targets, device);
   // Warm-up passes move BatchNorm statistics: every buffer is restored before the step runs.
   std::vector<Tensor> buffers = model_->buffers(), saved;
   for (const auto& b : buffers) saved.push_back(b.clone());
@@ -144,12 +147,8 @@ std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, c
   };
   try {
     if (!micro_ctx_) micro_ctx_ = std::make_unique<RecordingContext>(backend_);
-    stage(rec->x, x);
-    stage(rec->targets.batch_idx, targets.batch_idx);
-    stage(rec->targets.cls, targets.cls);
-    stage(rec->targets.bboxes, targets.bboxes);
-    stage(rec->targets.masks, targets.masks);
-    stage(rec->targets.sem_masks, targets.sem_masks);
+    rec->x.copy_(x, /*non_blocking=*/true);
+    stage(targets, rec->targets);
     micro_ctx_->on_capture_stream([&] {
       for (int i = 0; i < 3; ++i) body();
     });
@@ -171,7 +170,7 @@ std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, c
   return rec;
 }
 
-std::optional<MicroStep> StepRecorder::micro_step(const Tensor& x, const loss::SegTargets& targets) {
+std::optional<MicroStep> StepRecorder::micro_step(const Tensor& x, const loss::PaddedTargets& targets) {
   drop_stale_weights();
   const auto key = key_of(x, targets);
   auto it = micro_.find(key);
@@ -183,8 +182,8 @@ std::optional<MicroStep> StepRecorder::micro_step(const Tensor& x, const loss::S
       const auto t0 = Clock::now();
       it = micro_.emplace(key, record(x, targets)).first;
       std::ostringstream what;
-      what << x.sizes() << " with " << targets.bboxes.sizes();
-      std::printf("replay: recorded the training step for images %s targets in %.2f s (%lld held)\n",
+      what << x.sizes() << ", instance capacity " << targets.capacity();
+      std::printf("replay: recorded the training step for images %s in %.2f s (%lld held)\n",
                   what.str().c_str(), seconds_since(t0), static_cast<long long>(micro_.size()));
     } catch (const std::exception& e) {
       micro_failed_ = true;
@@ -195,12 +194,8 @@ std::optional<MicroStep> StepRecorder::micro_step(const Tensor& x, const loss::S
   log_.record(Stage::Step, r);
   if (!r.replay) return std::nullopt;
   auto& rec = *it->second;
-  stage(rec.x, x);
-  stage(rec.targets.batch_idx, targets.batch_idx);
-  stage(rec.targets.cls, targets.cls);
-  stage(rec.targets.bboxes, targets.bboxes);
-  stage(rec.targets.masks, targets.masks);
-  stage(rec.targets.sem_masks, targets.sem_masks);
+  rec.x.copy_(x, /*non_blocking=*/true);
+  stage(targets, rec.targets);
   rec.graph.replay();
   // AccumulateGrad's rule: a parameter without a gradient takes this one, one with a gradient adds it.
   std::vector<Tensor> assign_to, assign_from, add_to, add_from;

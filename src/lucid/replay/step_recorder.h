@@ -1,8 +1,9 @@
 // Whole-step recording (capture_step=True): the training step as two kinds of recordings replayed
 // every step.
 //   micro-step  forward (under the fit's autocast), loss and backward (the loss's own included),
-//               one recording per key: the input signature (images, target shapes and dtypes, i.e.
-//               the loss's capacity bucket) and the end2end loss weights. It hands out the step's
+//               one recording per key: the input signature (images, and the padded targets'
+//               shapes and dtypes: the loss's capacity bucket) and the loss's host scalars (end2end
+//               weights). It hands out the step's
 //               gradients in static buffers; they are then assigned to (first micro-step after an
 //               optimizer step) or added to (accumulation) the parameters' gradients exactly as
 //               AccumulateGrad does natively, so the recording does not depend on the accumulation
@@ -37,7 +38,7 @@ using torch::Tensor;
 // The native step's code, which the recordings run: the same functions the native step calls.
 struct StepProgram {
   // Forward under the fit's autocast, then the loss.
-  std::function<std::pair<model::HeadOutputs, loss::LossResult>(const Tensor& x, const loss::SegTargets& targets)>
+  std::function<std::pair<model::HeadOutputs, loss::LossResult>(const Tensor& x, const loss::PaddedTargets& targets)>
       forward_loss;
   // The device work of an optimizer step after its host uploads: clipping, prepare, orthogonalize,
   // apply, EMA blend.
@@ -61,9 +62,10 @@ class StepRecorder {
   StepRecorder& operator=(const StepRecorder&) = delete;
 
   // The micro-step of (x, targets) replayed, recording it first when its key is new: the gradients
-  // are accumulated into the parameters' as natively. nullopt: the step must run natively (its
-  // reason is counted).
-  std::optional<MicroStep> micro_step(const Tensor& x, const loss::SegTargets& targets);
+  // are accumulated into the parameters' as natively. targets: padded to their bucket, on the host
+  // (copied into the recording's buffers without blocking). nullopt: the step must run natively
+  // (its reason is counted).
+  std::optional<MicroStep> micro_step(const Tensor& x, const loss::PaddedTargets& targets);
   // The optimizer step replayed (uploads, replay, counts, zero_grad); false: it must run natively.
   bool optimizer_step();
 
@@ -75,8 +77,8 @@ class StepRecorder {
  private:
   struct Recording;
   FitFacts facts(bool new_key) const;
-  std::string key_of(const Tensor& x, const loss::SegTargets& targets) const;
-  std::unique_ptr<Recording> record(const Tensor& x, const loss::SegTargets& targets);
+  std::string key_of(const Tensor& x, const loss::PaddedTargets& targets) const;
+  std::unique_ptr<Recording> record(const Tensor& x, const loss::PaddedTargets& targets);
   bool record_update();
   void drop_stale_weights();
 
