@@ -110,12 +110,12 @@ std::string StepRecorder::key_of(const Tensor& x, const loss::PaddedTargets& t) 
 void StepRecorder::drop_stale_weights() {
   // The end2end loss weights are host scalars of the loss, fixed in a recording: they change once
   // per epoch, so recordings of earlier weights can never replay again and are released.
+  // The next recordings get a fresh context: the released graphs' pool is not captured into again.
   const double w = program_.loss_scalars ? program_.loss_scalars() : 0.0;
   if (loss_scalars_ == w) return;
-  if (!micro_.empty()) {
-    micro_ctx_->synchronize();
-    micro_.clear();
-  }
+  if (micro_ctx_) micro_ctx_->synchronize();
+  micro_.clear();
+  micro_ctx_.reset();
   loss_scalars_ = w;
 }
 
@@ -187,6 +187,8 @@ std::optional<MicroStep> StepRecorder::micro_step(const Tensor& x, const loss::P
                   what.str().c_str(), seconds_since(t0), static_cast<long long>(micro_.size()));
     } catch (const std::exception& e) {
       micro_failed_ = true;
+      failure_ = e.what();
+      failure_ = failure_.substr(0, failure_.find('\n'));
       std::printf("replay: recording the training step failed, it runs natively: %s\n", e.what());
       r = Route{false, "its recording failed"};
     }
@@ -317,6 +319,7 @@ nlohmann::ordered_json StepRecorder::summary() const {
   j["update_replayed_steps"] = log_.replays(Stage::StepUpdate);
   j["update_native_steps"] = log_.native(Stage::StepUpdate);
   j["record_seconds"] = {{"micro_steps", micro_record_s_}, {"update", update_record_s_}};
+  if (!failure_.empty()) j["recording_failure"] = failure_;  // the first line of what the failed capture threw
   return j;
 }
 

@@ -95,6 +95,7 @@ class StepRecorder {
   std::map<std::string, std::unique_ptr<Recording>> micro_;
   std::optional<double> loss_scalars_;  // the loss scalars the recordings were made with
   bool micro_failed_ = false, update_failed_ = false;
+  std::string failure_;  // the failed micro-step recording's error, first line
   int64_t recorded_total_ = 0, update_replays_ = 0, update_native_ = 0;
   double micro_record_s_ = 0, update_record_s_ = 0;
   std::vector<bool> update_grads_;  // which parameters had gradients when the update was recorded
