@@ -25,5 +25,5 @@ for ((r = 1; r <= runs; r++)); do
   echo "run $r: complete fit ${fit} s, whole process $(awk "BEGIN{printf \"%.3f\", $end - $start}") s, $(grep 'peak GPU memory' "$log")"
   echo "  final: $(grep -A1 'Class     Images' "$log" | tail -1 | tr -s ' ')"
   echo "  sha256 last checkpoint $(sha256sum "$run/weights/last.safetensors" | cut -c1-16), step losses $(sha256sum "$run/step_losses.f32" | cut -c1-16)"
-  grep -E "^ +[0-9]+/5 .*100%" "$log" | tail -1 | sed 's/^/  last epoch: /'
+  grep -E "^ +[0-9]+/[0-9]+ .*100%" "$log" | tail -1 | sed 's/^/  last epoch: /'
 done

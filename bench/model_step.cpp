@@ -1,7 +1,9 @@
-// Network step benchmark: yolo26n-seg (or model=...) forward + backward with a trivial loss, native
-// execution, on CUDA under BF16 autocast and channels_last (FP32 on the CPU). Prints ms per step as
-// median (min-max) over timed steps after warm-up.
+// Network step benchmark: yolo26n-seg (or model=...) forward + backward with a trivial loss, on CUDA
+// under BF16 autocast and channels_last (FP32 on the CPU), natively and (mode=graph, CUDA only)
+// recorded once as one CUDA graph and replayed: the network's own floor, which the training step is
+// measured against. Prints ms per step as median (min-max) over timed steps after warm-up.
 //   bench_model_step [model=yolo26n-seg.yaml] [batch=4,16] [imgsz=640] [steps=50] [warmup=10]
+//                    [mode=native,graph]
 #include <ATen/autocast_mode.h>
 
 #include <algorithm>
@@ -11,7 +13,9 @@
 
 #include "lucid/config/options.h"
 #include "lucid/model/model.h"
+#include "lucid/replay/graph.h"
 #include "lucid/util/device.h"
+#include "lucid/util/error.h"
 #include "lucid/util/stats.h"
 
 
@@ -32,13 +36,14 @@ torch::Tensor trivial_loss(const model::HeadOutputs& o) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   config::Options o("bench_model_step", {{"model", "yolo26n-seg.yaml", "model YAML"},
                                           {"batch", "4,16", "comma-separated batch sizes"},
                                           {"imgsz", "640", "square input size"},
                                           {"steps", "50", "timed steps"},
                                           {"warmup", "10", "untimed warm-up steps"},
-                                          {"device", "cuda", "cuda or cpu"}});
+                                          {"device", "cuda", "cuda or cpu"},
+                                          {"mode", "native", "comma-separated: native, graph (CUDA)"}});
   o.parse(std::vector<std::string>(argv + 1, argv + argc));
   const bool cuda = o.str("device") == "cuda" && util::cuda_usable();
   const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
@@ -51,39 +56,68 @@ int main(int argc, char** argv) {
   std::vector<torch::Tensor> params;
   for (auto& p : m->parameters())
     if (p.requires_grad()) params.push_back(p);
+  std::vector<std::string> modes;
+  {
+    std::stringstream list(o.str("mode"));
+    for (std::string m; std::getline(list, m, ',');) {
+      if (m != "native" && m != "graph") throw lucid::UserError("option mode=" + o.str("mode") + ": expected native or graph");
+      if (m == "graph" && !cuda) throw lucid::UserError("option mode=graph needs a CUDA device");
+      modes.push_back(m);
+    }
+  }
+  std::cout << "model " << o.str("model") << ", " << (cuda ? "cuda bf16 autocast channels_last" : "cpu fp32")
+            << ", imgsz " << o.integer("imgsz") << "\n";
   std::stringstream batches(o.str("batch"));
   std::string item;
-  std::cout << "model " << o.str("model") << ", " << (cuda ? "cuda bf16 autocast channels_last" : "cpu fp32")
-            << ", imgsz " << o.integer("imgsz") << ", native\n";
   while (std::getline(batches, item, ',')) {
     const int64_t b = std::stoll(item), s = o.integer("imgsz");
     auto x = torch::rand({b, 3, s, s}, torch::TensorOptions().device(device));
     if (cuda) x = x.contiguous(at::MemoryFormat::ChannelsLast);
-    std::vector<double> ms;
-    const int64_t warm = o.integer("warmup"), steps = o.integer("steps");
-    for (int64_t i = 0; i < warm + steps; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
+    // One step: gradients reset (so that a recording allocates them in its pool), forward, backward.
+    auto step = [&] {
       for (auto& p : params) p.mutable_grad() = torch::Tensor();
       torch::Tensor loss;
       {
-        if (cuda) {
-          at::autocast::set_autocast_enabled(at::kCUDA, true);
-          at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
-        }
+        util::Bf16Autocast ac(cuda);
         loss = trivial_loss(m->forward(x));
-        if (cuda) {
-          at::autocast::set_autocast_enabled(at::kCUDA, false);
-          at::autocast::clear_cache();
-        }
       }
       loss.backward();
-      if (cuda) torch::cuda::synchronize();
-      auto t1 = std::chrono::steady_clock::now();
-      if (i >= warm) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    };
+    for (const auto& mode : modes) {
+      std::vector<double> ms;
+      const int64_t warm = o.integer("warmup"), steps = o.integer("steps");
+      std::unique_ptr<replay::RecordingContext> ctx;
+      replay::Graph graph;
+      if (mode == "graph") {
+        ctx = std::make_unique<replay::RecordingContext>(replay::Backend::CudaGraph);
+        ctx->on_capture_stream([&] {
+          for (int k = 0; k < 3; ++k) step();
+        });
+        graph.capture(*ctx, ctx->pool(), step);
+      }
+      for (int64_t i = 0; i < warm + steps; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        if (mode == "graph")
+          graph.replay();
+        else
+          step();
+        if (cuda) torch::cuda::synchronize();
+        auto t1 = std::chrono::steady_clock::now();
+        if (i >= warm) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      }
+      const auto t = lucid::util::spread(ms);
+      std::printf("batch %3lld %-6s: %.2f ms/step median (%.2f-%.2f) over %zu steps, %.0f images/s\n",
+                  static_cast<long long>(b), mode.c_str(), t.median, t.min, t.max, ms.size(), 1000.0 * b / t.median);
     }
-    const auto step = lucid::util::spread(ms);
-    std::printf("batch %3lld: %.2f ms/step median (%.2f-%.2f) over %zu steps, %.0f images/s\n",
-                static_cast<long long>(b), step.median, step.min, step.max, ms.size(), 1000.0 * b / step.median);
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_model_step: %s\n", e.what());
+    return 2;
+  }
 }

@@ -11,6 +11,11 @@
 # Systems NVTX summary of a short replay fit, where nsys exists); default:
 # model_step loader. LUCID_GPU_TESTS=0 skips the GPU tests; LUCID_GPU_TEST_FILTER
 # runs only the GPU tests whose names match it.
+# screens: complete fits side by side, one fresh process each: for every screen in LUCID_SCREENS
+#   (default "b4e5 b16e3 b64e3": batch 4 x 5 epochs, batch 16 x 3, batch 64 x 3 with 16 workers) the
+#   arms in LUCID_ARMS (default "ultralytics native stages step": the Ultralytics package from the
+#   wheels in .whl/ when present, lucid native, lucid with the three stage recordings, lucid with
+#   capture_step=True); logs and a summary in OUT_DIR/screens.
 # pairs: `lucid bench pairs` on the reference workload (batch 4, 5 epochs), records and summary in
 # OUT_DIR/pairs; pairs16: the batch-16, 3-epoch screen in OUT_DIR/pairs16. Environment:
 #   LUCID_PAIRS (pairs per call, default 5), LUCID_PAIRS_FIRST (number of the first pair, so that
@@ -61,7 +66,7 @@ pairs() {  # pairs NAME lucid-train-options...: the pair benchmark on the refere
 }
 for b in "${benches[@]}"; do
   case "$b" in
-    model_step) "$LUCID_BUILD_DIR/bench/bench_model_step" batch=4,16 imgsz=640 steps=50 warmup=15 > "$out/bench-model_step.log" 2>&1 || status=1 ;;
+    model_step) "$LUCID_BUILD_DIR/bench/bench_model_step" batch=${LUCID_STEP_BATCHES:-4,16,64} imgsz=640 steps=50 warmup=15 mode=native,graph > "$out/bench-model_step.log" 2>&1 || status=1 ;;
     loader|loader_gpu)
             work=${LUCID_WORKLOAD:-/tmp/lucid-workload}
             [ -f "$work/data.yaml" ] || bash "${LUCID_SHARED:-$root/shared}/bench/make-workload.sh" "$work" > /dev/null
@@ -103,6 +108,36 @@ for b in "${benches[@]}"; do
                timeout 120 "$nsys" stats --report nvtx_sum,cuda_gpu_kern_sum --format csv \
                  /tmp/lucid-trace/fit.nsys-rep 2>&1 | head -80; } > "$out/bench-trace.log" 2>&1 || status=1
            fi ;;
+    screens)
+         work=${LUCID_WORKLOAD:-/tmp/lucid-workload}
+         [ -f "$work/data.yaml" ] || bash "${LUCID_SHARED:-$root/shared}/bench/make-workload.sh" "$work" > /dev/null
+         if ls "$root"/.whl/ultralytics-*.whl > /dev/null 2>&1 && [ ! -d /tmp/peer-site ]; then
+           "$LUCID_PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/peer-site \
+             "$root"/.whl/*.whl || status=1
+         fi
+         mkdir -p "$out/screens"
+         for sc in ${LUCID_SCREENS:-b4e5 b16e3 b64e3}; do
+           batch=${sc#b}; batch=${batch%e*}; epochs=${sc#*e}; workers=4; [ "$batch" -ge 64 ] && workers=16
+           for arm in ${LUCID_ARMS:-ultralytics native stages step}; do
+             log="$out/screens/$sc-$arm.log"
+             case $arm in
+               ultralytics) PYTHONPATH=/tmp/peer-site${PYTHONPATH:+:$PYTHONPATH} "$LUCID_PYTHON" "$root/bench/ultralytics_fit.py" \
+                              --data "$work/data.yaml" --out /tmp/peer-runs --name "$sc" --epochs "$epochs" --batch "$batch" \
+                              --workers "$workers" > "$log" 2>&1 || status=1
+                            echo "$sc ultralytics: $(tail -1 "$log")" ;;
+               native|stages|step)
+                 extra=(); [ $arm = stages ] && extra=(capture_network=True capture_segment_heads=True capture_optimizer=True)
+                 [ $arm = step ] && extra=(capture_step=True)
+                 LUCID_SHARED=${LUCID_SHARED:-$root/shared} LUCID_RUNS=/tmp/lucid-screens-$sc-$arm \
+                   "$root/bench/fit_workload.sh" "$LUCID_BUILD_DIR/lucid" "$work" /tmp/lucid-screens-out/$sc-$arm 1 \
+                   batch="$batch" epochs="$epochs" workers="$workers" "${extra[@]}" > "$log" 2>&1 || status=1
+                 cat /tmp/lucid-screens-out/$sc-$arm/fit-1.log >> "$log"
+                 echo "$sc $arm: $(grep -m1 '^run 1' "$log"); $(grep -m1 'sha256 last' "$log" | tr -s ' ')"
+                 grep -h "^replay:" "$log" | cut -c1-400 ;;
+               *) echo "unknown arm $arm"; status=1 ;;
+             esac
+           done
+         done > "$out/bench-screens.log" 2>&1 ;;
     pairs) pairs pairs batch=4 epochs=5 > "$out/bench-pairs.log" 2>&1 || status=1 ;;
     pairs16) pairs pairs16 batch=16 epochs=3 > "$out/bench-pairs16.log" 2>&1 || status=1 ;;
     *) echo "unknown bench $b"; status=1 ;;
