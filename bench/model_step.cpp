@@ -78,7 +78,7 @@ int run(int argc, char** argv) {
       for (auto& p : params) p.mutable_grad() = torch::Tensor();
       torch::Tensor loss;
       {
-        util::Bf16Autocast ac(cuda);
+        util::Autocast ac(cuda);
         loss = trivial_loss(m->forward(x));
       }
       loss.backward();
