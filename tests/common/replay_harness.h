@@ -80,7 +80,7 @@ inline loss::LossResult simple_loss(const model::HeadOutputs& o, const loss::Pad
 
 inline engine::StepLossFns simple_loss_fns() {
   return {[](const loss::SegTargets& t, int64_t b, double h, double w) { return loss::pad_targets(t, b, h, w, true); },
-          simple_loss, [] { return 0.0; }};
+          simple_loss};
 }
 
 // Where and how the fits run: the CPU with the eager stand-in, or CUDA graphs with channels_last

@@ -12,8 +12,7 @@ TrainingStep::TrainingStep(model::SegmentationModel model, loss::SegmentationLos
                            optim::ModelEMA* ema, StepSettings settings)
     : TrainingStep(std::move(model),
                    StepLossFns{[&loss](const loss::SegTargets& t, int64_t b, double h, double w) { return loss.pad(t, b, h, w); },
-                               [&loss](const model::HeadOutputs& out, const loss::PaddedTargets& t) { return loss(out, t); },
-                               [&loss] { return loss.one2many_weight(); }},
+                               [&loss](const model::HeadOutputs& out, const loss::PaddedTargets& t) { return loss(out, t); }},
                    optimizer, ema, settings) {}
 
 TrainingStep::TrainingStep(model::SegmentationModel model, StepLossFns loss, optim::Optimizer& optimizer,
@@ -33,7 +32,6 @@ TrainingStep::TrainingStep(model::SegmentationModel model, StepLossFns loss, opt
       return std::make_pair(std::move(out), std::move(result));
     };
     program.update = [this] { update(); };
-    program.loss_scalars = loss_.scalars;
     whole_ = std::make_unique<replay::StepRecorder>(std::move(program), model_, optimizer_, ema_, s_.backend,
                                                     s_.max_step_recordings, s_.print);
   }

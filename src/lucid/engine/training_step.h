@@ -44,11 +44,10 @@ struct StepLoss {
 
 // The loss a step backpropagates, in its two halves: the batch targets padded on the host to their
 // instance capacity bucket, and the loss of the model's outputs on those targets on the device
-// (no host read: recordable). scalars: the loss's host scalars that a recording fixes.
+// (no host read: recordable).
 struct StepLossFns {
   std::function<loss::PaddedTargets(const loss::SegTargets&, int64_t batch, double height, double width)> pad;
   std::function<loss::LossResult(const model::HeadOutputs&, const loss::PaddedTargets&)> loss;
-  std::function<double()> scalars;
 };
 
 class TrainingStep {

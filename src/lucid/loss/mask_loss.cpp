@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "lucid/util/device.h"
+
 namespace lucid::loss {
 
 namespace {
@@ -66,6 +68,8 @@ class CroppedMaskBce : public torch::autograd::Function<CroppedMaskBce> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    // FP32 whatever autocast the caller's backward runs under (the in-place products need one dtype).
+    util::Autocast off(false);
     auto saved = ctx->get_saved_variables();
     const auto &coefs = saved[0], &proto = saved[1], &masks = saved[2], &gt_index = saved[3], &crop = saved[4],
                &area = saved[5], &valid = saved[6];

@@ -88,10 +88,14 @@ void SegmentationLoss::set_epoch(int64_t finished_epochs) {
   updates_ = finished_epochs;
   if (finished_epochs == 0) {
     o2m_ = 0.8, o2o_ = 1.0 - 0.8;
-    return;
+  } else {
+    o2m_ = e2e_one2many_weight(finished_epochs, options_.epochs);
+    o2o_ = std::max(1.0 - o2m_, 0.0);
   }
-  o2m_ = e2e_one2many_weight(finished_epochs, options_.epochs);
-  o2o_ = std::max(1.0 - o2m_, 0.0);
+  if (o2m_weight_.defined()) {
+    o2m_weight_.fill_(o2m_);  // a kernel, no transfer: safe between replays
+    o2o_weight_.fill_(o2o_);
+  }
 }
 
 struct SegmentationLoss::Prepared {
@@ -264,7 +268,13 @@ LossResult SegmentationLoss::operator()(const model::HeadOutputs& preds, const P
     return result;
   }
   result.one2one = branch_loss(*preds.one2one, preds.feats, targets, o2o_assigner_);
-  result.total = result.one2many.loss * o2m_ + result.one2one->loss * o2o_;
+  const auto device = result.one2many.loss.device();
+  if (!o2m_weight_.defined() || o2m_weight_.device() != device) {
+    const auto opts = torch::TensorOptions().dtype(torch::kFloat).device(device);
+    o2m_weight_ = torch::full({}, o2m_, opts);
+    o2o_weight_ = torch::full({}, o2o_, opts);
+  }
+  result.total = result.one2many.loss * o2m_weight_ + result.one2one->loss * o2o_weight_;
   result.items = result.one2one->items;
   return result;
 }

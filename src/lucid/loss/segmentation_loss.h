@@ -93,7 +93,8 @@ class SegmentationLoss {
   std::array<std::string, kLossTerms> item_names() const;
 
   // End2end weight schedule: call once after every finished epoch; set_epoch restores it on resume
-  // (the number of finished epochs).
+  // (the number of finished epochs). The weights also live in device tensors (FP32, the values a
+  // host scalar would give), refilled here, so a recorded loss follows them without re-recording.
   void update_epoch();
   void set_epoch(int64_t finished_epochs);
   double one2many_weight() const { return o2m_; }
@@ -111,6 +112,7 @@ class SegmentationLoss {
   TaskAlignedAssigner o2m_assigner_, o2o_assigner_;
   int64_t updates_ = 0;
   double o2m_ = 0.8, o2o_ = 1.0 - 0.8;
+  Tensor o2m_weight_, o2o_weight_;  // on the device of the last call; undefined before it
 };
 
 // The end2end one-to-many weight after `finished_epochs` epochs of `epochs`.

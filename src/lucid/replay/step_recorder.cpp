@@ -107,18 +107,6 @@ std::string StepRecorder::key_of(const Tensor& x, const loss::PaddedTargets& t) 
   return out.str();
 }
 
-void StepRecorder::drop_stale_weights() {
-  // The end2end loss weights are host scalars of the loss, fixed in a recording: they change once
-  // per epoch, so recordings of earlier weights can never replay again and are released.
-  // The next recordings get a fresh context: the released graphs' pool is not captured into again.
-  const double w = program_.loss_scalars ? program_.loss_scalars() : 0.0;
-  if (loss_scalars_ == w) return;
-  if (micro_ctx_) micro_ctx_->synchronize();
-  micro_.clear();
-  micro_ctx_.reset();
-  loss_scalars_ = w;
-}
-
 std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, const loss::PaddedTargets& targets) {
   const auto t0 = Clock::now();
   auto rec = std::make_unique<Recording>();
@@ -171,7 +159,6 @@ std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, c
 }
 
 std::optional<MicroStep> StepRecorder::micro_step(const Tensor& x, const loss::PaddedTargets& targets) {
-  drop_stale_weights();
   const auto key = key_of(x, targets);
   auto it = micro_.find(key);
   auto f = facts(it == micro_.end());

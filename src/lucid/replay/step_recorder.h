@@ -2,9 +2,8 @@
 // every step.
 //   micro-step  forward (under the fit's autocast), loss and backward (the loss's own included),
 //               one recording per key: the input signature (images, and the padded targets'
-//               shapes and dtypes: the loss's capacity bucket) and the loss's host scalars (end2end
-//               weights). It hands out the step's
-//               gradients in static buffers; they are then assigned to (first micro-step after an
+//               shapes and dtypes: the loss's capacity bucket); the end2end loss weights are device
+//               tensors of the loss, so they need no key. It hands out the step's gradients in static buffers; they are then assigned to (first micro-step after an
 //               optimizer step) or added to (accumulation) the parameters' gradients exactly as
 //               AccumulateGrad does natively, so the recording does not depend on the accumulation
 //               count and warmup steps replay too.
@@ -43,9 +42,6 @@ struct StepProgram {
   // The device work of an optimizer step after its host uploads: clipping, prepare, orthogonalize,
   // apply, EMA blend.
   std::function<void()> update;
-  // The host scalars of the loss that a recording fixes (the end2end weights: they change once per
-  // epoch, and recordings of earlier values are released).
-  std::function<double()> loss_scalars;
 };
 
 struct MicroStep {
@@ -80,7 +76,6 @@ class StepRecorder {
   std::string key_of(const Tensor& x, const loss::PaddedTargets& targets) const;
   std::unique_ptr<Recording> record(const Tensor& x, const loss::PaddedTargets& targets);
   bool record_update();
-  void drop_stale_weights();
 
   StepProgram program_;
   model::SegmentationModel model_;
@@ -93,7 +88,6 @@ class StepRecorder {
   std::vector<Tensor> grad_bufs_;   // gradients assigned on a first micro-step (persistent)
   std::unique_ptr<RecordingContext> micro_ctx_, update_ctx_;  // a pool for each kind
   std::map<std::string, std::unique_ptr<Recording>> micro_;
-  std::optional<double> loss_scalars_;  // the loss scalars the recordings were made with
   bool micro_failed_ = false, update_failed_ = false;
   std::string failure_;  // the failed micro-step recording's error, first line
   int64_t recorded_total_ = 0, update_replays_ = 0, update_native_ = 0;
