@@ -35,10 +35,14 @@ int main(int argc, char** argv) {
     lucid::PredictOptions options;
     for (int i = 3; i < argc; ++i) {
       const std::string arg = argv[i];
-      if (arg.rfind("conf=", 0) == 0) options.conf = static_cast<float>(number(arg, 5));
-      else if (arg.rfind("imgsz=", 0) == 0) options.imgsz = static_cast<int>(number(arg, 6));
-      else if (arg.rfind("device=", 0) == 0) device = arg.substr(7);
-      else out = arg;
+      if (arg.rfind("conf=", 0) == 0)
+        options.conf = number(arg, 5);
+      else if (arg.rfind("imgsz=", 0) == 0)
+        options.imgsz = static_cast<int>(number(arg, 6));
+      else if (arg.rfind("device=", 0) == 0)
+        device = arg.substr(7);
+      else
+        out = arg;
     }
     lucid::Model model(argv[1], device);
     const lucid::Result result = model.predict(argv[2], options);

@@ -118,9 +118,12 @@ struct Model::Impl {
       throw UserError("PredictOptions::imgsz=" + std::to_string(o.imgsz) + ": expected a multiple of 32 up to " +
                       std::to_string(config::kMaxImgsz) + ", or 0 for the model file's");
     e.imgsz = imgsz;
-    if (!(o.conf >= 0 && o.conf <= 1)) throw UserError("PredictOptions::conf=" + std::to_string(o.conf) + ": expected 0..1");
-    if (!(o.iou >= 0 && o.iou <= 1)) throw UserError("PredictOptions::iou=" + std::to_string(o.iou) + ": expected 0..1");
-    if (o.max_det < 1) throw UserError("PredictOptions::max_det=" + std::to_string(o.max_det) + ": expected a positive integer");
+    if (!(o.conf >= 0 && o.conf <= 1))
+      throw UserError("PredictOptions::conf=" + std::to_string(o.conf) + ": expected 0..1");
+    if (!(o.iou >= 0 && o.iou <= 1))
+      throw UserError("PredictOptions::iou=" + std::to_string(o.iou) + ": expected 0..1");
+    if (o.max_det < 1)
+      throw UserError("PredictOptions::max_det=" + std::to_string(o.max_det) + ": expected a positive integer");
     e.conf = o.conf;
     e.iou = o.iou;
     e.max_det = o.max_det;
@@ -170,7 +173,8 @@ struct Model::Impl {
           throw UserError(out_path + ": detection " + std::to_string(i) + "'s mask does not fit the image");
         w.x0 = d.mask.x0;
         w.y0 = d.mask.y0;
-        w.pixels = torch::from_blob(const_cast<uint8_t*>(d.mask.pixels.data()), {d.mask.height, d.mask.width}, torch::kUInt8);
+        w.pixels =
+            torch::from_blob(const_cast<uint8_t*>(d.mask.pixels.data()), {d.mask.height, d.mask.width}, torch::kUInt8);
       }
       windows.push_back(std::move(w));
     }

@@ -62,10 +62,10 @@ struct Result {
 
 // `lucid predict`'s options of the same names and defaults.
 struct PredictOptions {
-  int imgsz = 0;        // input size (long side, multiple of 32); 0: the model file's, else 640
-  float conf = 0.25f;   // confidence threshold
-  float iou = 0.7f;     // NMS IoU threshold (NMS models)
-  int max_det = 300;    // detections per image
+  int imgsz = 0;       // input size (long side, multiple of 32); 0: the model file's, else 640
+  double conf = 0.25;  // confidence threshold
+  double iou = 0.7;    // NMS IoU threshold (NMS models)
+  int max_det = 300;   // detections per image
   bool agnostic_nms = false;
   std::vector<int> classes;   // keep only these class ids (empty: all)
   bool retina_masks = false;  // masks from prototypes upsampled to the image before cropping

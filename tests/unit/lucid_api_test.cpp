@@ -92,7 +92,8 @@ TEST(LucidApi, PredictsAsTheEngineFromFilesAndBuffers) {
       std::copy(image.at(y, x), image.at(y, x) + 3, rgba.data() + y * stride + x * 4);
       rgba[y * stride + x * 4 + 3] = uint8_t(x);
     }
-  expect_same(model.predict(ImageView{rgba.data(), image.width, image.height, 4, stride}, everything()), expected, names);
+  expect_same(model.predict(ImageView{rgba.data(), image.width, image.height, 4, stride}, everything()), expected,
+              names);
 
   // From a PNG file (lossless: the same pixels).
   const auto png = dir.str("a.png");
@@ -102,7 +103,8 @@ TEST(LucidApi, PredictsAsTheEngineFromFilesAndBuffers) {
   // A batch with an image of another size in the middle.
   const data::Image other = lucid::testing::pattern(100, 72);
   const auto expected_other = engine::predict_image(*engine_model.model, torch::kCPU, other, eo);
-  const auto batch = model.predict_batch({rgb, ImageView{other.pixels.data(), other.width, other.height}, rgb}, everything());
+  const auto batch =
+      model.predict_batch({rgb, ImageView{other.pixels.data(), other.width, other.height}, rgb}, everything());
   ASSERT_EQ(batch.size(), 3u);
   expect_same(batch[0], expected, names, true);
   expect_same(batch[1], expected_other, names, true);
@@ -170,8 +172,7 @@ TEST(LucidApi, BadInputIsAnErrorNamingIt) {
   Result wrong;
   wrong.width = 9;
   wrong.height = 8;
-  if (plot::available())
-    expect_user_error([&] { model.draw(view, wrong, dir.str("x.png")); }, {"x.png", "9x8"});
+  if (plot::available()) expect_user_error([&] { model.draw(view, wrong, dir.str("x.png")); }, {"x.png", "9x8"});
 }
 
 TEST(LucidApi, DrawWritesTheAnnotatedImage) {
