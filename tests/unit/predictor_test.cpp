@@ -1,5 +1,6 @@
 // Prediction on large images: masks at the original resolution come a bounded chunk of detections
-// at a time and are kept as windows of the image, without changing a pixel.
+// at a time and are kept as windows of the image, without changing a pixel. Batched prediction gives
+// each image the result it gets alone.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -98,6 +99,65 @@ TEST(Predictor, PeakMemoryOnALargeImageIsBounded) {
     EXPECT_LT(growth, kept + (int64_t(80) << 20)) << "retina " << retina << ": " << p.masks.size()
                                                      << " masks, " << kept << " bytes kept";
   }
+}
+
+// A mask window as a whole h x w image.
+torch::Tensor whole_mask(const engine::MaskWindow& m, int h, int w) {
+  auto full = torch::zeros({h, w}, torch::kUInt8);
+  full.narrow(0, m.y0, m.height()).narrow(1, m.x0, m.width()).copy_(m.pixels);
+  return full;
+}
+
+// Images of three input sizes, two of them twice with different content: the batch's predictions
+// equal the one-by-one predictions (boxes and scores to float rounding: a batched forward on the
+// CPU need not round as a single one does; classes and masks), for an end-to-end model and an NMS
+// model, with and without retina masks. The untrained NMS model has detections whose mask logits
+// lie within rounding of 0 over their whole box, so that rounding flips some of their pixels (432 of
+// 44767 here): its masks must agree in 98% of their pixels (end-to-end: all of them).
+TEST(Predictor, BatchEqualsOneByOne) {
+  std::vector<data::Image> images{lucid::testing::pattern(72, 100), lucid::testing::pattern(100, 72),
+                                  lucid::testing::pattern(72, 100), lucid::testing::pattern(64, 64),
+                                  lucid::testing::pattern(100, 72)};
+  for (auto& px : images[2].pixels) px = uint8_t(255 - px);
+  for (size_t k = 0; k < images[4].pixels.size(); k += 3) images[4].pixels[k] = uint8_t(images[4].pixels[k] / 2);
+  for (const char* yaml : {"yolo26n-seg.yaml", "yolov8n-seg.yaml"}) {
+    const bool exact_masks = std::string(yaml) == "yolo26n-seg.yaml";
+    torch::manual_seed(0);
+    model::SegmentationModel model(config::load_model_spec(yaml, 2));
+    for (bool retina : {false, true}) {
+      const auto o = all_detections(20, retina);
+      const auto batch = engine::predict_images(*model, torch::kCPU, images, o);
+      ASSERT_EQ(batch.size(), images.size());
+      int64_t differing = 0, covered = 0;
+      for (size_t i = 0; i < images.size(); ++i) {
+        const int h = images[i].height, w = images[i].width;
+        const auto one = engine::predict_image(*model, torch::kCPU, images[i], o);
+        const auto& b = batch[i];
+        SCOPED_TRACE(std::string(yaml) + " retina " + std::to_string(retina) + " image " + std::to_string(i));
+        EXPECT_EQ(b.orig_h, h);
+        EXPECT_EQ(b.orig_w, w);
+        ASSERT_GT(one.boxes.size(0), 0);
+        ASSERT_EQ(b.boxes.sizes(), one.boxes.sizes());
+        EXPECT_TRUE(torch::allclose(b.boxes, one.boxes, 0, 1e-4));
+        EXPECT_TRUE(torch::allclose(b.conf, one.conf, 0, 1e-5));
+        EXPECT_TRUE(torch::equal(b.cls, one.cls));
+        ASSERT_EQ(b.masks.size(), one.masks.size());
+        for (size_t m = 0; m < b.masks.size(); ++m) {
+          const auto x = whole_mask(b.masks[m], h, w), y = whole_mask(one.masks[m], h, w);
+          differing += x.ne(y).sum().item<int64_t>();
+          covered += x.logical_or(y).sum().item<int64_t>();
+          if (exact_masks) {
+            EXPECT_EQ(b.masks[m].x0, one.masks[m].x0);
+            EXPECT_EQ(b.masks[m].y0, one.masks[m].y0);
+            EXPECT_TRUE(torch::equal(b.masks[m].pixels, one.masks[m].pixels)) << m;
+          }
+        }
+      }
+      EXPECT_LE(differing, (exact_masks ? 0 : covered / 50)) << yaml << " retina " << retina << ": " << differing
+                                                              << " of " << covered << " mask pixels differ";
+    }
+  }
+  EXPECT_TRUE(engine::predict_images(*untrained_model(), torch::kCPU, {}, all_detections(5, false)).empty());
 }
 
 TEST(Rle, WindowEncodingEqualsTheWholeMask) {

@@ -7,6 +7,14 @@
 
 namespace lucid::plot {
 
+DrawStyle prediction_style(int h, int w, double line_width, bool labels) {
+  DrawStyle style;
+  style.line_width = line_width > 0 ? line_width : std::max(std::round((h + w) / 2.0 * 0.003), 2.0);
+  style.font_size = std::max(11.0, style.line_width * 5.5);
+  style.labels = labels;
+  return style;
+}
+
 void draw_instances(Canvas& canvas, const Instances& in, const std::vector<std::string>& names, double x0, double y0,
                     double scale, const DrawStyle& style) {
   if (!in.boxes.defined() || in.boxes.size(0) == 0) return;

@@ -33,6 +33,11 @@ struct DrawStyle {
   bool labels = true;
 };
 
+// The style of an annotated prediction of an h x w image, as the reference's Annotator picks it: line
+// width round((h + w) / 2 * 0.003), at least 2, unless line_width > 0 gives it; font 5.5 x the line
+// width, at least 11.
+DrawStyle prediction_style(int h, int w, double line_width = 0, bool labels = true);
+
 // Draws the instances of an image placed at (x0, y0) with `scale` canvas pixels per image pixel.
 void draw_instances(Canvas& canvas, const Instances& instances, const std::vector<std::string>& names, double x0,
                     double y0, double scale, const DrawStyle& style);
