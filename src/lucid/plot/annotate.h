@@ -30,7 +30,9 @@ struct DrawStyle {
   double font_size = 12;
   double mask_alpha = 0.5;
   double min_conf = 0.0;  // predictions below are left out (the reference's grids use 0.25)
-  bool labels = true;
+  bool labels = true;  // the "name 0.87" tags
+  bool boxes = true;   // box outlines and their tags (false: masks only, as the reference's show_boxes)
+  bool conf = true;    // the score in the tags
 };
 
 // Draws the instances of an image placed at (x0, y0) with `scale` canvas pixels per image pixel.
