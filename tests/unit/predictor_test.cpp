@@ -1,5 +1,6 @@
 // Prediction on large images: masks at the original resolution come a bounded chunk of detections
-// at a time and are kept as windows of the image, without changing a pixel.
+// at a time and are kept as windows of the image, without changing a pixel. Batched prediction gives
+// each image the result it gets alone.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -98,6 +99,45 @@ TEST(Predictor, PeakMemoryOnALargeImageIsBounded) {
     EXPECT_LT(growth, kept + (int64_t(80) << 20)) << "retina " << retina << ": " << p.masks.size()
                                                      << " masks, " << kept << " bytes kept";
   }
+}
+
+// Images of three input sizes, two of them twice with different content: the batch's predictions
+// equal the one-by-one predictions (boxes, scores, classes, mask windows), for an end-to-end model
+// and an NMS model, with and without retina masks.
+TEST(Predictor, BatchEqualsOneByOne) {
+  std::vector<data::Image> images{lucid::testing::pattern(72, 100), lucid::testing::pattern(100, 72),
+                                  lucid::testing::pattern(72, 100), lucid::testing::pattern(64, 64),
+                                  lucid::testing::pattern(100, 72)};
+  for (auto& px : images[2].pixels) px = uint8_t(255 - px);
+  for (size_t k = 0; k < images[4].pixels.size(); k += 3) images[4].pixels[k] = uint8_t(images[4].pixels[k] / 2);
+  for (const char* yaml : {"yolo26n-seg.yaml", "yolov8n-seg.yaml"}) {
+    torch::manual_seed(0);
+    model::SegmentationModel model(config::load_model_spec(yaml, 2));
+    for (bool retina : {false, true}) {
+      const auto o = all_detections(20, retina);
+      const auto batch = engine::predict_images(*model, torch::kCPU, images, o);
+      ASSERT_EQ(batch.size(), images.size());
+      for (size_t i = 0; i < images.size(); ++i) {
+        const auto one = engine::predict_image(*model, torch::kCPU, images[i], o);
+        const auto& b = batch[i];
+        SCOPED_TRACE(std::string(yaml) + " retina " + std::to_string(retina) + " image " + std::to_string(i));
+        EXPECT_EQ(b.orig_h, images[i].height);
+        EXPECT_EQ(b.orig_w, images[i].width);
+        ASSERT_GT(one.boxes.size(0), 0);
+        ASSERT_EQ(b.boxes.sizes(), one.boxes.sizes());
+        EXPECT_TRUE(torch::allclose(b.boxes, one.boxes, 0, 1e-4));
+        EXPECT_TRUE(torch::allclose(b.conf, one.conf, 0, 1e-5));
+        EXPECT_TRUE(torch::equal(b.cls, one.cls));
+        ASSERT_EQ(b.masks.size(), one.masks.size());
+        for (size_t m = 0; m < b.masks.size(); ++m) {
+          EXPECT_EQ(b.masks[m].x0, one.masks[m].x0);
+          EXPECT_EQ(b.masks[m].y0, one.masks[m].y0);
+          EXPECT_TRUE(torch::equal(b.masks[m].pixels, one.masks[m].pixels)) << m;
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(engine::predict_images(*untrained_model(), torch::kCPU, {}, all_detections(5, false)).empty());
 }
 
 TEST(Rle, WindowEncodingEqualsTheWholeMask) {

@@ -28,42 +28,25 @@ PredictLetterbox predict_letterbox(int orig_h, int orig_w, int imgsz, int stride
   return lb;
 }
 
-Prediction predict_image(model::SegmentationModelImpl& model, const torch::Device& device, const data::Image& image,
-                         const PredictOptions& o) {
-  torch::NoGradGuard no_grad;
+namespace {
+
+// The letterboxed input of one image (H, W, 3) uint8: bilinear resize by the letterbox gain, placed
+// at the rounded padding on 114 grey.
+Tensor letterboxed_input(const data::Image& image, const PredictLetterbox& lb) {
   const int h0 = image.height, w0 = image.width;
-  const auto lb = predict_letterbox(h0, w0, o.imgsz);
   const int uw = static_cast<int>(std::nearbyint(w0 * lb.box.gain)), uh = static_cast<int>(std::nearbyint(h0 * lb.box.gain));
   const data::Image resized = (uw != w0 || uh != h0) ? data::resize_linear(image, uw, uh) : image;
   const int top = static_cast<int>(std::nearbyint(lb.box.pad_h - 0.1)), left = static_cast<int>(std::nearbyint(lb.box.pad_w - 0.1));
   auto input = torch::full({lb.height, lb.width, 3}, 114, torch::kUInt8);
   auto src = torch::from_blob(const_cast<uint8_t*>(resized.pixels.data()), {uh, uw, resized.channels}, torch::kUInt8);
   input.narrow(0, top, uh).narrow(1, left, uw).copy_(src.narrow(2, 0, 3));
-  auto x = input.permute({2, 0, 1}).unsqueeze(0).to(device).to(torch::kFloat32).div_(255);
-  if (device.is_cuda()) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+  return input;
+}
 
-  model.eval();
-  model::HeadOutputs out;
-  {
-    util::Bf16Autocast ac(device.is_cuda() && o.amp);
-    out = model.forward(x);
-  }
-  auto f32 = [](const Tensor& t) { return t.defined() ? t.to(torch::kFloat32) : t; };
-  auto to_fp32 = [&](const model::BranchOutputs& b) {
-    return model::BranchOutputs{f32(b.boxes), f32(b.scores), f32(b.mask_coefficient), f32(b.proto), f32(b.semantic)};
-  };
-  out.one2many = to_fp32(out.one2many);
-  if (out.one2one) out.one2one = to_fp32(*out.one2one);
-
-  NmsOptions nms;
-  nms.conf = o.conf;
-  nms.iou = o.iou;
-  nms.max_det = o.max_det;
-  nms.agnostic = o.agnostic_nms;
-  nms.multi_label = false;  // the predictor's default
-  nms.classes = o.classes;
-  auto det = postprocess(model, out, nms)[0];
-  const auto proto = out.primary().proto[0];
+// The prediction of one image from its detections `det` (rows of postprocess) and prototypes.
+Prediction image_prediction(const Tensor& det, const Tensor& proto, const PredictLetterbox& lb, int h0, int w0,
+                            const PredictOptions& o) {
+  const int top = static_cast<int>(std::nearbyint(lb.box.pad_h - 0.1)), left = static_cast<int>(std::nearbyint(lb.box.pad_w - 0.1));
   auto boxes_in = det.narrow(1, 0, 4);
   auto coefs = det.narrow(1, 6, det.size(1) - 6);
   const std::array<int64_t, 2> orig{h0, w0};
@@ -123,6 +106,66 @@ Prediction predict_image(model::SegmentationModelImpl& model, const torch::Devic
   p.conf = det.select(1, 4).index_select(0, keep).to(torch::kCPU);
   p.cls = det.select(1, 5).index_select(0, keep).to(torch::kCPU, torch::kInt64);
   return p;
+}
+
+}  // namespace
+
+std::vector<Prediction> predict_images(model::SegmentationModelImpl& model, const torch::Device& device,
+                                       std::span<const data::Image> images, const PredictOptions& o) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  std::vector<PredictLetterbox> lbs;
+  lbs.reserve(images.size());
+  for (const auto& image : images) lbs.push_back(predict_letterbox(image.height, image.width, o.imgsz));
+  // Groups of images with the same input size, in order of first appearance.
+  std::vector<std::vector<size_t>> groups;
+  for (size_t i = 0; i < images.size(); ++i) {
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const std::vector<size_t>& members) {
+      return lbs[members[0]].height == lbs[i].height && lbs[members[0]].width == lbs[i].width;
+    });
+    if (g == groups.end()) groups.push_back({i});
+    else g->push_back(i);
+  }
+  NmsOptions nms;
+  nms.conf = o.conf;
+  nms.iou = o.iou;
+  nms.max_det = o.max_det;
+  nms.agnostic = o.agnostic_nms;
+  nms.multi_label = false;  // the predictor's default
+  nms.classes = o.classes;
+  auto f32 = [](const Tensor& t) { return t.defined() ? t.to(torch::kFloat32) : t; };
+  auto to_fp32 = [&](const model::BranchOutputs& b) {
+    return model::BranchOutputs{f32(b.boxes), f32(b.scores), f32(b.mask_coefficient), f32(b.proto), f32(b.semantic)};
+  };
+  std::vector<Prediction> predictions(images.size());
+  for (const auto& members : groups) {
+    std::vector<Tensor> inputs;
+    inputs.reserve(members.size());
+    for (size_t i : members) inputs.push_back(letterboxed_input(images[i], lbs[i]));
+    auto x = torch::stack(inputs).permute({0, 3, 1, 2}).to(device).to(torch::kFloat32).div_(255);
+    inputs.clear();
+    if (device.is_cuda()) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+    model::HeadOutputs out;
+    {
+      util::Bf16Autocast ac(device.is_cuda() && o.amp);
+      out = model.forward(x);
+    }
+    out.one2many = to_fp32(out.one2many);
+    if (out.one2one) out.one2one = to_fp32(*out.one2one);
+    const auto dets = postprocess(model, out, nms);
+    const auto& proto = out.primary().proto;
+    for (size_t k = 0; k < members.size(); ++k) {
+      const size_t i = members[k];
+      predictions[i] = image_prediction(dets[k], proto[static_cast<int64_t>(k)], lbs[i], images[i].height,
+                                        images[i].width, o);
+    }
+  }
+  return predictions;
+}
+
+Prediction predict_image(model::SegmentationModelImpl& model, const torch::Device& device, const data::Image& image,
+                         const PredictOptions& o) {
+  return std::move(predict_images(model, device, std::span<const data::Image>(&image, 1), o)[0]);
 }
 
 std::vector<float> mask_outline(const uint8_t* mask, int h, int w) {

@@ -1,4 +1,4 @@
-// Prediction on single images as the reference's predictor does it: letterbox to imgsz with the
+// Prediction on images (one or a batch) as the reference's predictor does it: letterbox to imgsz with the
 // minimal padding to a multiple of the stride (auto, 114 grey, bilinear resize), the model's
 // detections (end-to-end top-k or NMS, conf 0.25 by default), boxes mapped back to the original
 // image, and masks either from prototypes upsampled to the input and scaled back, or with
@@ -7,6 +7,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,13 @@ PredictLetterbox predict_letterbox(int orig_h, int orig_w, int imgsz, int stride
 
 Prediction predict_image(model::SegmentationModelImpl& model, const torch::Device& device, const data::Image& image,
                          const PredictOptions& options);
+
+// Predictions of several images, in their order, each image letterboxed as predict_image does it:
+// one forward for each group of images whose inputs have the same size (all of them for a video's
+// frames or a camera's images). Images of other sizes are not padded to a common size, which would
+// change what the network sees near their borders; so each result is predict_image's on that image.
+std::vector<Prediction> predict_images(model::SegmentationModelImpl& model, const torch::Device& device,
+                                       std::span<const data::Image> images, const PredictOptions& options);
 
 // The outline of the largest 8-connected region of a binary mask (h x w, nonzero = inside) as the
 // pixel coordinates x0, y0, x1, y1, ... of its boundary pixels with straight runs reduced to their
