@@ -116,7 +116,8 @@ TEST_F(PredictSources, BadSourcesNameTheSource) {
             std::string::npos);
   EXPECT_NE(error("rtsp://cam").find("not supported"), std::string::npos);
   EXPECT_NE(error("0").find("source=0: cameras and screen capture are not supported"), std::string::npos);
-  EXPECT_NE(error("d/.hid").find("source=d/.hid: no image or video files in the folder"), std::string::npos);
+  EXPECT_NE(error("d/x.jpg.dir").find("source=d/x.jpg.dir: no image or video files in the folder"), std::string::npos);
+  EXPECT_EQ(list("d/.hid").first, (Files{"d/.hid/f.jpg"}));  // a hidden folder named itself is listed
   EXPECT_NE(error("").find("option source= is required"), std::string::npos);
 }
 

@@ -30,9 +30,9 @@ double mean_abs_diff(const Image& a, const Image& b) {
   return s / static_cast<double>(a.pixels.size());
 }
 
-void write_video(const std::string& path, int frames) {
-  VideoWriter w(path, kW, kH, 12);
-  for (int k = 0; k < frames; ++k) w.write(video_frame(k, kH, kW));
+void write_video(const std::string& path, int frames, int width = kW, int height = kH) {
+  VideoWriter w(path, width, height, 12);
+  for (int k = 0; k < frames; ++k) w.write(video_frame(k, height, width));
   w.close();
   EXPECT_EQ(w.frames_written(), frames);
 }
@@ -90,6 +90,26 @@ TEST_P(Video, SkipDecodesWithoutReturningAFrame) {
   int rest = 0;
   while (r.skip()) ++rest;
   EXPECT_EQ(rest, kFrames - 3);
+}
+
+// Sizes whose rows are not a multiple of swscale's SIMD blocks (it wrote past a 200x120 frame's
+// buffer before the conversion went through a padded one).
+TEST_P(Video, OddAndUnalignedSizesRoundTrip) {
+  TempDir d;
+  for (auto [w, h] : {std::pair{200, 120}, std::pair{97, 63}, std::pair{333, 211}}) {
+    const auto path = d.str("v" + std::to_string(w) + "." + GetParam());
+    write_video(path, 3, w, h);
+    VideoReader r(path);
+    Image frame;
+    int n = 0;
+    while (r.read(frame)) {
+      ASSERT_EQ(frame.width, w);
+      ASSERT_EQ(frame.height, h);
+      EXPECT_LT(mean_abs_diff(frame, video_frame(n, h, w)), 4.0) << w << "x" << h << " frame " << n;
+      ++n;
+    }
+    EXPECT_EQ(n, 3);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Containers, Video, ::testing::Values("avi", "mp4"));

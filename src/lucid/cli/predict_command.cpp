@@ -284,8 +284,7 @@ int predict_command(const std::vector<std::string>& args) {
     images.reserve(items.size());
     for (auto& it : items) images.push_back(std::move(it.image));
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<engine::Prediction> preds;
-    for (const auto& im : images) preds.push_back(engine::predict_image(*loaded.model, device, im, po));
+    const auto preds = engine::predict_images(*loaded.model, device, images, po);
     // Each image's share of the batch's time, as the reference reports per-image speed.
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
                       static_cast<double>(items.size());

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -78,6 +79,10 @@ struct VideoReader::Impl {
   AVPacket* packet = nullptr;
   AVFrame* frame = nullptr;
   SwsContext* sws = nullptr;
+  // swscale's SIMD code writes whole blocks past a row's end: it converts into this padded,
+  // aligned RGB buffer, copied to the caller's image row by row.
+  uint8_t* rgb[4] = {};
+  int rgb_stride[4] = {};
   int stream = -1;
   int width = 0, height = 0;
   double fps = 0;
@@ -86,6 +91,7 @@ struct VideoReader::Impl {
   bool flushed = false, finished = false;
 
   ~Impl() {
+    av_freep(&rgb[0]);
     sws_freeContext(sws);
     av_frame_free(&frame);
     av_packet_free(&packet);
@@ -167,6 +173,8 @@ VideoReader::VideoReader(const std::string& path) : impl_(std::make_unique<Impl>
   m.packet = av_packet_alloc();
   m.frame = av_frame_alloc();
   if (!m.packet || !m.frame) throw std::bad_alloc();
+  // One padded row more than the frame: room for the converter's block writes past the last row.
+  if (av_image_alloc(m.rgb, m.rgb_stride, m.width, m.height + 1, AV_PIX_FMT_RGB24, 64) < 0) throw std::bad_alloc();
   const AVRational rate = st->avg_frame_rate.num > 0 ? st->avg_frame_rate : st->r_frame_rate;
   m.fps = rate.num > 0 && rate.den > 0 ? av_q2d(rate) : 0;
   if (st->nb_frames > 0) {
@@ -199,9 +207,9 @@ bool VideoReader::read(Image& out) {
                                AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr, nullptr, nullptr);
   if (!m.sws) throw m.error("frame " + std::to_string(m.decoded) + " has a pixel format that cannot be converted");
   if (out.height != m.height || out.width != m.width || out.channels != 3) out = Image(m.height, m.width, 3);
-  uint8_t* dst[4] = {out.pixels.data(), nullptr, nullptr, nullptr};
-  int dst_stride[4] = {3 * m.width, 0, 0, 0};
-  sws_scale(m.sws, f->data, f->linesize, 0, f->height, dst, dst_stride);
+  sws_scale(m.sws, f->data, f->linesize, 0, f->height, m.rgb, m.rgb_stride);
+  const size_t row = static_cast<size_t>(3) * m.width;
+  for (int y = 0; y < m.height; ++y) std::memcpy(out.at(y, 0), m.rgb[0] + static_cast<size_t>(y) * m.rgb_stride[0], row);
   return true;
 }
 
@@ -213,11 +221,15 @@ struct VideoWriter::Impl {
   AVFrame* frame = nullptr;
   AVPacket* packet = nullptr;
   SwsContext* sws = nullptr;
+  uint8_t* rgb[4] = {};  // a padded, aligned copy of the frame: swscale reads whole blocks
+  int rgb_stride[4] = {};
+  int rgb_channels = 0;
   int width = 0, height = 0;
   int64_t written = 0;
   bool header = false, closed = false;
 
   ~Impl() {
+    av_freep(&rgb[0]);
     sws_freeContext(sws);
     av_frame_free(&frame);
     av_packet_free(&packet);
@@ -332,9 +344,14 @@ void VideoWriter::write(const Image& image) {
                                static_cast<AVPixelFormat>(m.frame->format), SWS_BILINEAR, nullptr, nullptr, nullptr);
   if (!m.sws) throw m.error("cannot convert frames to " + std::string(av_get_pix_fmt_name(m.codec->pix_fmt)));
   if (av_frame_make_writable(m.frame) < 0) throw std::bad_alloc();
-  const uint8_t* src[4] = {image.pixels.data(), nullptr, nullptr, nullptr};
-  const int src_stride[4] = {image.channels * m.width, 0, 0, 0};
-  sws_scale(m.sws, src, src_stride, 0, m.height, m.frame->data, m.frame->linesize);
+  if (m.rgb_channels != image.channels) {
+    av_freep(&m.rgb[0]);
+    if (av_image_alloc(m.rgb, m.rgb_stride, m.width, m.height + 1, src_fmt, 64) < 0) throw std::bad_alloc();
+    m.rgb_channels = image.channels;
+  }
+  const size_t row = static_cast<size_t>(image.channels) * m.width;
+  for (int y = 0; y < m.height; ++y) std::memcpy(m.rgb[0] + static_cast<size_t>(y) * m.rgb_stride[0], image.at(y, 0), row);
+  sws_scale(m.sws, m.rgb, m.rgb_stride, 0, m.height, m.frame->data, m.frame->linesize);
   m.frame->pts = m.written;
   m.frame->quality = m.codec->global_quality;
   m.encode(m.frame);
