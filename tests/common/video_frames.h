@@ -1,8 +1,9 @@
-// Synthetic video frames for the video tests: a smooth background with a bright square that moves
-// a few pixels a frame, so that every frame differs from its neighbours and codecs keep the
-// content within a few grey levels.
+// Synthetic video frames for the video tests: a smooth background whose blue triangle wave shifts
+// 6 pixels a frame, with a bright square that moves a few pixels a frame, so that every region of
+// a frame differs from its neighbours' and codecs keep the content within a few grey levels.
 #pragma once
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
 
 #include "lucid/data/image_io.h"
@@ -19,7 +20,8 @@ inline data::Image video_frame(int index, int h, int w) {
       const bool in = x >= x0 && x < x0 + side && y >= y0 && y < y0 + side;
       p[0] = in ? 230 : static_cast<uint8_t>(40 + x * 120 / std::max(1, w - 1));
       p[1] = in ? 200 : static_cast<uint8_t>(60 + y * 100 / std::max(1, h - 1));
-      p[2] = in ? 40 : 120;
+      const int phase = (x + 6 * index) % 64;
+      p[2] = in ? 40 : static_cast<uint8_t>(60 + std::abs(phase - 32) * 4);
     }
   return im;
 }

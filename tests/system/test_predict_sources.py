@@ -145,7 +145,9 @@ def main():
             subprocess.run([VIDEO_TOOL, "write", clip, "200", "120", "10", "10"], check=True)
             src_frames, info = read_video(clip, tmp / "src_frames")
             check(len(src_frames) == 10 and "size 200x120" in info, f"the test video: {info.strip()}")
-            v = lucid([*base, f"source={clip}", "name=video", "vid_stride=3", "save_txt=True", "save_json=True",
+            # max_det=1: the untrained model's boxes leave part of each frame undrawn.
+            vbase = ["max_det=1" if a.startswith("max_det=") else a for a in base]
+            v = lucid([*vbase, f"source={clip}", "name=video", "vid_stride=3", "save_txt=True", "save_json=True",
                        "save_crop=True"], env)
             got = lines(v.stdout, "video")
             check([re.search(r"\(frame (\d+)/(\d+)\)", l).groups() for l in got] == [("1", "3"), ("2", "3"), ("3", "3")]
@@ -168,11 +170,14 @@ def main():
                     diff = np.abs(fr - ref).mean(axis=2)
                     check(inside.any() and diff[inside].mean() > 8, f"output frame {k + 1} is annotated at its detections"
                           f" ({diff[inside].mean() if inside.any() else 0:.1f})")
-                    if (~inside).sum() > 100:
-                        check(diff[~inside].mean() < 6, f"output frame {k + 1} is input frame {3 * k + 3} away from them"
-                              f" ({diff[~inside].mean():.1f})")
+                    # Away from them it is input frame 3k+3, not its neighbours (the background moves).
+                    out_diff = [np.abs(fr - s).mean(axis=2)[~inside].mean() for s in src_frames]
+                    check((~inside).sum() > 100 and out_diff[3 * k + 2] < 6
+                          and out_diff[3 * k + 2] < min(out_diff[3 * k + 1], out_diff[min(3 * k + 3, 9)]),
+                          f"output frame {k + 1} is input frame {3 * k + 3} away from its detections "
+                          f"({(~inside).sum()} px, {[round(d, 1) for d in out_diff]})")
             # batch=2 on the video: the same outputs.
-            lucid([*base, f"source={clip}", "name=video2", "vid_stride=3", "batch=2", "save_txt=True", "save_json=True",
+            lucid([*vbase, f"source={clip}", "name=video2", "vid_stride=3", "batch=2", "save_txt=True", "save_json=True",
                    "save_crop=True"], env)
             a, b = tree_bytes(out), tree_bytes(project / "video2")
             check(a == b, f"batch=2 on the video writes the same {len(a)} files as batch=1")
