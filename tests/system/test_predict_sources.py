@@ -171,7 +171,7 @@ def main():
                     check(inside.any() and diff[inside].mean() > 8, f"output frame {k + 1} is annotated at its detections"
                           f" ({diff[inside].mean() if inside.any() else 0:.1f})")
                     # Away from them it is input frame 3k+3, not its neighbours (the background moves).
-                    out_diff = [np.abs(fr - s).mean(axis=2)[~inside].mean() for s in src_frames]
+                    out_diff = [float(np.abs(fr - s).mean(axis=2)[~inside].mean()) for s in src_frames]
                     check((~inside).sum() > 100 and out_diff[3 * k + 2] < 6
                           and out_diff[3 * k + 2] < min(out_diff[3 * k + 1], out_diff[min(3 * k + 3, 9)]),
                           f"output frame {k + 1} is input frame {3 * k + 3} away from its detections "
