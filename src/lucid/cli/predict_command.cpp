@@ -1,9 +1,11 @@
 // `lucid predict`: runs a weights file (a lucid checkpoint's EMA weights, lucid weights, an
-// Ultralytics .pt; engine/model_source.h) on an image or a
-// folder of images and writes runs/segment/predictN/: the images with masks, boxes and
-// "name 0.87" tags drawn (save), labels/<stem>.txt in YOLO segmentation format (save_txt: class and
-// the normalised outline of each mask, save_conf appends the score), predictions.json (save_json:
-// COCO results with bbox xywh and RLE segmentation).
+// Ultralytics .pt; engine/model_source.h) on images and videos (a file, a folder, a glob or a list
+// file: engine/predict_sources.h), `batch` images per forward, and writes runs/segment/predictN/:
+// the images with masks, boxes and "name 0.87" tags drawn and each video's annotated frames as
+// <name>.avi (save), labels/<name>.txt in YOLO segmentation format, <name>_<frame>.txt for a video's
+// frames (save_txt: class and the normalised outline of each mask, save_conf appends the score),
+// crops/<class>/<name>.jpg of each detection (save_crop), predictions.json (save_json: COCO results
+// with bbox xywh and RLE segmentation).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,7 +18,11 @@
 
 #include "lucid/cli/commands.h"
 #include "lucid/data/dataset.h"
+#include "lucid/data/video.h"
+#include "lucid/engine/detection_crop.h"
 #include "lucid/engine/model_source.h"
+#include "lucid/engine/predict_sources.h"
+#include "lucid/engine/predict_stream.h"
 #include "lucid/engine/predictor.h"
 #include "lucid/engine/trainer.h"
 #include "lucid/metrics/rle.h"
@@ -36,21 +42,29 @@ config::Options predict_options() {
       "predict", {{"model", "",
                    "weights: a lucid train checkpoint (weights/best.safetensors), lucid weights (.safetensors) "
                    "or an Ultralytics .pt"},
-                  {"source", "", "an image file or a folder of images (JPEG, PNG)"},
+                  {"source", "",
+                   "an image or video file, a folder, a glob ('imgs/*.jpg', 'data/**/*.png') or a list file (.txt: "
+                   "a path a line; .csv: comma-separated); URLs and cameras are not supported"},
                   {"imgsz", "", "input size (long side, padded to a multiple of 32; default: the model file's, else 640)"},
                   {"conf", "0.25", "confidence threshold"},
                   {"iou", "0.7", "NMS IoU threshold"},
                   {"classes", "", "keep only these class ids, e.g. 0,2"},
                   {"max_det", "300", "detections per image"},
+                  {"batch", "1", "images (or video frames) per forward"},
+                  {"vid_stride", "1", "predict every N-th video frame"},
                   {"agnostic_nms", "False", "class-agnostic NMS"},
                   {"retina_masks", "False", "masks at the original image resolution"},
                   {"device", "", "cpu, 0, cuda:0 (default: the GPU when usable)"},
                   {"half", "True", "BF16 autocast on CUDA"},
-                  {"save", "True", "write the annotated images"},
-                  {"save_txt", "False", "write labels/<stem>.txt (class and normalised mask outline)"},
+                  {"save", "True", "write the annotated images and videos (<name>.avi, Motion JPEG)"},
+                  {"save_txt", "False",
+                   "write labels/<name>.txt, <name>_<frame>.txt for videos (class and normalised mask outline)"},
                   {"save_conf", "False", "append the score to each save_txt line"},
                   {"save_json", "False", "write predictions.json (COCO results)"},
+                  {"save_crop", "False", "write crops/<class>/<name>.jpg: each detection's box cut from the image"},
                   {"show_labels", "True", "draw the class tags"},
+                  {"show_conf", "True", "put the score in the tags"},
+                  {"show_boxes", "True", "draw the boxes and their tags (False: masks only)"},
                   {"line_width", "", "box line width in pixels (default: from the image size)"},
                   {"project", "runs/segment", "folder of runs"},
                   {"name", "predict", "run name (predict, predict2, ...)"},
@@ -73,35 +87,6 @@ std::vector<int64_t> parse_classes(const std::string& spec) {
     }
   }
   return out;
-}
-
-// The images of source=: the file itself, or the image files of the folder (not its subfolders).
-// Entries that cannot be examined (a link to itself, say) are warned about and left out.
-std::vector<std::string> list_sources(const std::string& source, int64_t& skipped) {
-  if (source.empty()) throw UserError("option source= is required (an image file or a folder)");
-  std::error_code ec;
-  if (!fs::exists(source, ec)) throw UserError("source=" + source + ": no such file or folder" +
-                                               (ec ? " (" + ec.message() + ")" : std::string()));
-  std::vector<std::string> files;
-  if (fs::is_directory(source, ec)) {
-    fs::directory_iterator it(source, ec);
-    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
-      if (!data::has_image_extension(it->path().string())) continue;
-      std::error_code e;
-      if (it->is_regular_file(e)) {
-        files.push_back(it->path().string());
-      } else if (e) {
-        std::fprintf(stderr, "warning: %s: cannot be examined (%s); skipped\n", it->path().c_str(), e.message().c_str());
-        ++skipped;
-      }
-    }
-    if (ec) throw UserError("source=" + source + ": cannot list the folder (" + ec.message() + ")");
-    std::sort(files.begin(), files.end());
-    if (files.empty()) throw UserError("source=" + source + ": no image files in the folder");
-  } else {
-    files.push_back(source);
-  }
-  return files;
 }
 
 // The name each source's outputs take (drawn image, labels/<name>.txt, JSON image_id): its stem, or
@@ -132,6 +117,88 @@ nlohmann::json image_id_for(const std::string& stem) {
   return numeric ? nlohmann::json(std::stoll(stem)) : nlohmann::json(stem);
 }
 
+
+// The reference's increment_path for a crop file: path, else path-2, path-3, ... (before the suffix).
+fs::path free_crop_path(const fs::path& dir, const std::string& name) {
+  fs::path p = dir / (name + ".jpg");
+  for (int k = 2; fs::exists(p); ++k) p = dir / (name + "-" + std::to_string(k) + ".jpg");
+  return p;
+}
+
+struct Outputs {
+  fs::path run_dir;
+  bool draw = false, save_txt = false, save_conf = false, save_json = false, save_crop = false;
+  double line_width = 0;
+  plot::DrawStyle style;
+};
+
+void write_txt(const fs::path& path, const engine::Prediction& p, bool save_conf) {
+  util::write_atomically(path.string(), [&](std::ostream& out) {
+    for (int64_t i = 0; i < p.boxes.size(0); ++i) {
+      const auto& m = p.masks[static_cast<size_t>(i)];
+      // The outline within the mask's window, moved to image pixels.
+      const auto outline = engine::mask_outline(m.pixels.data_ptr<uint8_t>(), m.height(), m.width());
+      if (outline.empty()) continue;
+      out << p.cls[i].item<int64_t>();
+      for (size_t j = 0; j < outline.size(); j += 2)
+        out << " " << fmt_g((outline[j] + static_cast<float>(m.x0)) / p.orig_w) << " "
+            << fmt_g((outline[j + 1] + static_cast<float>(m.y0)) / p.orig_h);
+      if (save_conf) out << " " << fmt_g(p.conf[i].item<float>());
+      out << "\n";
+    }
+  });
+}
+
+void write_crops(const fs::path& crops_dir, const std::string& name, const data::Image& image,
+                 const engine::Prediction& p, const std::vector<std::string>& names) {
+  for (int64_t i = 0; i < p.boxes.size(0); ++i) {
+    auto b = p.boxes[i];
+    const auto win = engine::detection_crop_window(b[0].item<float>(), b[1].item<float>(), b[2].item<float>(),
+                                                   b[3].item<float>(), image.width, image.height);
+    if (win.empty()) continue;
+    const auto dir = crops_dir / names[static_cast<size_t>(p.cls[i].item<int64_t>())];
+    fs::create_directories(dir);
+    data::write_file(free_crop_path(dir, name).string(), data::encode_jpeg(engine::crop_image(image, win), 95));
+  }
+}
+
+void append_json(nlohmann::json& results, const engine::Prediction& p, const std::string& image_name,
+                 const std::string& file_name, int64_t frame, const std::vector<std::string>& names) {
+  for (int64_t i = 0; i < p.boxes.size(0); ++i) {
+    auto b = p.boxes[i];
+    const double x1 = b[0].item<float>(), y1 = b[1].item<float>(), x2 = b[2].item<float>(), y2 = b[3].item<float>();
+    const auto& m = p.masks[static_cast<size_t>(i)];
+    auto rle = metrics::rle_encode_window(m.pixels.data_ptr<uint8_t>(), static_cast<uint32_t>(m.height()),
+                                          static_cast<uint32_t>(m.width()), static_cast<uint32_t>(m.x0),
+                                          static_cast<uint32_t>(m.y0), static_cast<uint32_t>(p.orig_h),
+                                          static_cast<uint32_t>(p.orig_w));
+    const int64_t c = p.cls[i].item<int64_t>();
+    auto r3 = [](double v) { return std::nearbyint(v * 1000) / 1000; };
+    nlohmann::json r = {{"image_id", image_id_for(image_name)}, {"file_name", file_name}};
+    if (frame > 0) r["frame"] = frame;
+    r["category_id"] = c + 1;
+    r["category_name"] = names[static_cast<size_t>(c)];
+    r["bbox"] = {r3(x1), r3(y1), r3(x2 - x1), r3(y2 - y1)};
+    r["score"] = std::nearbyint(p.conf[i].item<float>() * 1e5) / 1e5;
+    r["segmentation"] = {{"size", {p.orig_h, p.orig_w}}, {"counts", metrics::rle_to_string(rle)}};
+    results.push_back(std::move(r));
+  }
+}
+
+// "2 circles, 1 square, " (or "(no detections), ") as the reference's Results.verbose().
+std::string detections_summary(const engine::Prediction& p, const std::vector<std::string>& names) {
+  std::vector<int64_t> counts(names.size(), 0);
+  for (int64_t i = 0; i < p.boxes.size(0); ++i) ++counts[static_cast<size_t>(p.cls[i].item<int64_t>())];
+  std::string summary;
+  for (size_t c = 0; c < counts.size(); ++c)
+    if (counts[c]) summary += std::to_string(counts[c]) + " " + names[c] + ", ";
+  return summary.empty() ? "(no detections), " : summary;
+}
+
+long long positive(const config::Options& options, const std::string& key, long long hi) {
+  return options.integer(key, 1, hi);
+}
+
 }  // namespace
 
 int predict_command(const std::vector<std::string>& args) {
@@ -152,18 +219,28 @@ int predict_command(const std::vector<std::string>& args) {
   po.classes = parse_classes(options.str("classes"));
   po.retina_masks = options.flag("retina_masks");
   po.amp = options.flag("half");
-  const bool save = options.flag("save"), save_txt = options.flag("save_txt"), save_conf = options.flag("save_conf"),
-             save_json = options.flag("save_json"), show_labels = options.flag("show_labels");
-  double line_width = 0;
+  const auto batch = static_cast<size_t>(positive(options, "batch", 1024));
+  const int vid_stride = static_cast<int>(positive(options, "vid_stride", 1 << 20));
+  Outputs o;
+  const bool save = options.flag("save");
+  o.save_txt = options.flag("save_txt");
+  o.save_conf = options.flag("save_conf");
+  o.save_json = options.flag("save_json");
+  o.save_crop = options.flag("save_crop");
+  o.style.labels = options.flag("show_labels");
+  o.style.conf = options.flag("show_conf");
+  o.style.boxes = options.flag("show_boxes");
   if (!options.str("line_width").empty()) {
-    line_width = options.number("line_width");
-    if (line_width <= 0) throw UserError("option line_width=" + options.str("line_width") + ": expected a positive number");
+    o.line_width = options.number("line_width");
+    if (o.line_width <= 0) throw UserError("option line_width=" + options.str("line_width") + ": expected a positive number");
   }
-  int64_t skipped = 0;
-  const auto sources = list_sources(options.str("source"), skipped);
-  const auto stems = output_names(sources);
-  const int64_t listing_skipped = skipped;
-  int64_t predicted = 0;
+  const auto listed = engine::list_predict_sources(options.str("source"));
+  if (!listed.videos.empty() && !data::video::available())
+    throw UserError("source=" + options.str("source") + ": " + listed.videos.front() + " is a video and " +
+                    data::video::unavailable_message());
+  engine::PredictStream stream(listed.images, listed.videos, vid_stride);
+  const auto& sources = stream.paths();
+  const auto out_names = output_names(sources);
   const torch::Device device = util::parse_device(options.str("device"));
   auto loaded = engine::load_inference_model("model", checkpoint, device);
   if (options.str("imgsz").empty()) po.imgsz = loaded.source.imgsz > 0 ? static_cast<int>(loaded.source.imgsz) : 640;
@@ -175,102 +252,107 @@ int predict_command(const std::vector<std::string>& args) {
       throw UserError("option classes=" + options.str("classes") + ": class " + std::to_string(c) + " is not in the model (" +
                       std::to_string(names.size()) + " classes)");
 
-  auto run_dir = engine::make_run_dir(options.str("project"), options.str("name"), options.flag("exist_ok"));
-  fs::remove(run_dir / "weights");  // an empty folder from make_run_dir; prediction writes no weights
-  if (save_txt) fs::create_directories(run_dir / "labels");
-  const bool draw = save && plot::available();
-  if (save && !draw) plot::skip_warning();
+  o.run_dir = engine::make_run_dir(options.str("project"), options.str("name"), options.flag("exist_ok"));
+  fs::remove(o.run_dir / "weights");  // an empty folder from make_run_dir; prediction writes no weights
+  if (o.save_txt) fs::create_directories(o.run_dir / "labels");
+  o.draw = save && plot::available();
+  if (save && !o.draw) plot::skip_warning();
 
   nlohmann::json results = nlohmann::json::array();
   double total_ms = 0;
-  for (size_t k = 0; k < sources.size(); ++k) {
-    const auto& path = sources[k];
-    data::Image image;
-    try {
-      image = data::decode_image(path);
-    } catch (const UserError& e) {
-      if (sources.size() == 1) throw;  // the one image asked for: an error naming it
-      std::fprintf(stderr, "warning: %s; image skipped\n", e.what());
-      ++skipped;
-      continue;
-    }
-    ++predicted;
-    const auto t0 = std::chrono::steady_clock::now();
-    auto p = engine::predict_image(*loaded.model, device, image, po);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    total_ms += ms;
-    const int64_t n = p.boxes.size(0);
-
-    // "image 1/3 path: 480x640 2 circles, 1 square, 12.3ms" as the reference logs it.
-    std::vector<int64_t> counts(names.size(), 0);
-    for (int64_t i = 0; i < n; ++i) ++counts[static_cast<size_t>(p.cls[i].item<int64_t>())];
-    std::string summary;
-    for (size_t c = 0; c < counts.size(); ++c)
-      if (counts[c]) summary += std::to_string(counts[c]) + " " + names[c] + ", ";
-    std::printf("image %zu/%zu %s: %dx%d %s%.1fms\n", k + 1, sources.size(), path.c_str(), p.orig_h, p.orig_w,
-                summary.empty() ? "(no detections), " : summary.c_str(), ms);
-
-    const auto& stem = stems[k];
-    if (draw) {
-      plot::Canvas canvas(image);
-      plot::DrawStyle style;
-      style.line_width = line_width > 0 ? line_width : std::max(std::round((p.orig_h + p.orig_w) / 2.0 * 0.003), 2.0);
-      style.font_size = std::max(11.0, style.line_width * 5.5);
-      style.labels = show_labels;
-      plot::Instances inst{p.boxes, p.cls, p.conf, torch::Tensor(), 1.0, p.masks};
-      plot::draw_instances(canvas, inst, names, 0, 0, 1.0, style);
-      auto ext = fs::path(path).extension().string();
-      std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-      canvas.save((run_dir / (stem + (ext == ".png" ? ".png" : ".jpg"))).string());
-    }
-    if (save_txt) {
-      util::write_atomically((run_dir / "labels" / (stem + ".txt")).string(), [&](std::ostream& out) {
-        for (int64_t i = 0; i < n; ++i) {
-          const auto& m = p.masks[static_cast<size_t>(i)];
-          // The outline within the mask's window, moved to image pixels.
-          const auto outline = engine::mask_outline(m.pixels.data_ptr<uint8_t>(), m.height(), m.width());
-          if (outline.empty()) continue;
-          out << p.cls[i].item<int64_t>();
-          for (size_t j = 0; j < outline.size(); j += 2)
-            out << " " << fmt_g((outline[j] + static_cast<float>(m.x0)) / p.orig_w) << " "
-                << fmt_g((outline[j + 1] + static_cast<float>(m.y0)) / p.orig_h);
-          if (save_conf) out << " " << fmt_g(p.conf[i].item<float>());
-          out << "\n";
-        }
-      });
-    }
-    if (save_json) {
-      for (int64_t i = 0; i < n; ++i) {
-        auto b = p.boxes[i];
-        const double x1 = b[0].item<float>(), y1 = b[1].item<float>(), x2 = b[2].item<float>(), y2 = b[3].item<float>();
-        const auto& m = p.masks[static_cast<size_t>(i)];
-        auto rle = metrics::rle_encode_window(m.pixels.data_ptr<uint8_t>(), static_cast<uint32_t>(m.height()),
-                                              static_cast<uint32_t>(m.width()), static_cast<uint32_t>(m.x0),
-                                              static_cast<uint32_t>(m.y0), static_cast<uint32_t>(p.orig_h),
-                                              static_cast<uint32_t>(p.orig_w));
-        const int64_t c = p.cls[i].item<int64_t>();
-        auto r3 = [](double v) { return std::nearbyint(v * 1000) / 1000; };
-        results.push_back({{"image_id", image_id_for(stem)},
-                           {"file_name", fs::path(path).filename().string()},
-                           {"category_id", c + 1},
-                           {"category_name", names[static_cast<size_t>(c)]},
-                           {"bbox", {r3(x1), r3(y1), r3(x2 - x1), r3(y2 - y1)}},
-                           {"score", std::nearbyint(p.conf[i].item<float>() * 1e5) / 1e5},
-                           {"segmentation", {{"size", {p.orig_h, p.orig_w}}, {"counts", metrics::rle_to_string(rle)}}}});
+  int64_t predicted = 0;
+  // The open output video and the source it is for: closed when its frames end.
+  std::unique_ptr<data::VideoWriter> writer;
+  size_t writer_source = 0;
+  auto close_writer = [&] {
+    if (writer) writer->close();
+    writer.reset();
+  };
+  std::vector<engine::PredictItem> items;
+  for (bool more = true; more;) {
+    items.clear();
+    while (items.size() < batch) {
+      engine::PredictItem item;
+      if (!stream.next(item)) {
+        more = false;
+        break;
       }
+      items.push_back(std::move(item));
+    }
+    if (items.empty()) break;
+    std::vector<data::Image> images;
+    images.reserve(items.size());
+    for (auto& it : items) images.push_back(std::move(it.image));
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto preds = engine::predict_images(*loaded.model, device, images, po);
+    // Each image's share of the batch's time, as the reference reports per-image speed.
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+                      static_cast<double>(items.size());
+    total_ms += ms * static_cast<double>(items.size());
+    predicted += static_cast<int64_t>(items.size());
+
+    for (size_t k = 0; k < items.size(); ++k) {
+      const auto& item = items[k];
+      const auto& image = images[k];
+      const auto& p = preds[k];
+      const auto& path = sources[item.source];
+      const auto& name = out_names[item.source];
+      const auto input = engine::predict_letterbox(p.orig_h, p.orig_w, po.imgsz);
+      // "image 1/3 path: 384x640 2 circles, 1 square, 12.3ms" and "video 1/1 (frame 3/30) path: ..." as
+      // the reference logs them, with the size of the network input.
+      const std::string frames = item.frames > 0 ? std::to_string(item.frames) : "?";
+      const std::string where = item.video ? "video " + std::to_string(item.source + 1) + "/" + std::to_string(sources.size()) +
+                                                 " (frame " + std::to_string(item.frame) + "/" + frames + ")"
+                                           : "image " + std::to_string(item.source + 1) + "/" + std::to_string(sources.size());
+      std::printf("%s %s: %dx%d %s%.1fms\n", where.c_str(), path.c_str(), input.height, input.width,
+                  detections_summary(p, names).c_str(), ms);
+      // A video frame's outputs carry its number: <name>_<frame>.
+      const std::string frame_name = item.video ? name + "_" + std::to_string(item.frame) : name;
+
+      if (o.draw) {
+        plot::Canvas canvas(image);
+        plot::DrawStyle style = o.style;
+        style.line_width = o.line_width > 0 ? o.line_width : std::max(std::round((p.orig_h + p.orig_w) / 2.0 * 0.003), 2.0);
+        style.font_size = std::max(11.0, style.line_width * 5.5);
+        plot::Instances inst{p.boxes, p.cls, p.conf, torch::Tensor(), 1.0, p.masks};
+        plot::draw_instances(canvas, inst, names, 0, 0, 1.0, style);
+        if (item.video) {
+          if (writer && writer_source != item.source) close_writer();
+          if (!writer) {
+            // The reference's int(fps); a stream that does not say plays at 30.
+            const int fps = item.fps >= 1 ? static_cast<int>(item.fps) : 30;
+            writer = std::make_unique<data::VideoWriter>((o.run_dir / (name + ".avi")).string(), image.width,
+                                                         image.height, fps);
+            writer_source = item.source;
+          }
+          writer->write(canvas.image());
+        } else {
+          auto ext = fs::path(path).extension().string();
+          std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+          canvas.save((o.run_dir / (name + (ext == ".png" ? ".png" : ".jpg"))).string());
+        }
+      }
+      if (o.save_txt) write_txt(o.run_dir / "labels" / (frame_name + ".txt"), p, o.save_conf);
+      if (o.save_crop) write_crops(o.run_dir / "crops", frame_name, image, p, names);
+      if (o.save_json) append_json(results, p, frame_name, fs::path(path).filename().string(), item.frame, names);
     }
   }
+  close_writer();
+  const int64_t skipped = listed.skipped + stream.skipped();
   if (skipped) {
-    const int64_t considered = static_cast<int64_t>(sources.size()) + listing_skipped;
-    std::printf("%lld of %lld image files skipped (see the warnings)\n", static_cast<long long>(skipped),
-                static_cast<long long>(considered));
-    if (predicted == 0) throw UserError("source=" + options.str("source") + ": no image could be read");
+    const int64_t considered = static_cast<int64_t>(sources.size()) + listed.skipped;
+    std::printf("%lld of %lld %s skipped (see the warnings)\n", static_cast<long long>(skipped),
+                static_cast<long long>(considered), listed.videos.empty() ? "image files" : "files");
   }
-  if (save_json)
-    util::write_atomically((run_dir / "predictions.json").string(), [&](std::ostream& out) { out << results.dump(); });
+  if (stream.incomplete())
+    std::printf("%lld video(s) cut short by a decoding error (see the warnings)\n",
+                static_cast<long long>(stream.incomplete()));
+  if (predicted == 0) throw UserError("source=" + options.str("source") + ": no image or video frame could be read");
+  if (o.save_json)
+    util::write_atomically((o.run_dir / "predictions.json").string(), [&](std::ostream& out) { out << results.dump(); });
   std::printf("Speed: %.1fms per image (preprocess, inference and postprocess) on %s\n",
               total_ms / static_cast<double>(std::max<int64_t>(predicted, 1)), device.str().c_str());
-  std::printf("Results saved to %s\n", run_dir.string().c_str());
+  std::printf("Results saved to %s\n", o.run_dir.string().c_str());
   return 0;
 }
 

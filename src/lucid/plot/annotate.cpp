@@ -44,6 +44,7 @@ void draw_instances(Canvas& canvas, const Instances& in, const std::vector<std::
                         class_color(c[*it]), style.mask_alpha);
     }
   }
+  if (!style.boxes) return;
   for (int64_t i : shown) {
     const Color col = class_color(c[i]);
     const double x1 = x0 + b[i][0] * scale, y1 = y0 + b[i][1] * scale;
@@ -51,7 +52,7 @@ void draw_instances(Canvas& canvas, const Instances& in, const std::vector<std::
     canvas.rectangle(x1, y1, x2, y2, col, style.line_width);
     if (!style.labels) continue;
     std::string label = c[i] >= 0 && c[i] < static_cast<int64_t>(names.size()) ? names[c[i]] : std::to_string(c[i]);
-    if (conf.defined()) {
+    if (conf.defined() && style.conf) {
       char buf[32];
       std::snprintf(buf, sizeof buf, " %.2f", conf[i].item<float>());
       label += buf;

@@ -30,7 +30,9 @@ struct DrawStyle {
   double font_size = 12;
   double mask_alpha = 0.5;
   double min_conf = 0.0;  // predictions below are left out (the reference's grids use 0.25)
-  bool labels = true;
+  bool labels = true;  // the "name 0.87" tags
+  bool boxes = true;   // box outlines and their tags (false: masks only, as the reference's show_boxes)
+  bool conf = true;    // the score in the tags
 };
 
 // The style of an annotated prediction of an h x w image, as the reference's Annotator picks it: line
