@@ -1,6 +1,5 @@
 #include "lucid/engine/predictor.h"
 
-
 #include <algorithm>
 #include <cmath>
 
