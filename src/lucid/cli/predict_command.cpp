@@ -16,7 +16,7 @@
 
 #include "lucid/cli/commands.h"
 #include "lucid/data/dataset.h"
-#include "lucid/engine/model_source.h"
+#include "lucid/engine/network.h"
 #include "lucid/engine/predictor.h"
 #include "lucid/engine/trainer.h"
 #include "lucid/metrics/rle.h"
@@ -34,8 +34,8 @@ namespace {
 config::Options predict_options() {
   return config::Options(
       "predict", {{"model", "",
-                   "weights: a lucid train checkpoint (weights/best.safetensors), lucid weights (.safetensors) "
-                   "or an Ultralytics .pt"},
+                   "weights: a lucid train checkpoint (weights/best.safetensors), lucid weights (.safetensors), "
+                   "an Ultralytics .pt or a compiled package (.pt2, lucid export format=aoti)"},
                   {"source", "", "an image file or a folder of images (JPEG, PNG)"},
                   {"imgsz", "", "input size (long side, padded to a multiple of 32; default: the model file's, else 640)"},
                   {"conf", "0.25", "confidence threshold"},
@@ -165,11 +165,12 @@ int predict_command(const std::vector<std::string>& args) {
   const int64_t listing_skipped = skipped;
   int64_t predicted = 0;
   const torch::Device device = util::parse_device(options.str("device"));
-  auto loaded = engine::load_inference_model("model", checkpoint, device);
-  if (options.str("imgsz").empty()) po.imgsz = loaded.source.imgsz > 0 ? static_cast<int>(loaded.source.imgsz) : 640;
-  // The model's class names; the reference's placeholders where the file has none.
-  auto& names = loaded.source.names;
-  for (int64_t c = static_cast<int64_t>(names.size()); c < loaded.model->nc(); ++c) names.push_back("class" + std::to_string(c));
+  auto loaded = engine::load_network("model", checkpoint, device, po.amp);
+  if (options.str("imgsz").empty()) po.imgsz = loaded.imgsz > 0 ? static_cast<int>(loaded.imgsz) : 640;
+  if (loaded.fixed_imgsz && po.imgsz != loaded.imgsz)
+    throw UserError("option imgsz=" + options.str("imgsz") + ": model=" + checkpoint + " is compiled for imgsz=" +
+                    std::to_string(loaded.imgsz) + " only");
+  const auto& names = loaded.names;  // the file's, else the reference's placeholders
   for (auto c : po.classes)
     if (c >= static_cast<int64_t>(names.size()))
       throw UserError("option classes=" + options.str("classes") + ": class " + std::to_string(c) + " is not in the model (" +
@@ -196,7 +197,7 @@ int predict_command(const std::vector<std::string>& args) {
     }
     ++predicted;
     const auto t0 = std::chrono::steady_clock::now();
-    auto p = engine::predict_image(*loaded.model, device, image, po);
+    auto p = engine::predict_image(*loaded.network, image, po);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     total_ms += ms;
     const int64_t n = p.boxes.size(0);

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "lucid/data/resize.h"
+#include "lucid/engine/network.h"
 #include "lucid/model/model.h"
 #include "lucid/util/device.h"
 
@@ -30,30 +31,22 @@ PredictLetterbox predict_letterbox(int orig_h, int orig_w, int imgsz, int stride
 
 Prediction predict_image(model::SegmentationModelImpl& model, const torch::Device& device, const data::Image& image,
                          const PredictOptions& o) {
+  EagerNetwork network(model, device, o.amp);
+  return predict_image(network, image, o);
+}
+
+Prediction predict_image(Network& network, const data::Image& image, const PredictOptions& o) {
   torch::NoGradGuard no_grad;
   const int h0 = image.height, w0 = image.width;
-  const auto lb = predict_letterbox(h0, w0, o.imgsz);
+  const auto lb = predict_letterbox(h0, w0, o.imgsz, network.pad_multiple(o.imgsz));
   const int uw = static_cast<int>(std::nearbyint(w0 * lb.box.gain)), uh = static_cast<int>(std::nearbyint(h0 * lb.box.gain));
   const data::Image resized = (uw != w0 || uh != h0) ? data::resize_linear(image, uw, uh) : image;
   const int top = static_cast<int>(std::nearbyint(lb.box.pad_h - 0.1)), left = static_cast<int>(std::nearbyint(lb.box.pad_w - 0.1));
   auto input = torch::full({lb.height, lb.width, 3}, 114, torch::kUInt8);
   auto src = torch::from_blob(const_cast<uint8_t*>(resized.pixels.data()), {uh, uw, resized.channels}, torch::kUInt8);
   input.narrow(0, top, uh).narrow(1, left, uw).copy_(src.narrow(2, 0, 3));
-  auto x = input.permute({2, 0, 1}).unsqueeze(0).to(device).to(torch::kFloat32).div_(255);
-  if (device.is_cuda()) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
-
-  model.eval();
-  model::HeadOutputs out;
-  {
-    util::Bf16Autocast ac(device.is_cuda() && o.amp);
-    out = model.forward(x);
-  }
-  auto f32 = [](const Tensor& t) { return t.defined() ? t.to(torch::kFloat32) : t; };
-  auto to_fp32 = [&](const model::BranchOutputs& b) {
-    return model::BranchOutputs{f32(b.boxes), f32(b.scores), f32(b.mask_coefficient), f32(b.proto), f32(b.semantic)};
-  };
-  out.one2many = to_fp32(out.one2many);
-  if (out.one2one) out.one2one = to_fp32(*out.one2one);
+  auto x = input.permute({2, 0, 1}).unsqueeze(0).to(network.device()).to(torch::kFloat32).div_(255);
+  const auto out = network.run(x, o.max_det, o.agnostic_nms);
 
   NmsOptions nms;
   nms.conf = o.conf;
@@ -62,8 +55,8 @@ Prediction predict_image(model::SegmentationModelImpl& model, const torch::Devic
   nms.agnostic = o.agnostic_nms;
   nms.multi_label = false;  // the predictor's default
   nms.classes = o.classes;
-  auto det = postprocess(model, out, nms)[0];
-  const auto proto = out.primary().proto[0];
+  auto det = network_detections(network, out, nms)[0];
+  const auto proto = out.proto[0];
   auto boxes_in = det.narrow(1, 0, 4);
   auto coefs = det.narrow(1, 6, det.size(1) - 6);
   const std::array<int64_t, 2> orig{h0, w0};
