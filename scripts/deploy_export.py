@@ -26,7 +26,13 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ultralytics_weights import reference_model, write_pt  # noqa: E402
+try:
+    import torch  # noqa: F401
+    import ultralytics  # noqa: F401
+    from ultralytics_weights import reference_model, write_pt
+except ImportError as e:
+    sys.exit(f"lucid export format=onnx|aoti needs torch, safetensors and ultralytics in {sys.executable} "
+             f"(missing: {e.name or e}); set LUCID_PYTHON to the project's Python")
 
 MAX_DET = 300  # rows of the end-to-end output, as the reference's export
 
@@ -49,13 +55,17 @@ def check_device(device, half, fmt):
 
 
 def export_onnx(src, dst, imgsz, batch, opset, dynamic, half, device):
+    import logging
+
     require("onnx", "format=onnx")
     if half and not device.startswith("cuda"):
         require("onnxruntime", "format=onnx half=True on the CPU (the FP16 conversion)")
     import onnx
     from onnx import TensorProto
     from ultralytics import YOLO
+    from ultralytics.utils import LOGGER
 
+    LOGGER.setLevel(logging.WARNING)  # the exporter's progress names its temporary files
     check_device(device, half, "onnx")
     model, cfg, _, _, data = reference_model(src)
     dst = Path(dst)
