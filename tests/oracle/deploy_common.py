@@ -16,14 +16,14 @@ from oracle_common import BUILD_DIR, Comparison, run
 
 LUCID = BUILD_DIR / "lucid"
 TOOL = BUILD_DIR / "tests" / "deploy_oracle_tool"
-IMGSZ = 128
+TRAIN_IMGSZ = 128
 
 
 def train_small(tmp, model="yolo26n-seg.yaml"):
     """A 2-epoch `lucid train` of `model` on the synthetic set at imgsz 128; returns (checkpoint, env, val images)."""
     env = dict(os.environ, LUCID_CACHE_DIR=str(tmp / "cache"))
     name = Path(model).stem
-    r = subprocess.run([LUCID, "train", f"model={model}", "epochs=2", "batch=8", f"imgsz={IMGSZ}", "workers=2",
+    r = subprocess.run([LUCID, "train", f"model={model}", "epochs=2", "batch=8", f"imgsz={TRAIN_IMGSZ}", "workers=2",
                         "device=cpu", "plots=False", f"project={tmp / 'runs'}", f"name={name}"],
                        env=env, capture_output=True, text=True)
     if r.returncode:
@@ -31,12 +31,12 @@ def train_small(tmp, model="yolo26n-seg.yaml"):
     return tmp / "runs" / name / "weights" / "best.safetensors", env, tmp / "cache" / "synth-v1" / "images" / "val"
 
 
-def letterbox(paths, auto):
+def letterbox(paths, imgsz, auto):
     """The reference predictor's letterbox of each image (BGR file -> RGB (3, H, W) FP32 in [0, 1])."""
     import cv2
     from ultralytics.data.augment import LetterBox
 
-    lb = LetterBox(IMGSZ, auto=auto, stride=32)
+    lb = LetterBox(imgsz, auto=auto, stride=32)
     out = []
     for p in paths:
         im = lb(image=cv2.imread(str(p)))
@@ -90,9 +90,9 @@ def compare_layout(cmp, name, ours, ref, end2end, nc, tie=1e-4):
     cmp.check(f"{name} output1 prototypes", q0, q1)
 
 
-def lucid_predictions(model, source, tmp, name, env, conf, extra=()):
+def lucid_predictions(model, source, imgsz, tmp, name, env, conf, extra=()):
     """`lucid predict` (retina masks, predictions.json) -> {file name: [(score, class, xyxy, mask)]}."""
-    run([LUCID, "predict", f"model={model}", f"source={source}", f"imgsz={IMGSZ}", f"conf={conf}", "device=cpu",
+    run([LUCID, "predict", f"model={model}", f"source={source}", f"imgsz={imgsz}", f"conf={conf}", "device=cpu",
          "retina_masks=True", "save=False", "save_json=True", f"project={tmp / 'runs'}", f"name={name}", *extra])
     out = {}
     for p in json.loads((tmp / "runs" / name / "predictions.json").read_text()):

@@ -14,7 +14,7 @@ from pathlib import Path
 import cv2
 
 sys.path.insert(0, str(Path(__file__).parent))
-from deploy_common import (IMGSZ, LUCID, DetectionMatch, compare_layout, letterbox, lucid_outputs,  # noqa: E402
+from deploy_common import (TRAIN_IMGSZ as IMGSZ, LUCID, DetectionMatch, compare_layout, letterbox, lucid_outputs,  # noqa: E402
                            lucid_predictions, train_small)
 from oracle_common import Comparison, run  # noqa: E402
 
@@ -42,7 +42,7 @@ def main():
             cv2.imwrite(str(square / (p.stem + ".png")), cv2.resize(im[:s, :s], (IMGSZ, IMGSZ), interpolation=cv2.INTER_AREA))
         images = sorted(square.glob("*.png"))
 
-        inputs = [torch.stack(letterbox(images[:3], auto=False))]
+        inputs = [torch.stack(letterbox(images[:3], IMGSZ, auto=False))]
         cmp = Comparison(1e-4)
         compare_layout(cmp, "3 images", lucid_outputs(pt2, inputs, tmp)[0], lucid_outputs(ckpt, inputs, tmp)[0], True, 3)
         try:
@@ -50,8 +50,8 @@ def main():
         except SystemExit as e:
             failures.append(str(e))
 
-        eager = lucid_predictions(ckpt, square, tmp, "eager", env, CONF)
-        compiled = lucid_predictions(pt2, square, tmp, "compiled", env, CONF)
+        eager = lucid_predictions(ckpt, square, IMGSZ, tmp, "eager", env, CONF)
+        compiled = lucid_predictions(pt2, square, IMGSZ, tmp, "compiled", env, CONF)
         match = DetectionMatch(CONF, score_tol=1e-4, box_tol=1.0, iou_min=0.99)
         for p in images:
             match.image(p.name, compiled.get(p.name, []), eager.get(p.name, []))

@@ -1,6 +1,7 @@
 """`lucid export format=onnx` against lucid itself. A 2-epoch yolo26n-seg run on the synthetic set
-(imgsz 128) is exported with dynamic=True; onnxruntime on letterboxed inputs (one image at its
-minimal letterbox, a batch of two at 128 x 128) must equal lucid's network (deploy_oracle_tool) in
+(imgsz 128) is exported at imgsz 160 with dynamic=True (an end-to-end graph's top-300 needs 300
+anchors: 128 x 160 has 420); onnxruntime on letterboxed inputs (one image at its minimal
+letterbox, not square, and a batch of two at 160 x 160) must equal lucid's network (deploy_oracle_tool) in
 the documented layout within 1e-4, and the reference predictor running the ONNX file must give the
 detections of `lucid predict` (conf 0.001, retina masks: same classes, scores within 1e-4, boxes
 within 1 px, mask IoU >= 0.99). A fixed-shape export (opset 17) has the documented shapes and
@@ -18,11 +19,12 @@ import onnxruntime as ort
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from deploy_common import (IMGSZ, LUCID, DetectionMatch, compare_layout, letterbox, lucid_outputs,  # noqa: E402
+from deploy_common import (LUCID, DetectionMatch, compare_layout, letterbox, lucid_outputs,  # noqa: E402
                            lucid_predictions, reference_predictions, train_small)
 from oracle_common import Comparison, run  # noqa: E402
 
 CONF = 0.001
+IMGSZ = 160
 
 
 def ort_outputs(path, inputs):
@@ -41,7 +43,7 @@ def main():
         images = sorted(val.glob("*.jpg"))
 
         # Dynamic FP32 export, next to the weights by default.
-        out = run([LUCID, "export", f"model={ckpt}", "format=onnx", "dynamic=True"])
+        out = run([LUCID, "export", f"model={ckpt}", "format=onnx", "dynamic=True", f"imgsz={IMGSZ}"])
         onnx_path = ckpt.with_suffix(".onnx")
         print(out.strip().splitlines()[-1])
         if not onnx_path.is_file():
@@ -52,7 +54,10 @@ def main():
             failures.append(f"ONNX metadata end2end/imgsz/stride: {meta.get('end2end')} {meta.get('imgsz')} {meta.get('stride')}")
 
         # Raw outputs on the same letterboxed inputs: one image (its minimal letterbox) and a batch of two.
-        inputs = [letterbox(images[:1], auto=True)[0].unsqueeze(0), torch.stack(letterbox(images[1:3], auto=False))]
+        minimal = [x for x in letterbox(images, IMGSZ, auto=True) if x.shape[1] != x.shape[2]]
+        if not minimal:
+            sys.exit("no validation image with a non-square letterbox")
+        inputs = [minimal[0].unsqueeze(0), torch.stack(letterbox(images[1:3], IMGSZ, auto=False))]
         cmp = Comparison(1e-4)
         for k, (ours, ref) in enumerate(zip(lucid_outputs(ckpt, inputs, tmp), ort_outputs(onnx_path, inputs))):
             compare_layout(cmp, f"yolo26 input {k} {tuple(inputs[k].shape)}", ours, ref, end2end=True, nc=3)
@@ -64,7 +69,7 @@ def main():
             failures.append(str(e))
 
         # Decoded detections: the reference predictor on the ONNX file vs `lucid predict`.
-        ours = lucid_predictions(ckpt, val, tmp, "p", env, CONF)
+        ours = lucid_predictions(ckpt, val, IMGSZ, tmp, "p", env, CONF)
         model = YOLO(str(onnx_path), task="segment")
         match = DetectionMatch(CONF, score_tol=1e-4, box_tol=1.0, iou_min=0.99)
         for p in images:
@@ -74,7 +79,7 @@ def main():
 
         # Fixed shape, opset 17.
         fixed = tmp / "fixed.onnx"
-        run([LUCID, "export", f"model={ckpt}", "format=onnx", "opset=17", f"out={fixed}"])
+        run([LUCID, "export", f"model={ckpt}", "format=onnx", "opset=17", f"imgsz={IMGSZ}", f"out={fixed}"])
         g = onnx.load(str(fixed))
         opset = max(o.version for o in g.opset_import if o.domain in ("", "ai.onnx"))
         dims = lambda v: [d.dim_value for d in v.type.tensor_type.shape.dim]
@@ -91,7 +96,7 @@ def main():
 
         # FP16 (converted after tracing on the CPU): FP32 inputs and outputs, FP16 weights, near FP32.
         half = tmp / "half.onnx"
-        run([LUCID, "export", f"model={ckpt}", "format=onnx", "half=True", f"out={half}"])
+        run([LUCID, "export", f"model={ckpt}", "format=onnx", "half=True", f"imgsz={IMGSZ}", f"out={half}"])
         g = onnx.load(str(half))
         kinds = {t.data_type for t in g.graph.initializer}
         io = [v.type.tensor_type.elem_type for v in [*g.graph.input, *g.graph.output]]
