@@ -146,14 +146,14 @@ def export_aoti(src, dst, imgsz, batch, half, device):
         "lucid.output1": "x".join(str(d) for d in y[1].shape),
     }
     dst = Path(dst)
-    tmp = dst.with_name(f".{dst.name}.tmp.pt2")
-    try:
+    work = Path(tempfile.mkdtemp(prefix=".export-", dir=dst.parent))
+    try:  # compiled under its own name (the archive's top folder), then moved into place
+        tmp = work / dst.name
         torch._inductor.aoti_compile_and_package(program, package_path=str(tmp),
                                                  inductor_configs={"aot_inductor.metadata": metadata})
         os.replace(tmp, dst)
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        shutil.rmtree(work, ignore_errors=True)
     print(f"{src} -> {dst} (AOTInductor package, input ({batch}, 3, {imgsz}, {imgsz}) {metadata['lucid.dtype']} "
           f"on {metadata['lucid.device']})")
 
