@@ -92,8 +92,8 @@ def export_onnx(src, dst, imgsz, batch, opset, dynamic, half, device):
         os.replace(out, dst)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{src} -> {dst} (ONNX opset {used}, {'FP16' if half else 'FP32'}, "
-          f"{'dynamic batch, height and width' if dynamic else f'input ({batch}, 3, {imgsz}, {imgsz})'})")
+    print(f"{dst}: ONNX opset {used}, {'FP16' if half else 'FP32'}, "
+          f"{'dynamic batch, height and width' if dynamic else f'input ({batch}, 3, {imgsz}, {imgsz})'}")
 
 
 def export_mode(model, imgsz):
@@ -154,8 +154,8 @@ def export_aoti(src, dst, imgsz, batch, half, device):
         os.replace(tmp, dst)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{src} -> {dst} (AOTInductor package, input ({batch}, 3, {imgsz}, {imgsz}) {metadata['lucid.dtype']} "
-          f"on {metadata['lucid.device']})")
+    print(f"{dst}: AOTInductor package, input ({batch}, 3, {imgsz}, {imgsz}) {metadata['lucid.dtype']} "
+          f"on {metadata['lucid.device']}")
 
 
 def main(argv):

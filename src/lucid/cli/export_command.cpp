@@ -114,8 +114,9 @@ int export_command(const std::vector<std::string>& args) {
   const auto device = export_device(options.str("device"));
   const auto batch = options.integer("batch", 1, 1024);
   if (!deploy) {
-    for (const char* k : {"batch", "dynamic", "opset", "device"})
-      if (options.given(k)) throw UserError(std::string("option ") + k + "= is for format=onnx and aoti, not format=" + format);
+    for (const auto& [k, formats] : std::vector<std::pair<std::string, std::string>>{
+             {"batch", "onnx and aoti"}, {"dynamic", "onnx"}, {"opset", "onnx"}, {"device", "onnx and aoti"}})
+      if (options.given(k)) throw UserError("option " + k + "= is for format=" + formats + ", not format=" + format);
   }
   if (format == "aoti" && (options.flag("dynamic") || options.given("opset")))
     throw UserError(std::string("option ") + (options.flag("dynamic") ? "dynamic" : "opset") +
