@@ -14,7 +14,7 @@ from pathlib import Path
 import cv2
 
 sys.path.insert(0, str(Path(__file__).parent))
-from deploy_common import (TRAIN_IMGSZ as IMGSZ, LUCID, DetectionMatch, compare_layout, letterbox, lucid_outputs,  # noqa: E402
+from deploy_common import (TRAIN_IMGSZ as IMGSZ, LUCID, DetectionMatch, boundary_conf, compare_layout, letterbox, lucid_outputs,  # noqa: E402
                            lucid_predictions, train_small)
 from oracle_common import Comparison, run  # noqa: E402
 
@@ -50,9 +50,11 @@ def main():
         except SystemExit as e:
             failures.append(str(e))
 
-        eager = lucid_predictions(ckpt, square, IMGSZ, tmp, "eager", env, CONF)
-        compiled = lucid_predictions(pt2, square, IMGSZ, tmp, "compiled", env, CONF)
-        match = DetectionMatch(CONF, score_tol=1e-4, box_tol=1.0, iou_min=0.99)
+        conf = boundary_conf([y[0] for y in lucid_outputs(ckpt, [torch.stack(letterbox(images, IMGSZ, auto=False))], tmp)], CONF)
+        print(f"detections compared above conf {conf:.5f}")
+        eager = lucid_predictions(ckpt, square, IMGSZ, tmp, "eager", env, conf)
+        compiled = lucid_predictions(pt2, square, IMGSZ, tmp, "compiled", env, conf)
+        match = DetectionMatch(conf, score_tol=1e-4, box_tol=1.0, iou_min=0.99)
         for p in images:
             match.image(p.name, compiled.get(p.name, []), eager.get(p.name, []))
         failures += match.finish("lucid predict model=x.pt2 vs eager")
