@@ -6,7 +6,7 @@ the documented layout within 1e-4, and the reference predictor running the ONNX 
 detections of `lucid predict` (conf 0.001, or just above the top-k boundary's tied scores; retina masks: same classes, scores within 1e-4, boxes
 within 1 px, mask IoU >= 0.99). A fixed-shape export (opset 17) has the documented shapes and
 outputs; an FP16 export (the CPU conversion) keeps FP32 inputs and outputs with FP16 weights and
-stays near FP32; a yolo11n-seg (NMS head: the dense layout) equals lucid within 1e-4; and the errors
+stays within 1e-2 of FP32; a yolo11n-seg (NMS head: the dense layout) equals lucid within 1e-4; and the errors
 a user can cause name the option or file."""
 import os
 import sys
@@ -105,12 +105,12 @@ def main():
         if onnx.TensorProto.FLOAT16 not in kinds or set(io) != {onnx.TensorProto.FLOAT}:
             failures.append(f"half export: initializer types {kinds}, input/output types {io}")
         h32, h16 = ort_outputs(fixed, square)[0], ort_outputs(half, square)[0]
-        proto_rel = ((h16[1] - h32[1]).abs().max() / h32[1].abs().max()).item()
-        top = h32[0][0, :10, :6], h16[0][0, :10, :6]
-        print(f"FP16 vs FP32: prototypes relative difference {proto_rel:.3g}; top-10 boxes/scores "
-              f"max difference {(top[0] - top[1]).abs().max().item():.3g}")
-        if proto_rel > 2e-2 or (top[0][:, :4] - top[1][:, :4]).abs().max() > 1.0:
-            failures.append(f"half export far from FP32: prototypes {proto_rel:.3g}")
+        cmp = Comparison(1e-2)
+        compare_layout(cmp, "FP16 vs FP32", h16, h32, True, 3, tie=1e-3)
+        try:
+            cmp.finish("onnxruntime FP16 vs FP32 export")
+        except SystemExit as e:
+            failures.append(str(e))
 
         # An NMS head (yolo11n-seg, seeded weights): the dense layout (B, 4 + nc + nm, A).
         w11 = tmp / "yolo11.safetensors"
