@@ -67,8 +67,9 @@ def read_lucid(src):
     return tensors, cfg, names, imgsz, data
 
 
-def to_pt(yaml, src, dst, nc, fp32):
-    from ultralytics import __version__
+def reference_model(src, yaml=None, nc=None):
+    """The reference's SegmentationModel with the weights of lucid weights or a training checkpoint
+    (FP32, CPU), and the file's (model dict, class names, imgsz, data)."""
     from ultralytics.nn.tasks import SegmentationModel
 
     state, cfg, names, imgsz, data = read_lucid(src)
@@ -82,9 +83,15 @@ def to_pt(yaml, src, dst, nc, fp32):
     model.load_state_dict(state, strict=True)
     if names:
         model.names = {i: n for i, n in enumerate(names)}
-    model = model if fp32 else model.half()
     for p in model.parameters():
         p.requires_grad = False
+    return model, cfg, names, imgsz, data
+
+
+def write_pt(model, cfg, imgsz, data, dst):
+    """An Ultralytics checkpoint of `model` (kept in its dtype), written atomically."""
+    from ultralytics import __version__
+
     yaml_file = cfg if isinstance(cfg, str) else cfg.get("yaml_file", "")
     train_args = {"model": yaml_file, "task": "segment"}
     if imgsz:
@@ -96,6 +103,11 @@ def to_pt(yaml, src, dst, nc, fp32):
     tmp = f"{dst}.tmp"
     torch.save(ckpt, tmp)
     os.replace(tmp, dst)
+
+
+def to_pt(yaml, src, dst, nc, fp32):
+    model, cfg, _, imgsz, data = reference_model(src, yaml, nc)
+    write_pt(model if fp32 else model.half(), cfg, imgsz, data, dst)
     print(f"{src} -> {dst}")
 
 

@@ -1,4 +1,4 @@
-// The inference API of lucid.h over the engine: model files through engine::load_inference_model,
+// The inference API of lucid.h over the engine: model files through engine::load_network,
 // prediction through engine::predict_images, drawing through plot::draw_instances, with lucid's
 // tensors turned into plain structures at the boundary.
 #include "lucid/lucid.h"
@@ -10,7 +10,7 @@
 
 #include "lucid/config/options.h"
 #include "lucid/data/image_io.h"
-#include "lucid/engine/model_source.h"
+#include "lucid/engine/network.h"
 #include "lucid/engine/predictor.h"
 #include "lucid/plot/annotate.h"
 #include "lucid/plot/canvas.h"
@@ -108,15 +108,18 @@ int64_t Mask::area() const {
 
 struct Model::Impl {
   torch::Device device{torch::kCPU};
-  engine::InferenceModel loaded;
+  engine::LoadedNetwork loaded;  // the eager model, or a compiled package (.pt2)
   std::vector<std::string> names;
 
   engine::PredictOptions engine_options(const PredictOptions& o) const {
     engine::PredictOptions e;
-    const int imgsz = o.imgsz > 0 ? o.imgsz : loaded.source.imgsz > 0 ? static_cast<int>(loaded.source.imgsz) : 640;
+    const int imgsz = o.imgsz > 0 ? o.imgsz : loaded.imgsz > 0 ? static_cast<int>(loaded.imgsz) : 640;
     if (o.imgsz < 0 || imgsz % 32 != 0 || imgsz > config::kMaxImgsz)
       throw UserError("PredictOptions::imgsz=" + std::to_string(o.imgsz) + ": expected a multiple of 32 up to " +
                       std::to_string(config::kMaxImgsz) + ", or 0 for the model file's");
+    if (loaded.fixed_imgsz && imgsz != loaded.imgsz)
+      throw UserError("PredictOptions::imgsz=" + std::to_string(o.imgsz) + ": the compiled package takes imgsz=" +
+                      std::to_string(loaded.imgsz) + " only");
     e.imgsz = imgsz;
     if (!(o.conf >= 0 && o.conf <= 1))
       throw UserError("PredictOptions::conf=" + std::to_string(o.conf) + ": expected 0..1");
@@ -141,7 +144,14 @@ struct Model::Impl {
 
   std::vector<Result> predict(const std::vector<data::Image>& images, const PredictOptions& o) {
     const auto e = engine_options(o);
-    const auto predictions = engine::predict_images(*loaded.model, device, images, e);
+    // An eager model runs with this call's precision; a compiled package with the one it was built with.
+    std::vector<engine::Prediction> predictions;
+    if (loaded.model) {
+      engine::EagerNetwork network(*loaded.model, device, e.amp);
+      predictions = engine::predict_images(network, images, e);
+    } else {
+      predictions = engine::predict_images(*loaded.network, images, e);
+    }
     std::vector<Result> results;
     results.reserve(predictions.size());
     for (const auto& p : predictions) results.push_back(to_result(p, names));
@@ -188,10 +198,8 @@ struct Model::Impl {
 
 Model::Model(const std::string& weights, const std::string& device) : impl_(std::make_unique<Impl>()) {
   impl_->device = util::parse_device(device);
-  impl_->loaded = engine::load_inference_model("weights", weights, impl_->device);
-  impl_->names = impl_->loaded.source.names;
-  for (auto c = static_cast<int64_t>(impl_->names.size()); c < impl_->loaded.model->nc(); ++c)
-    impl_->names.push_back("class" + std::to_string(c));
+  impl_->loaded = engine::load_network("weights", weights, impl_->device, /*amp=*/true);
+  impl_->names = impl_->loaded.names;  // the file's, else "class<i>"
 }
 
 Model::~Model() = default;
@@ -199,7 +207,7 @@ Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 
 const std::vector<std::string>& Model::names() const { return impl_->names; }
-int Model::trained_imgsz() const { return static_cast<int>(impl_->loaded.source.imgsz); }
+int Model::trained_imgsz() const { return static_cast<int>(impl_->loaded.imgsz); }
 std::string Model::device() const { return impl_->device.str(); }
 
 Result Model::predict(const std::string& image_path, const PredictOptions& options) {

@@ -82,7 +82,8 @@ class Model {
  public:
   // Reads a weights file of any kind lucid reads: a lucid training checkpoint
   // (weights/best.safetensors, its EMA weights), lucid weights (.safetensors from lucid export),
-  // or an Ultralytics .pt. device: "cpu", "0", "cuda:N" or "" (the GPU when usable, else the CPU).
+  // an Ultralytics .pt, or a compiled package (.pt2 from lucid export format=aoti: it runs at its
+  // own imgsz, batch chunking and precision, on the device kind it was compiled for). device: "cpu", "0", "cuda:N" or "" (the GPU when usable, else the CPU).
   explicit Model(const std::string& weights, const std::string& device = "");
   ~Model();
   Model(Model&&) noexcept;

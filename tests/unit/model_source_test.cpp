@@ -8,6 +8,7 @@
 
 #include "data_test_util.h"
 #include "lucid/engine/checkpoint.h"
+#include "lucid/engine/compiled_model.h"
 #include "lucid/engine/freeze.h"
 #include "lucid/engine/model_source.h"
 #include "lucid/engine/train_options.h"
@@ -122,6 +123,19 @@ TEST(ModelFile, WrongKindsOfFileAreClearErrors) {
   // A zip archive that is not a PyTorch checkpoint, a .pt that is text.
   put(dir.str("a.pt"), "not a checkpoint\n");
   expect_clear(refusal(dir.str("a.pt")), dir.str("a.pt"));
+  // A compiled package is for prediction only; a .pt2 that is not one is named as such.
+  put(dir.str("p.pt2"), std::string("PK\x03\x04 not a package", 20));
+  auto pt2 = refusal(dir.str("p.pt2"));
+  expect_clear(pt2, dir.str("p.pt2"));
+  EXPECT_NE(pt2.find("compiled package"), std::string::npos) << pt2;
+  for (const auto& f : {dir.str("p.pt2"), dir.str("missing.pt2")}) {
+    try {
+      engine::load_network("model", f, torch::kCPU, false);
+      ADD_FAILURE() << f << " was loaded as a compiled package";
+    } catch (const UserError& e) {
+      expect_clear(e.what(), f);
+    }
+  }
   // A YAML model file that is not a model.
   put(dir.str("m.yaml"), "- just\n- a list\n");
   EXPECT_THROW(engine::read_model_source("model", dir.str("m.yaml")), UserError);

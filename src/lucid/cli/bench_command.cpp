@@ -68,6 +68,7 @@ config::Options merge_options() {
 const char* kUsage =
     "usage: lucid bench pairs out=DIR [pairs=5] [replay=LIST] [runs=DIR] [first_pair=N] [lucid train options...]\n"
     "       lucid bench merge from=DIR1,DIR2,... out=DIR\n"
+    "       lucid bench predict model=W [batch=1,16] [imgsz=640] [device=0] (predict latency and throughput)\n"
     "pairs: fresh-process native and replay fits of the same `lucid train` options, in alternating order;\n"
     "prints complete-fit and whole-process seconds, peak memory and whether every state hash matched.\n"
     "Every key that is not a bench option goes to `lucid train` for both arms.\n";
@@ -485,7 +486,8 @@ int bench_command(const std::vector<std::string>& args) {
     }
     return merge_command(rest);
   }
-  throw UserError("unknown bench '" + args[0] + "' (expected pairs or merge)");
+  if (args[0] == "predict") return predict_bench_command(rest);
+  throw UserError("unknown bench '" + args[0] + "' (expected pairs, merge or predict)");
 }
 
 }  // namespace lucid::cli

@@ -2,7 +2,9 @@
 // training checkpoint; FP16 unless half=False) with the model dict, nc, class names and imgsz as
 // metadata, which every lucid command loads back. format=pt writes an Ultralytics checkpoint through
 // the project's Python (scripts/ultralytics_weights.py), which the reference's YOLO(...).val(),
-// .predict() and .export() load, with the class names kept.
+// .predict() and .export() load, with the class names kept. format=onnx (the reference's ONNX
+// exporter) and format=aoti (an AOTInductor package that `lucid predict` runs with no Python) go
+// through scripts/deploy_export.py; their outputs are described in docs/deploy.md.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 
 #include "lucid/cli/commands.h"
 #include "lucid/config/options.h"
+#include "lucid/engine/compiled_model.h"
 #include "lucid/engine/model_source.h"
 #include "lucid/util/error.h"
 
@@ -27,10 +30,14 @@ config::Options export_options() {
   return config::Options(
       "export",
       {{"model", "", "weights: a lucid train checkpoint (its EMA weights), lucid weights (.safetensors) or a .pt"},
-       {"format", "safetensors", "safetensors or pt"},
-       {"half", "True", "FP16 weights (False: FP32)"},
-       {"imgsz", "", "image size recorded with the weights (default: the model file's)"},
-       {"out", "", "output file (default: next to model, <stem>-weights.safetensors or <stem>.pt)"}});
+       {"format", "safetensors", "safetensors, pt, onnx or aoti (a compiled package, .pt2)"},
+       {"half", "", "FP16 (default: True for safetensors and pt, False for onnx and aoti; aoti needs a CUDA device)"},
+       {"imgsz", "", "image size recorded with the weights, or the input size of onnx and aoti (default: the model file's, else 640)"},
+       {"batch", "1", "onnx and aoti: the batch size of the fixed input"},
+       {"dynamic", "False", "onnx: dynamic batch, height and width"},
+       {"opset", "", "onnx: the ONNX opset (default: the exporter's choice for this torch)"},
+       {"device", "cpu", "onnx and aoti: cpu or a CUDA device (0, cuda:0); an aoti package runs only on its kind"},
+       {"out", "", "output file (default: next to model, <stem>-weights.safetensors, <stem>.pt, <stem>.onnx or <stem>.pt2)"}});
 }
 
 // The Python the build was configured with (CMake's LUCID_PYTHON), unless LUCID_PYTHON says otherwise.
@@ -53,18 +60,22 @@ int run_program(const std::vector<std::string>& argv) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
-void export_pt(const engine::InferenceModel& m, int64_t imgsz, bool half, const std::string& out) {
+// Runs a script of the project's Python for `format=`: the weights go over as an FP32 safetensors
+// file next to the output, removed afterwards.
+void run_python_export(const engine::InferenceModel& m, const std::string& format, int64_t imgsz, const std::string& out,
+                       const std::string& script_name, std::vector<std::string> args) {
   const auto python = project_python();
   if (access(python.c_str(), X_OK) != 0)
-    throw UserError("format=pt needs the project's Python with the ultralytics package: " + python +
+    throw UserError("format=" + format + " needs the project's Python with the ultralytics package: " + python +
                     " is not an executable (set LUCID_PYTHON to one)");
-  const std::string script = std::string(LUCID_SCRIPTS_DIR) + "/ultralytics_weights.py";
-  if (!fs::is_regular_file(script)) throw UserError("format=pt: " + script + " is missing");
-  // FP32 in between; the script converts to FP16 itself unless --fp32.
+  const std::string script = std::string(LUCID_SCRIPTS_DIR) + "/" + script_name;
+  if (!fs::is_regular_file(script)) throw UserError("format=" + format + ": " + script + " is missing");
   const std::string weights = out + ".export-tmp.safetensors";
   engine::write_weights_file(weights, *m.model, m.source.names, imgsz, /*half=*/false);
-  std::vector<std::string> argv{python, script, "to-pt", weights, out};
-  if (!half) argv.push_back("--fp32");
+  std::vector<std::string> argv{python, script};
+  argv.insert(argv.end(), args.begin(), args.end());
+  for (auto& a : argv)
+    if (a == "{weights}") a = weights;
   int status = 0;
   try {
     status = run_program(argv);
@@ -74,8 +85,18 @@ void export_pt(const engine::InferenceModel& m, int64_t imgsz, bool half, const 
   }
   fs::remove(weights);
   if (status != 0)
-    throw UserError("format=pt: " + python + " " + script + " to-pt failed (exit " + std::to_string(status) +
-                    "; its message is above)");
+    throw UserError("format=" + format + ": " + python + " " + script + " " + args.front() + " failed (exit " +
+                    std::to_string(status) + "; its message is above)");
+}
+
+// "cpu", "cuda:N" as torch spells them, from the device option ("0" -> cuda:0).
+std::string export_device(const std::string& spec) {
+  if (spec.empty() || spec == "cpu") return "cpu";
+  if (spec == "cuda") return "cuda:0";
+  if (spec.rfind("cuda:", 0) == 0 && spec.size() > 5 && spec.find_first_not_of("0123456789", 5) == std::string::npos)
+    return spec;
+  if (spec.find_first_not_of("0123456789") == std::string::npos) return "cuda:" + spec;
+  throw UserError("option device=" + spec + ": expected cpu, 0, cuda or cuda:N");
 }
 
 }  // namespace
@@ -86,27 +107,55 @@ int export_command(const std::vector<std::string>& args) {
   const auto model = options.str("model");
   if (model.empty()) throw UserError("option model= is required (a weights file: .safetensors or .pt)");
   const auto format = options.str("format");
-  if (format != "safetensors" && format != "pt")
-    throw UserError("option format=" + format + ": supported formats are safetensors and pt");
-  const bool half = options.flag("half");
+  if (format != "safetensors" && format != "pt" && format != "onnx" && format != "aoti")
+    throw UserError("option format=" + format + ": supported formats are safetensors, pt, onnx and aoti");
+  const bool deploy = format == "onnx" || format == "aoti";
+  const bool half = options.str("half").empty() ? !deploy : options.flag("half");
+  const auto device = export_device(options.str("device"));
+  const auto batch = options.integer("batch", 1, 1024);
+  if (!deploy) {
+    for (const auto& [k, formats] : std::vector<std::pair<std::string, std::string>>{
+             {"batch", "onnx and aoti"}, {"dynamic", "onnx"}, {"opset", "onnx"}, {"device", "onnx and aoti"}})
+      if (options.given(k)) throw UserError("option " + k + "= is for format=" + formats + ", not format=" + format);
+  }
+  if (format == "aoti" && (options.flag("dynamic") || options.given("opset")))
+    throw UserError(std::string("option ") + (options.flag("dynamic") ? "dynamic" : "opset") +
+                    "= is for format=onnx; an aoti package has a fixed input (batch=, imgsz=)");
+  if (format == "aoti" && half && device == "cpu")
+    throw UserError("option half=True: format=aoti compiles FP16 only for a CUDA device (device=0); on the CPU use half=False");
   auto m = engine::load_inference_model("model", model, torch::kCPU);
   int64_t imgsz = m.source.imgsz;
   if (!options.str("imgsz").empty()) {
     imgsz = options.integer("imgsz");
     if (imgsz < 32 || imgsz % 32 != 0) throw UserError("option imgsz=" + options.str("imgsz") + ": expected a multiple of 32");
   }
+  if (deploy && imgsz <= 0) imgsz = 640;
   fs::path out = options.str("out");
   if (out.empty()) {
     const fs::path in(model);
-    out = in.parent_path() / (in.stem().string() + (format == "pt" ? ".pt" : "-weights.safetensors"));
+    const std::string suffix = format == "pt" ? ".pt" : format == "onnx" ? ".onnx" : format == "aoti" ? ".pt2" : "-weights.safetensors";
+    out = in.parent_path() / (in.stem().string() + suffix);
   }
+  if (format == "aoti" && !engine::is_compiled_package(out.string()))
+    throw UserError("out=" + out.string() + ": a compiled package's name ends in .pt2 (lucid predict tells it by that)");
   std::error_code ec;
   if (fs::exists(out, ec) && fs::equivalent(out, model, ec))
     throw UserError("out=" + out.string() + ": would overwrite model=" + model + "; give another out=");
-  if (format == "safetensors")
+  if (format == "safetensors") {
     engine::write_weights_file(out.string(), *m.model, m.source.names, imgsz, half);
-  else
-    export_pt(m, imgsz, half, out.string());
+  } else if (format == "pt") {
+    std::vector<std::string> args{"to-pt", "{weights}", out.string()};
+    if (!half) args.push_back("--fp32");
+    run_python_export(m, format, imgsz, out.string(), "ultralytics_weights.py", args);
+  } else {
+    std::vector<std::string> args{format, "{weights}", out.string(), "--imgsz", std::to_string(imgsz),
+                                  "--batch", std::to_string(batch), "--device", device};
+    if (half) args.push_back("--half");
+    if (format == "onnx" && options.flag("dynamic")) args.push_back("--dynamic");
+    if (format == "onnx" && options.given("opset"))
+      args.insert(args.end(), {"--opset", std::to_string(options.integer("opset", 7, 30))});
+    run_python_export(m, format, imgsz, out.string(), "deploy_export.py", args);
+  }
   std::printf("exported %s (%s) -> %s (%s, %s)\n", model.c_str(), engine::kind_name(m.source.kind).c_str(),
               out.string().c_str(), format.c_str(), half ? "FP16" : "FP32");
   return 0;

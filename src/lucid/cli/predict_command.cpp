@@ -23,6 +23,7 @@
 #include "lucid/engine/model_source.h"
 #include "lucid/engine/predict_sources.h"
 #include "lucid/engine/predict_stream.h"
+#include "lucid/engine/network.h"
 #include "lucid/engine/predictor.h"
 #include "lucid/engine/trainer.h"
 #include "lucid/metrics/rle.h"
@@ -40,8 +41,8 @@ namespace {
 config::Options predict_options() {
   return config::Options(
       "predict", {{"model", "",
-                   "weights: a lucid train checkpoint (weights/best.safetensors), lucid weights (.safetensors) "
-                   "or an Ultralytics .pt"},
+                   "weights: a lucid train checkpoint (weights/best.safetensors), lucid weights (.safetensors), "
+                   "an Ultralytics .pt or a compiled package (.pt2, lucid export format=aoti)"},
                   {"source", "",
                    "an image or video file, a folder, a glob ('imgs/*.jpg', 'data/**/*.png') or a list file (.txt: "
                    "a path a line; .csv: comma-separated); URLs and cameras are not supported"},
@@ -242,11 +243,12 @@ int predict_command(const std::vector<std::string>& args) {
   const auto& sources = stream.paths();
   const auto out_names = output_names(sources);
   const torch::Device device = util::parse_device(options.str("device"));
-  auto loaded = engine::load_inference_model("model", checkpoint, device);
-  if (options.str("imgsz").empty()) po.imgsz = loaded.source.imgsz > 0 ? static_cast<int>(loaded.source.imgsz) : 640;
-  // The model's class names; the reference's placeholders where the file has none.
-  auto& names = loaded.source.names;
-  for (int64_t c = static_cast<int64_t>(names.size()); c < loaded.model->nc(); ++c) names.push_back("class" + std::to_string(c));
+  auto loaded = engine::load_network("model", checkpoint, device, po.amp);
+  if (options.str("imgsz").empty()) po.imgsz = loaded.imgsz > 0 ? static_cast<int>(loaded.imgsz) : 640;
+  if (loaded.fixed_imgsz && po.imgsz != loaded.imgsz)
+    throw UserError("option imgsz=" + options.str("imgsz") + ": model=" + checkpoint + " is compiled for imgsz=" +
+                    std::to_string(loaded.imgsz) + " only");
+  const auto& names = loaded.names;  // the file's, else the reference's placeholders
   for (auto c : po.classes)
     if (c >= static_cast<int64_t>(names.size()))
       throw UserError("option classes=" + options.str("classes") + ": class " + std::to_string(c) + " is not in the model (" +
@@ -284,7 +286,7 @@ int predict_command(const std::vector<std::string>& args) {
     images.reserve(items.size());
     for (auto& it : items) images.push_back(std::move(it.image));
     const auto t0 = std::chrono::steady_clock::now();
-    const auto preds = engine::predict_images(*loaded.model, device, images, po);
+    const auto preds = engine::predict_images(*loaded.network, images, po);
     // Each image's share of the batch's time, as the reference reports per-image speed.
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
                       static_cast<double>(items.size());

@@ -168,6 +168,9 @@ ModelFileKind detect_model_file(const std::string& option, const std::string& pa
     throw UserError(prefix(option, path) + "no such file");
   }
   if (!fs::is_regular_file(path, ec)) throw UserError(prefix(option, path) + "not a file");
+  if (ext == ".pt2")
+    throw UserError(prefix(option, path) + "a compiled package (lucid export format=aoti) runs only in lucid predict and lucid bench predict; "
+                    "give the weights it was exported from");
   if (model::is_torch_zip(path)) return ModelFileKind::UltralyticsPt;
   auto safetensors_kind = [&] {
     const auto header = model::read_safetensors_header(path);

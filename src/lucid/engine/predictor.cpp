@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "lucid/data/resize.h"
+#include "lucid/engine/network.h"
 #include "lucid/model/model.h"
 #include "lucid/util/device.h"
 
@@ -108,13 +109,12 @@ Prediction image_prediction(const Tensor& det, const Tensor& proto, const Predic
 
 }  // namespace
 
-std::vector<Prediction> predict_images(model::SegmentationModelImpl& model, const torch::Device& device,
-                                       std::span<const data::Image> images, const PredictOptions& o) {
+std::vector<Prediction> predict_images(Network& network, std::span<const data::Image> images, const PredictOptions& o) {
   torch::NoGradGuard no_grad;
-  model.eval();
+  const int multiple = network.pad_multiple(o.imgsz);
   std::vector<PredictLetterbox> lbs;
   lbs.reserve(images.size());
-  for (const auto& image : images) lbs.push_back(predict_letterbox(image.height, image.width, o.imgsz));
+  for (const auto& image : images) lbs.push_back(predict_letterbox(image.height, image.width, o.imgsz, multiple));
   // Groups of images with the same input size, in order of first appearance.
   std::vector<std::vector<size_t>> groups;
   for (size_t i = 0; i < images.size(); ++i) {
@@ -131,39 +131,38 @@ std::vector<Prediction> predict_images(model::SegmentationModelImpl& model, cons
   nms.agnostic = o.agnostic_nms;
   nms.multi_label = false;  // the predictor's default
   nms.classes = o.classes;
-  auto f32 = [](const Tensor& t) { return t.defined() ? t.to(torch::kFloat32) : t; };
-  auto to_fp32 = [&](const model::BranchOutputs& b) {
-    return model::BranchOutputs{f32(b.boxes), f32(b.scores), f32(b.mask_coefficient), f32(b.proto), f32(b.semantic)};
-  };
   std::vector<Prediction> predictions(images.size());
   for (const auto& members : groups) {
     std::vector<Tensor> inputs;
     inputs.reserve(members.size());
     for (size_t i : members) inputs.push_back(letterboxed_input(images[i], lbs[i]));
-    auto x = torch::stack(inputs).permute({0, 3, 1, 2}).to(device).to(torch::kFloat32).div_(255);
+    auto x = torch::stack(inputs).permute({0, 3, 1, 2}).to(network.device()).to(torch::kFloat32).div_(255);
     inputs.clear();
-    if (device.is_cuda()) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
-    model::HeadOutputs out;
-    {
-      util::Autocast ac(device.is_cuda() && o.amp);
-      out = model.forward(x);
-    }
-    out.one2many = to_fp32(out.one2many);
-    if (out.one2one) out.one2one = to_fp32(*out.one2one);
-    const auto dets = postprocess(model, out, nms);
-    const auto& proto = out.primary().proto;
+    const auto out = network.run(x, o.max_det, o.agnostic_nms);
+    const auto dets = network_detections(network, out, nms);
     for (size_t k = 0; k < members.size(); ++k) {
       const size_t i = members[k];
-      predictions[i] = image_prediction(dets[k], proto[static_cast<int64_t>(k)], lbs[i], images[i].height,
+      predictions[i] = image_prediction(dets[k], out.proto[static_cast<int64_t>(k)], lbs[i], images[i].height,
                                         images[i].width, o);
     }
   }
   return predictions;
 }
 
+std::vector<Prediction> predict_images(model::SegmentationModelImpl& model, const torch::Device& device,
+                                       std::span<const data::Image> images, const PredictOptions& o) {
+  EagerNetwork network(model, device, o.amp);
+  return predict_images(network, images, o);
+}
+
+Prediction predict_image(Network& network, const data::Image& image, const PredictOptions& o) {
+  return std::move(predict_images(network, std::span<const data::Image>(&image, 1), o)[0]);
+}
+
 Prediction predict_image(model::SegmentationModelImpl& model, const torch::Device& device, const data::Image& image,
                          const PredictOptions& o) {
-  return std::move(predict_images(model, device, std::span<const data::Image>(&image, 1), o)[0]);
+  EagerNetwork network(model, device, o.amp);
+  return predict_image(network, image, o);
 }
 
 std::vector<float> mask_outline(const uint8_t* mask, int h, int w) {

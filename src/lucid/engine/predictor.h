@@ -53,6 +53,10 @@ PredictLetterbox predict_letterbox(int orig_h, int orig_w, int imgsz, int stride
 
 Prediction predict_image(model::SegmentationModelImpl& model, const torch::Device& device, const data::Image& image,
                          const PredictOptions& options);
+// The same on any network (engine/network.h: the eager model or a compiled package); options.amp is
+// the network's own.
+class Network;
+Prediction predict_image(Network& network, const data::Image& image, const PredictOptions& options);
 
 // Predictions of several images, in their order, each image letterboxed as predict_image does it:
 // one forward for each group of images whose inputs have the same size (all of them for a video's
@@ -60,6 +64,8 @@ Prediction predict_image(model::SegmentationModelImpl& model, const torch::Devic
 // change what the network sees near their borders; so each result is predict_image's on that image.
 std::vector<Prediction> predict_images(model::SegmentationModelImpl& model, const torch::Device& device,
                                        std::span<const data::Image> images, const PredictOptions& options);
+std::vector<Prediction> predict_images(Network& network, std::span<const data::Image> images,
+                                       const PredictOptions& options);
 
 // The outline of the largest 8-connected region of a binary mask (h x w, nonzero = inside) as the
 // pixel coordinates x0, y0, x1, y1, ... of its boundary pixels with straight runs reduced to their

@@ -1,0 +1,58 @@
+#include "lucid/engine/network.h"
+
+#include "lucid/engine/compiled_model.h"
+#include "lucid/engine/model_source.h"
+#include "lucid/util/device.h"
+
+namespace lucid::engine {
+
+NetworkOutputs EagerNetwork::run(const Tensor& images, int64_t max_det, bool agnostic) {
+  torch::NoGradGuard no_grad;
+  auto x = device_.is_cuda() ? images.contiguous(torch::MemoryFormat::ChannelsLast) : images;
+  model_.eval();
+  model::HeadOutputs out;
+  {
+    util::Autocast ac(device_.is_cuda() && amp_);
+    out = model_.forward(x);
+  }
+  auto f32 = [](const Tensor& t) { return t.defined() ? t.to(torch::kFloat32) : t; };
+  auto to_fp32 = [&](const model::BranchOutputs& b) {
+    return model::BranchOutputs{f32(b.boxes), f32(b.scores), f32(b.mask_coefficient), f32(b.proto), f32(b.semantic)};
+  };
+  out.one2many = to_fp32(out.one2many);
+  if (out.one2one) out.one2one = to_fp32(*out.one2one);
+  auto pred = model_.end2end() ? model_.decode(out, max_det, agnostic) : model_.head()->decode_dense(out, model_.strides());
+  return {pred, out.primary().proto};
+}
+
+bool EagerNetwork::end2end() const { return model_.end2end(); }
+int64_t EagerNetwork::nc() const { return model_.nc(); }
+
+std::vector<Tensor> network_detections(const Network& network, const NetworkOutputs& out, NmsOptions options) {
+  if (network.end2end()) return select_end2end(out.pred, options.conf, options.max_det, options.classes);
+  options.nc = network.nc();
+  options.xywh = true;
+  return non_max_suppression(out.pred, options);
+}
+
+LoadedNetwork load_network(const std::string& option, const std::string& path, const torch::Device& device, bool amp) {
+  LoadedNetwork out;
+  if (is_compiled_package(path)) {
+    auto compiled = std::make_unique<CompiledModel>(option, path, device);
+    out.names = compiled->names();
+    out.imgsz = compiled->imgsz();
+    out.fixed_imgsz = true;
+    out.network = std::move(compiled);
+    return out;
+  }
+  auto loaded = load_inference_model(option, path, device);
+  out.model = loaded.model;
+  out.names = loaded.source.names;
+  for (int64_t c = static_cast<int64_t>(out.names.size()); c < out.model->nc(); ++c)
+    out.names.push_back("class" + std::to_string(c));
+  out.imgsz = loaded.source.imgsz;
+  out.network = std::make_unique<EagerNetwork>(*out.model, device, amp);
+  return out;
+}
+
+}  // namespace lucid::engine

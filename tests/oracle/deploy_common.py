@@ -1,0 +1,170 @@
+"""What the export oracle tests share: a small trained model, the reference letterbox, lucid's
+network outputs on given inputs (deploy_oracle_tool), comparisons of export-layout outputs, and
+per-image pairing of `lucid predict` detections (predictions.json) with another predictor's."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from pycocotools import mask as mask_utils
+from safetensors.torch import load_file, save_file
+
+from oracle_common import BUILD_DIR, Comparison, run
+
+LUCID = BUILD_DIR / "lucid"
+TOOL = BUILD_DIR / "tests" / "deploy_oracle_tool"
+TRAIN_IMGSZ = 128
+
+
+def train_small(tmp, model="yolo26n-seg.yaml"):
+    """A 2-epoch `lucid train` of `model` on the synthetic set at imgsz 128; returns (checkpoint, env, val images)."""
+    env = dict(os.environ, LUCID_CACHE_DIR=str(tmp / "cache"))
+    name = Path(model).stem
+    r = subprocess.run([LUCID, "train", f"model={model}", "epochs=2", "batch=8", f"imgsz={TRAIN_IMGSZ}", "workers=2",
+                        "device=cpu", "plots=False", f"project={tmp / 'runs'}", f"name={name}"],
+                       env=env, capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"lucid train failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    return tmp / "runs" / name / "weights" / "best.safetensors", env, tmp / "cache" / "synth-v1" / "images" / "val"
+
+
+def letterbox(paths, imgsz, auto):
+    """The reference predictor's letterbox of each image (BGR file -> RGB (3, H, W) FP32 in [0, 1])."""
+    import cv2
+    from ultralytics.data.augment import LetterBox
+
+    lb = LetterBox(imgsz, auto=auto, stride=32)
+    out = []
+    for p in paths:
+        im = lb(image=cv2.imread(str(p)))
+        out.append(torch.from_numpy(np.ascontiguousarray(im[..., ::-1].transpose(2, 0, 1))).float() / 255)
+    return out
+
+
+def lucid_outputs(model, inputs, tmp):
+    """lucid's network (deploy_oracle_tool, as `lucid predict` loads model) on each input: [(pred, proto)]."""
+    save_file({f"x{k}": x.contiguous() for k, x in enumerate(inputs)}, tmp / "inputs.safetensors")
+    run([TOOL, model, tmp / "inputs.safetensors", tmp / "lucid_out.safetensors"])
+    out = load_file(tmp / "lucid_out.safetensors")
+    return [(out[f"{k}.pred"], out[f"{k}.proto"]) for k in range(len(inputs))]
+
+
+def compare_layout(cmp, name, ours, ref, end2end, nc, tie=1e-4):
+    """Export-layout outputs (pred, proto) against reference ones, part by part (boxes, scores, classes,
+    coefficients, prototypes), each within the comparison's relative tolerance. End-to-end rows whose
+    scores tie within `tie` may come in either order: each of ours is paired with the reference row of
+    its class whose values are closest among those tied with it. Rows tied with the lowest score kept
+    may have their counterparts just outside the top k and are left out (at least a tenth must remain)."""
+    (p0, q0), (p1, q1) = ours, ref
+    p0, p1 = p0.double(), p1.double()
+    if p0.shape != p1.shape:
+        cmp.failures.append(f"{name}: output0 shape {tuple(p0.shape)} vs {tuple(p1.shape)}")
+        return
+    if end2end:
+        skipped = 0
+        for b in range(p0.shape[0]):
+            a, r = p0[b], p1[b].clone()
+            paired = torch.empty_like(a)
+            used = torch.zeros(len(r), dtype=torch.bool)
+            floor = min(a[:, 4].min(), r[:, 4].min()) + tie
+            for i in range(len(a)):
+                if a[i, 4] <= floor:  # tied with the top-k boundary: its counterpart may rank just below k
+                    paired[i] = a[i]
+                    skipped += 1
+                    continue
+                cand = ((r[:, 4] - a[i, 4]).abs() <= tie) & (r[:, 5] == a[i, 5]) & ~used
+                if not cand.any():
+                    cand = ~used
+                j = torch.nonzero(cand).flatten()
+                j = j[(r[j] - a[i]).abs().max(1).values.argmin()]
+                used[j] = True
+                paired[i] = r[j]
+            p1[b] = paired
+        if skipped > p0.shape[0] * p0.shape[1] * 9 // 10:
+            cmp.failures.append(f"{name}: {skipped} rows tied with the top-k boundary, fewer than a tenth left to compare")
+        print(f"{name}: {skipped} of {p0.shape[0] * p0.shape[1]} rows tied with the top-k boundary left out")
+        parts = {"boxes": (0, 4), "scores": (4, 5), "classes": (5, 6), "coefficients": (6, p0.shape[2])}
+        for part, (s, e) in parts.items():
+            cmp.check(f"{name} output0 {part}", p0[..., s:e], p1[..., s:e])
+    else:
+        parts = {"boxes": (0, 4), "scores": (4, 4 + nc), "coefficients": (4 + nc, p0.shape[1])}
+        for part, (s, e) in parts.items():
+            cmp.check(f"{name} output0 {part}", p0[:, s:e], p1[:, s:e])
+    cmp.check(f"{name} output1 prototypes", q0, q1)
+
+
+def boundary_conf(preds, conf, margin=2e-4):
+    """A confidence threshold above every image's top-k boundary (the lowest score of its end-to-end
+    rows) by margin, and at least conf: which of the anchors tied at the boundary make the top k
+    depends on rounding, so detections at those scores are not comparable."""
+    return max([conf] + [float(p[..., 4].min()) + margin for p in preds])
+
+
+def lucid_predictions(model, source, imgsz, tmp, name, env, conf, extra=()):
+    """`lucid predict` (retina masks, predictions.json) -> {file name: [(score, class, xyxy, mask)]}."""
+    run([LUCID, "predict", f"model={model}", f"source={source}", f"imgsz={imgsz}", f"conf={conf}", "device=cpu",
+         "retina_masks=True", "save=False", "save_json=True", f"project={tmp / 'runs'}", f"name={name}", *extra])
+    out = {}
+    for p in json.loads((tmp / "runs" / name / "predictions.json").read_text()):
+        b = p["bbox"]
+        out.setdefault(p["file_name"], []).append(
+            (p["score"], p["category_id"] - 1, np.array([b[0], b[1], b[0] + b[2], b[1] + b[3]]),
+             mask_utils.decode(p["segmentation"]).astype(bool)))
+    return out
+
+
+def reference_predictions(results):
+    """Ultralytics Results (retina masks) -> [(score, class, xyxy, mask)]."""
+    out = []
+    if results.boxes is not None:
+        for k in range(len(results.boxes)):
+            out.append((float(results.boxes.conf[k]), int(results.boxes.cls[k]), results.boxes.xyxy[k].numpy(),
+                        results.masks.data[k].numpy() > 0.5))
+    return out
+
+
+class DetectionMatch:
+    """Pairs detections image by image: the same count above conf (ignoring scores within `score_tol`
+    of it), and each of ours with a detection of the other side of the same class and score (within
+    score_tol) whose box is within box_tol px and whose mask IoU is at least iou_min."""
+
+    def __init__(self, conf, score_tol, box_tol, iou_min):
+        self.conf, self.score_tol, self.box_tol, self.iou_min = conf, score_tol, box_tol, iou_min
+        self.failures, self.compared = [], 0
+        self.worst = {"score": 0.0, "box": 0.0, "iou": 1.0}
+
+    def image(self, name, mine, ref):
+        keep = lambda ds: sorted([d for d in ds if d[0] > self.conf + self.score_tol], key=lambda d: -d[0])
+        mine, ref = keep(mine), keep(ref)
+        if len(mine) != len(ref):
+            self.failures.append(f"{name}: {len(mine)} detections vs {len(ref)}")
+            return
+        left = list(ref)
+        for s0, c0, b0, m0 in mine:
+            cands = [d for d in left if d[1] == c0 and abs(d[0] - s0) <= self.score_tol]
+            if not cands:
+                self.failures.append(f"{name}: class {c0} score {s0:.5f} box {b0.round(2)} has no match")
+                continue
+            best = min(cands, key=lambda d: float(np.abs(d[2] - b0).max()))
+            left = [d for d in left if d is not best]
+            s1, _, b1, m1 = best
+            self.compared += 1
+            union = np.logical_or(m0, m1).sum()
+            iou = np.logical_and(m0, m1).sum() / union if union else 1.0
+            box = float(np.abs(b0 - b1).max())
+            self.worst["score"] = max(self.worst["score"], abs(s0 - s1))
+            self.worst["box"] = max(self.worst["box"], box)
+            self.worst["iou"] = min(self.worst["iou"], iou)
+            if box > self.box_tol or iou < self.iou_min:
+                self.failures.append(f"{name}: class {c0} score {s0:.5f} box {b0.round(2)} vs {b1.round(2)}, "
+                                     f"mask IoU {iou:.4f}")
+
+    def finish(self, what):
+        print(f"{what}: {self.compared} detections paired; worst score difference {self.worst['score']:.2g}, "
+              f"box {self.worst['box']:.3g} px, lowest mask IoU {self.worst['iou']:.4f}")
+        if self.compared == 0:
+            self.failures.append(f"{what}: no detections above conf to compare")
+        return [f"{what}: {f}" for f in self.failures]
