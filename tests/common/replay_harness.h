@@ -186,14 +186,12 @@ inline std::vector<Batch> schedule(int64_t size = 64) {
   return b;
 }
 
-// Runs schedule() natively and with `options` (nullopt: natively twice, the determinism control)
-// and compares every byte after every batch; returns the replayed fit's route log checks.
-inline void compare_with_native(std::optional<ReplayOptions> options, optim::Kind kind, FitSetup setup) {
-  Fit native(std::nullopt, kind, "", setup), replayed(options, kind, "", setup);
-  auto batches = schedule(setup.imgsz);
+// Runs schedule() on `native` and on `other` and compares every byte after every batch.
+inline void expect_fits_match(Fit& native, Fit& other, int64_t imgsz) {
+  auto batches = schedule(imgsz);
   for (size_t i = 0; i < batches.size(); ++i) {
     auto a = native.run(batches[i].x, batches[i].targets, batches[i].step);
-    auto b = replayed.run(batches[i].x, batches[i].targets, batches[i].step);
+    auto b = other.run(batches[i].x, batches[i].targets, batches[i].step);
     const auto at = " at batch " + std::to_string(i);
     expect_same_bytes(a.predictions, b.predictions, "predictions and loss" + at);
     EXPECT_EQ(a.grad_defined, b.grad_defined) << at;
@@ -203,6 +201,14 @@ inline void compare_with_native(std::optional<ReplayOptions> options, optim::Kin
     expect_same_bytes(a.optimizer, b.optimizer, "optimizer state" + at);
     expect_same_bytes(a.ema, b.ema, "EMA" + at);
   }
+}
+
+// Runs schedule() natively and with `options` (nullopt: natively twice, the determinism control)
+// and compares every byte after every batch; returns the replayed fit's route log checks.
+inline void compare_with_native(std::optional<ReplayOptions> options, optim::Kind kind, FitSetup setup) {
+  Fit native(std::nullopt, kind, "", setup), replayed(options, kind, "", setup);
+  expect_fits_match(native, replayed, setup.imgsz);
+  const auto batches = schedule(setup.imgsz);
   if (!options) return;
   const auto& o = *options;
   if (o.step) {

@@ -78,19 +78,7 @@ TEST(TrainingStep, WholeStepWithStageOptionsToo) {
 // Runs the schedule on a native fit and on `fit`, comparing every byte.
 void run_against_native(Fit& fit, optim::Kind kind = optim::Kind::MuSGD, FitSetup setup = {}) {
   Fit native(std::nullopt, kind, "", setup);
-  auto batches = schedule(setup.imgsz);
-  for (size_t i = 0; i < batches.size(); ++i) {
-    auto a = native.run(batches[i].x, batches[i].targets, batches[i].step);
-    auto b = fit.run(batches[i].x, batches[i].targets, batches[i].step);
-    const auto at = " at batch " + std::to_string(i);
-    expect_same_bytes(a.predictions, b.predictions, "predictions and loss" + at);
-    EXPECT_EQ(a.grad_defined, b.grad_defined) << at;
-    expect_same_bytes(a.grads, b.grads, "gradients" + at);
-    expect_same_bytes(a.params, b.params, "parameters" + at);
-    expect_same_bytes(a.buffers, b.buffers, "BatchNorm statistics" + at);
-    expect_same_bytes(a.optimizer, b.optimizer, "optimizer state" + at);
-    expect_same_bytes(a.ema, b.ema, "EMA" + at);
-  }
+  expect_fits_match(native, fit, setup.imgsz);
 }
 
 TEST(TrainingStep, RecordingCapSendsNewSignaturesNative) {
