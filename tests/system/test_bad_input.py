@@ -52,6 +52,10 @@ def main():
         project = tmp / "runs"
         for opt in ["degrees=inf", "lr0=nan", "imgsz=100000", "freeze=1,x", "batch=99999999999999999999"]:
             expect_error(["train", opt, "device=cpu", f"project={project}"], env, opt.split("=")[0] + "=")
+        # A typo gets the nearest key; the reference's task word is accepted before the command.
+        expect_error(["segment", "train", "imgz=64", "device=cpu", f"project={project}"], env,
+                     "'imgz' is not a valid option; did you mean imgsz?")
+        expect_error(["segment", "predict", "sorce=x.jpg"], env, "did you mean source?")
 
         # One short fit: patience=0 must not stop after epoch 1; workers beyond the CPUs are capped.
         out = train(["epochs=2", "imgsz=64", "batch=8", "workers=100000", "patience=0", "plots=False", "device=cpu"],

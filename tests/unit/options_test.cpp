@@ -36,6 +36,27 @@ TEST(Options, DefaultsParsingAndErrorsNameTheKey) {
 
 // NaN and infinity pass every range check written as a comparison: number() refuses them for
 // every command, naming the option.
+TEST(Options, UnknownKeysSuggestTheNearestValidOne) {
+  Options o("train", {{"imgsz", "640", "size"}, {"name", "", "a name"}, {"epochs", "100", "epochs"},
+                      {"close_mosaic", "10", "last epochs without mosaic"}});
+  auto message = [&](const std::string& token) {
+    try {
+      o.parse({token});
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(message("imgz=320"), "'imgz' is not a valid option; did you mean imgsz=640? (see lucid train --help)");
+  EXPECT_EQ(message("epcohs=3"), "'epcohs' is not a valid option; did you mean epochs=100? (see lucid train --help)");
+  EXPECT_EQ(message("nmae=x"), "'nmae' is not a valid option; did you mean name? (see lucid train --help)");
+  EXPECT_EQ(message("closemosaic=0"),
+            "'closemosaic' is not a valid option; did you mean close_mosaic=10? (see lucid train --help)");
+  // Nothing near: no guess.
+  EXPECT_EQ(message("weights_decay_factor=1"), "'weights_decay_factor' is not a valid option (see lucid train --help)");
+  EXPECT_EQ(message("lr=1"), "'lr' is not a valid option (see lucid train --help)");
+}
+
 TEST(Options, NonFiniteNumbersAreRefusedWithTheOptionNamed) {
   Options o("test", {{"degrees", "0", ""}, {"lr0", "0.01", ""}});
   for (const std::string v : {"inf", "-inf", "nan", "NaN", "infinity", "1e999"}) {

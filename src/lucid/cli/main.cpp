@@ -14,12 +14,13 @@ const char* kUsage =
     "  train             train a model (default: yolo26n-seg on the embedded synthetic dataset)\n"
     "  val               validate a checkpoint: box/mask metrics, plots, COCO results file\n"
     "  predict           segment images with a checkpoint: drawn images, txt labels, JSON\n"
-    "  export            write a model's weights as safetensors or an Ultralytics .pt\n"
+    "  export            write a model as safetensors, an Ultralytics .pt, ONNX or a compiled package\n"
     "  model info|save   inspect a model YAML or weights file, save its weights\n"
     "  coco-eval         COCO box/mask mAP of a results JSON (as pycocotools)\n"
     "  data check|synth|convert|prepare  inspect, synthesise, convert datasets; cache images\n"
     "  bench pairs|merge fresh-process native/replay fit pairs: times, memory, state hashes\n"
-    "  version           print the version\n";
+    "  version           print the version\n"
+    "`lucid segment <command> ...` is the same as `lucid <command> ...` (the reference's `yolo segment train`).\n";
 
 }  // namespace
 
@@ -29,6 +30,8 @@ int main(int argc, char** argv) {
     std::cout << kUsage;
     return args.empty() ? 2 : 0;
   }
+  // `lucid segment train ...` (the reference's task word) is `lucid train ...`.
+  if (args[0] == "segment" && args.size() > 1) args.erase(args.begin());
   const std::string cmd = args[0];
   std::vector<std::string> rest(args.begin() + 1, args.end());
   try {

@@ -23,13 +23,44 @@ bool Options::parse_or_help(const std::vector<std::string>& args) {
   return true;
 }
 
+namespace {
+
+// Edit distance (insertions, deletions, substitutions, adjacent swaps) between two keys.
+size_t key_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::string Options::unknown_option_message(const std::string& key) const {
+  // The nearest declared key, when it is near enough to be a typo of it (the reference suggests so too).
+  const OptionSpec* best = nullptr;
+  size_t best_distance = 0;
+  for (const auto& spec : specs_) {
+    const size_t d = key_distance(key, spec.key);
+    if (!best || d < best_distance) best = &spec, best_distance = d;
+  }
+  std::string message = "'" + key + "' is not a valid option";
+  if (best && best_distance <= std::max<size_t>(1, std::min(key.size(), best->key.size()) / 3))
+    message += "; did you mean " + best->key + (best->default_value.empty() ? "" : "=" + best->default_value) + "?";
+  return message + " (see lucid " + command_ + " --help)";
+}
+
 void Options::parse(const std::vector<std::string>& tokens) {
   for (const auto& tok : tokens) {
     auto eq = tok.find('=');
     if (eq == std::string::npos || eq == 0)
       throw UserError("'" + tok + "': options are key=value (see lucid " + command_ + " --help)");
     auto key = tok.substr(0, eq);
-    if (!values_.count(key)) throw UserError("unknown option '" + key + "' (see lucid " + command_ + " --help)");
+    if (!values_.count(key)) throw UserError(unknown_option_message(key));
     values_[key] = tok.substr(eq + 1);
     given_[key] = true;
   }

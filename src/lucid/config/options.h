@@ -44,6 +44,9 @@ class Options {
 
  private:
   std::string command_;
+  // "'imgz' is not a valid option; did you mean imgsz=640? ...": the nearest key when it is a likely typo.
+  std::string unknown_option_message(const std::string& key) const;
+
   std::vector<OptionSpec> specs_;
   std::map<std::string, std::string> values_;
   std::map<std::string, bool> given_;
