@@ -277,7 +277,7 @@ int train_command(const std::vector<std::string>& args) {
                 {"final validation", weights.string()},
                 {"speed", engine::Validator(fo).format_speed(final_results.speed)}};
   report::write_report(run_dir.string(), rc);
-  std::printf("Results saved to %s\n", run_dir.string().c_str());
+  std::printf("Results saved to %s; weights %s\n", run_dir.string().c_str(), weights.string().c_str());
   return 0;
 }
 

@@ -25,7 +25,7 @@ void Progress::update(int64_t done, const std::string& columns) {
                 bar.c_str(), static_cast<long long>(done), static_cast<long long>(total_), secs, eta, rate);
   last_line_ = columns + tail;
   if (tty_) {
-    std::printf("\r%s", last_line_.c_str());
+    std::printf("\r%s\033[K", last_line_.c_str());  // clear what a longer previous line left
     std::fflush(stdout);
     return;
   }
