@@ -57,6 +57,18 @@ TEST(Options, UnknownKeysSuggestTheNearestValidOne) {
   EXPECT_EQ(message("lr=1"), "'lr' is not a valid option (see lucid train --help)");
 }
 
+TEST(Options, ImageSizesRoundUpToTheStrideAsTheReferenceDoes) {
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(lucid::config::stride_multiple(640), 640);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(lucid::config::stride_multiple(650), 672);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "warning: imgsz=650 must be a multiple of max stride 32, updating to 672\n");
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(lucid::config::stride_multiple(10), 32);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("updating to 32"), std::string::npos);
+}
+
 TEST(Options, NonFiniteNumbersAreRefusedWithTheOptionNamed) {
   Options o("test", {{"degrees", "0", ""}, {"lr0", "0.01", ""}});
   for (const std::string v : {"inf", "-inf", "nan", "NaN", "infinity", "1e999"}) {

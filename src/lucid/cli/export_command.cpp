@@ -126,8 +126,7 @@ int export_command(const std::vector<std::string>& args) {
   auto m = engine::load_inference_model("model", model, torch::kCPU);
   int64_t imgsz = m.source.imgsz;
   if (!options.str("imgsz").empty()) {
-    imgsz = options.integer("imgsz");
-    if (imgsz < 32 || imgsz % 32 != 0) throw UserError("option imgsz=" + options.str("imgsz") + ": expected a multiple of 32");
+    imgsz = config::stride_multiple(options.integer("imgsz", 1, config::kMaxImgsz));
   }
   if (deploy && imgsz <= 0) imgsz = 640;
   fs::path out = options.str("out");

@@ -87,8 +87,7 @@ int predict_bench_command(const std::vector<std::string>& args) {
   auto loaded = engine::load_network("model", model, device, po.amp);
   po.imgsz = loaded.imgsz > 0 ? static_cast<int>(loaded.imgsz) : 640;
   if (!options.str("imgsz").empty()) {
-    po.imgsz = static_cast<int>(options.integer("imgsz", 32, config::kMaxImgsz));
-    if (po.imgsz % 32 != 0) throw UserError("option imgsz=" + options.str("imgsz") + ": expected a multiple of 32");
+    po.imgsz = static_cast<int>(config::stride_multiple(options.integer("imgsz", 1, config::kMaxImgsz)));
     if (loaded.fixed_imgsz && po.imgsz != loaded.imgsz)
       throw UserError("option imgsz=" + options.str("imgsz") + ": model=" + model + " is compiled for imgsz=" +
                       std::to_string(loaded.imgsz) + " only");

@@ -208,8 +208,8 @@ int predict_command(const std::vector<std::string>& args) {
   const auto checkpoint = options.str("model");
   if (checkpoint.empty()) throw UserError("option model= is required (a weights file: .safetensors or .pt)");
   engine::PredictOptions po;
-  if (!options.str("imgsz").empty()) po.imgsz = static_cast<int>(options.integer("imgsz", 32, config::kMaxImgsz));
-  if (po.imgsz % 32 != 0) throw UserError("option imgsz=" + options.str("imgsz") + ": expected a multiple of 32");
+  if (!options.str("imgsz").empty())
+    po.imgsz = static_cast<int>(config::stride_multiple(options.integer("imgsz", 1, config::kMaxImgsz)));
   po.conf = options.number("conf");
   if (po.conf < 0 || po.conf > 1) throw UserError("option conf=" + options.str("conf") + ": expected 0..1");
   po.iou = options.number("iou");

@@ -184,6 +184,8 @@ int train_command(const std::vector<std::string>& args) {
   // The complete-fit clock (fit_report.json): before data, model and trainer construction.
   const auto fit_start = std::chrono::steady_clock::now();
   auto settings = engine::TrainSettings::from(options);
+  // A rounded-up imgsz (warned once above) is the value the run records and uses from here on.
+  if (options.given("imgsz")) options.parse({"imgsz=" + std::to_string(settings.imgsz)});
   const torch::Device device = util::parse_device(settings.device);
   if (resume.empty()) model_source = training_model(settings);
   const std::string data_path = settings.data.empty() ? default_dataset() : settings.data;

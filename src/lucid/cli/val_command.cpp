@@ -70,7 +70,7 @@ int val_command(const std::vector<std::string>& args) {
 
   auto loaded = engine::load_inference_model("model", checkpoint, device);
   const auto& source = loaded.source;
-  const int imgsz = !options.str("imgsz").empty() ? static_cast<int>(options.integer("imgsz", 32, config::kMaxImgsz))
+  const int imgsz = !options.str("imgsz").empty() ? static_cast<int>(config::stride_multiple(options.integer("imgsz", 1, config::kMaxImgsz)))
                     : source.imgsz > 0             ? static_cast<int>(source.imgsz)
                                                    : 640;
   if (imgsz < 32 || imgsz % 32 != 0) throw UserError("option imgsz=" + std::to_string(imgsz) + ": expected a multiple of 32");

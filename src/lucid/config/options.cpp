@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 #include <sstream>
 
@@ -21,6 +22,14 @@ bool Options::parse_or_help(const std::vector<std::string>& args) {
   }
   parse(args);
   return true;
+}
+
+long long stride_multiple(long long imgsz, const std::string& key, long long stride) {
+  const long long rounded = (imgsz + stride - 1) / stride * stride;
+  if (rounded != imgsz)
+    std::fprintf(stderr, "warning: %s=%lld must be a multiple of max stride %lld, updating to %lld\n", key.c_str(), imgsz,
+                 stride, rounded);
+  return rounded;
 }
 
 namespace {

@@ -13,6 +13,10 @@ inline constexpr long long kMaxImgsz = 8192;
 inline constexpr long long kMaxBatch = 65536;
 inline constexpr long long kMaxClasses = 100000;
 
+// The reference's check_imgsz: an image size `imgsz` of option `key` that is not a multiple of the
+// network's largest stride is rounded up to one, with a warning on stderr saying so.
+long long stride_multiple(long long imgsz, const std::string& key = "imgsz", long long stride = 32);
+
 struct OptionSpec {
   std::string key;
   std::string default_value;

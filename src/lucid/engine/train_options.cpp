@@ -23,7 +23,7 @@ config::Options train_options() {
            "a weights file (.pt, .safetensors) to transfer into model=YAML; False: the file given as model= "
            "gives only the architecture"},
           {"epochs", "", "epochs to train (default 100; 30 for the synthetic dataset)"},
-          {"imgsz", "", "training image size, a multiple of 32 (default 640; 160 for the synthetic dataset)"},
+          {"imgsz", "", "training image size, rounded up to a multiple of 32 (default 640; 160 for the synthetic dataset)"},
           {"batch", "", "images per batch (default 16; 8 for the synthetic dataset)"},
           {"device", "", "cpu, cuda, cuda:N or N (default: cuda:0 if usable, else cpu)"},
           {"workers", "8", "data loader worker threads (at most one per CPU and per image of a batch)"},
@@ -121,7 +121,8 @@ TrainSettings TrainSettings::from(const config::Options& o) {
   const bool synthetic = s.data.empty();
   constexpr long long kInt = std::numeric_limits<int>::max();
   s.epochs = o.str("epochs").empty() ? (synthetic ? 30 : 100) : o.integer("epochs", 1, 1000000);
-  s.imgsz = o.str("imgsz").empty() ? (synthetic ? 160 : 640) : o.integer("imgsz", 32, config::kMaxImgsz);
+  s.imgsz = o.str("imgsz").empty() ? (synthetic ? 160 : 640)
+                                    : config::stride_multiple(o.integer("imgsz", 1, config::kMaxImgsz));
   s.batch = o.str("batch").empty() ? (synthetic ? 8 : 16) : o.integer("batch", 1, config::kMaxBatch);
   s.workers = o.integer("workers", 0, kInt);  // more than the CPUs or the batch are capped by the loader
   s.seed = o.integer("seed");
