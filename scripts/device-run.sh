@@ -16,6 +16,9 @@
 #   arms in LUCID_ARMS (default "ultralytics native stages step": the Ultralytics package from the
 #   wheels in .whl/ when present, lucid native, lucid with the three stage recordings, lucid with
 #   capture_step=True); logs and a summary in OUT_DIR/screens.
+# predict: prediction latency and throughput of the weights LUCID_PREDICT_MODEL (a path in the
+#   checkout, e.g. carried), eager and as compiled packages (format=aoti, compiled here at batch 1
+#   and 16), on LUCID_PREDICT_IMAGE (default: a coco128-seg image from shared/); OUT_DIR/predict.
 # pairs: `lucid bench pairs` on the reference workload (batch 4, 5 epochs), records and summary in
 # OUT_DIR/pairs; pairs16: the batch-16, 3-epoch screen in OUT_DIR/pairs16. Environment:
 #   LUCID_PAIRS (pairs per call, default 5), LUCID_PAIRS_FIRST (number of the first pair, so that
@@ -138,6 +141,22 @@ for b in "${benches[@]}"; do
              esac
            done
          done > "$out/bench-screens.log" 2>&1 ;;
+    predict)
+         w=${LUCID_PREDICT_MODEL:?set LUCID_PREDICT_MODEL to the weights to time}
+         img=${LUCID_PREDICT_IMAGE:-${LUCID_SHARED:-$root/shared}/data/coco128-seg/images/train2017/000000000009.jpg}
+         if ls "$root"/.whl/ultralytics-*.whl > /dev/null 2>&1 && [ ! -d /tmp/peer-site ]; then
+           "$LUCID_PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/peer-site \
+             "$root"/.whl/*.whl || status=1
+         fi
+         mkdir -p "$out/predict"
+         { "$LUCID_BUILD_DIR/lucid" bench predict model="$w" imgsz=640 batch=1,16 device=0 source="$img" || status=1
+           for b in 1 16; do
+             s=$(date +%s)
+             PYTHONPATH=/tmp/peer-site${PYTHONPATH:+:$PYTHONPATH} "$LUCID_BUILD_DIR/lucid" export model="$w" format=aoti \
+               imgsz=640 batch=$b device=0 out=/tmp/lucid-b$b.pt2 > "$out/predict/export-b$b.log" 2>&1 || status=1
+             echo "aoti export batch $b: $(( $(date +%s) - s )) s"
+             "$LUCID_BUILD_DIR/lucid" bench predict model=/tmp/lucid-b$b.pt2 batch=$b device=0 source="$img" || status=1
+           done; } > "$out/bench-predict.log" 2>&1 ;;
     pairs) pairs pairs batch=4 epochs=5 > "$out/bench-pairs.log" 2>&1 || status=1 ;;
     pairs16) pairs pairs16 batch=16 epochs=3 > "$out/bench-pairs16.log" 2>&1 || status=1 ;;
     *) echo "unknown bench $b"; status=1 ;;
