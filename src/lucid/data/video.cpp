@@ -70,36 +70,44 @@ void quiet_ffmpeg() {
   (void)once;
 }
 
-}  // namespace
-
-struct VideoReader::Impl {
+// What the reader and the writer both hold: the codec, its packet and frame, and the swscale
+// conversion through a padded, aligned RGB buffer (swscale's SIMD code reads and writes whole blocks
+// past a row's end, so it never works on the caller's image directly).
+struct CodecState {
   std::string path;
-  AVFormatContext* format = nullptr;
   AVCodecContext* codec = nullptr;
   AVPacket* packet = nullptr;
   AVFrame* frame = nullptr;
   SwsContext* sws = nullptr;
-  // swscale's SIMD code writes whole blocks past a row's end: it converts into this padded,
-  // aligned RGB buffer, copied to the caller's image row by row.
   uint8_t* rgb[4] = {};
   int rgb_stride[4] = {};
-  int stream = -1;
   int width = 0, height = 0;
-  double fps = 0;
-  int64_t count = 0;
-  int64_t decoded = 0;  // frames returned so far
-  bool flushed = false, finished = false;
 
-  ~Impl() {
+  CodecState() = default;
+  CodecState(const CodecState&) = delete;
+  CodecState& operator=(const CodecState&) = delete;
+  ~CodecState() {
     av_freep(&rgb[0]);
     sws_freeContext(sws);
     av_frame_free(&frame);
     av_packet_free(&packet);
     avcodec_free_context(&codec);
-    avformat_close_input(&format);
   }
 
   UserError error(const std::string& what) const { return UserError("video " + path + ": " + what); }
+};
+
+}  // namespace
+
+struct VideoReader::Impl : CodecState {
+  AVFormatContext* format = nullptr;
+  int stream = -1;
+  double fps = 0;
+  int64_t count = 0;
+  int64_t decoded = 0;  // frames returned so far
+  bool flushed = false, finished = false;
+
+  ~Impl() { avformat_close_input(&format); }
 
   // The next decoded frame in `frame`; false at the end of the stream.
   bool decode_next() {
@@ -213,27 +221,15 @@ bool VideoReader::read(Image& out) {
   return true;
 }
 
-struct VideoWriter::Impl {
-  std::string path, temp;
+struct VideoWriter::Impl : CodecState {
+  std::string temp;
   AVFormatContext* format = nullptr;
-  AVCodecContext* codec = nullptr;
   AVStream* stream = nullptr;
-  AVFrame* frame = nullptr;
-  AVPacket* packet = nullptr;
-  SwsContext* sws = nullptr;
-  uint8_t* rgb[4] = {};  // a padded, aligned copy of the frame: swscale reads whole blocks
-  int rgb_stride[4] = {};
   int rgb_channels = 0;
-  int width = 0, height = 0;
   int64_t written = 0;
   bool header = false, closed = false;
 
   ~Impl() {
-    av_freep(&rgb[0]);
-    sws_freeContext(sws);
-    av_frame_free(&frame);
-    av_packet_free(&packet);
-    avcodec_free_context(&codec);
     if (format) {
       if (format->pb) avio_closep(&format->pb);
       avformat_free_context(format);
@@ -243,8 +239,6 @@ struct VideoWriter::Impl {
       fs::remove(temp, ec);
     }
   }
-
-  UserError error(const std::string& what) const { return UserError("video " + path + ": " + what); }
 
   // Sends a frame (nullptr: the end) to the encoder and writes the packets it gives back.
   void encode(AVFrame* f) {
