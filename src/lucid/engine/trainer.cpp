@@ -303,7 +303,12 @@ ValidationResult Trainer::fit() {
         step->optimizer_step();
         state_.last_opt_step = ni;
       }
-      if (auto ready = reader.push(items, {{}, epoch, i, batch->targets.size(), batch->images.size(3)})) account(*ready);
+      std::optional<LossItemsReader::Step> ready;
+      {
+        util::TraceRange range("loss items");  // waits for the previous step's items
+        ready = reader.push(items, {{}, epoch, i, batch->targets.size(), batch->images.size(3)});
+      }
+      if (ready) account(*ready);
       ++i;
     }
     if (auto ready = reader.drain()) account(*ready);
@@ -320,7 +325,7 @@ ValidationResult Trainer::fit() {
     val = ValidationResult{};
     if (validate_ && (s_.val || final_epoch)) {
       util::TraceRange range("validation");
-      val = validate_(ema_->model(), *loss_);
+      step->beside_steps([&] { val = validate_(ema_->model(), *loss_); });
     }
     state_.epoch = epoch + 1;
     const bool best = val.fitness > state_.best_fitness;
