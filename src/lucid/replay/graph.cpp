@@ -107,6 +107,13 @@ int64_t RecordingContext::run_in_pool(const std::function<void()>& fn, bool capt
         .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
         .current;
   };
+  // cuBLAS keeps a workspace per (handle, stream), made at the stream's first matrix product: made
+  // here, outside the pool, it is not taken for memory fn kept.
+  {
+    c10::cuda::CUDAStreamGuard guard(capture_stream ? cuda_->stream : c10::cuda::getCurrentCUDAStream());
+    at::cuda::getCurrentCUDABlasHandle();
+    at::cuda::getCUDABlasLtWorkspace();
+  }
   at::cuda::device_synchronize();
   const int64_t before = allocated();
   const auto stream = capture_stream ? cuda_->stream : c10::cuda::getCurrentCUDAStream();

@@ -153,6 +153,7 @@ std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, c
     micro_ctx_->synchronize();
     rec->graph.capture(*micro_ctx_, micro_ctx_->pool(), body);
     micro_ctx_->synchronize();
+    retired_.clear();
     restore();
   } catch (...) {
     if (micro_ctx_) micro_ctx_->synchronize();
@@ -221,6 +222,9 @@ void StepRecorder::drop_if_kept(int64_t kept, const char* what) {
   std::printf("replay: %s kept %lld bytes of device memory; %zu step recordings are dropped\n", what,
               static_cast<long long>(kept), micro_.size());
   dropped_ += static_cast<int64_t>(micro_.size());
+  // Destroyed only once a new capture holds the pool: the host allocator forgets a pool that no
+  // graph holds, and a later capture into it would then fail.
+  for (auto& [key, rec] : micro_) retired_.push_back(std::move(rec));
   micro_.clear();
 }
 

@@ -94,6 +94,7 @@ class StepRecorder {
   std::vector<Tensor> grad_bufs_;   // gradients assigned on a first micro-step (persistent)
   std::unique_ptr<RecordingContext> micro_ctx_, update_ctx_;  // a pool for each kind
   std::map<std::string, std::unique_ptr<Recording>> micro_;
+  std::vector<std::unique_ptr<Recording>> retired_;  // dropped, kept until the next capture
   bool micro_failed_ = false, update_failed_ = false;
   std::string failure_;  // the failed micro-step recording's error, first line
   int64_t recorded_total_ = 0, dropped_ = 0, update_replays_ = 0, update_native_ = 0;
