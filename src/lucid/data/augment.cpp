@@ -434,8 +434,11 @@ Sample pre_transform(const SampleSource& source, int64_t dataset_size, int64_t o
     std::optional<std::array<int, 4>> window;
     if (!perspective) {
       auto w = warp_affine_source_window(M, ch, cw, o.imgsz, o.imgsz);
-      if (pastes && o.copy_paste_mode == CopyPasteMode::Flip && w[2] > w[0])
-        w[0] = std::min(w[0], cw - w[2]), w[2] = std::max(w[2], cw - w[0]);
+      if (pastes && o.copy_paste_mode == CopyPasteMode::Flip && w[2] > w[0]) {
+        const int x0 = w[0], x1 = w[2];  // column x reads the mirror's cw - 1 - x
+        w[0] = std::min(x0, cw - x1);
+        w[2] = std::max(x1, cw - x0);
+      }
       window = w;
     }
     s.image = mosaic_canvas(placed, {tiles[0].image, tiles[1].image, tiles[2].image, tiles[3].image}, cw, o.pad_value,
