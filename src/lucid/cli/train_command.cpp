@@ -105,6 +105,10 @@ data::LoaderOptions loader_options(const engine::TrainSettings& s, int64_t size,
   o.aug.hsv_h = s.hsv_h;
   o.aug.hsv_s = s.hsv_s;
   o.aug.hsv_v = s.hsv_v;
+  o.aug.mixup = s.mixup;
+  o.aug.cutmix = s.cutmix;
+  o.aug.copy_paste = s.copy_paste;
+  o.aug.copy_paste_mode = s.copy_paste_mode == "mixup" ? data::CopyPasteMode::MixUp : data::CopyPasteMode::Flip;
   return o;
 }
 

@@ -50,6 +50,10 @@ config::Options train_options() {
           {"overlap_mask", "True", "one overlap mask per image (False: one mask per instance)"},
           {"close_mosaic", "10", "turn mosaic off for the last N epochs"},
           {"mosaic", "1.0", "mosaic probability"},
+          {"mixup", "0.0", "MixUp probability: blend with a second augmented image, weight Beta(32, 32)"},
+          {"cutmix", "0.0", "CutMix probability: a rectangle free of boxes taken from a second augmented image"},
+          {"copy_paste", "0.0", "fraction of the eligible instances pasted (mode mixup: also the probability)"},
+          {"copy_paste_mode", "flip", "copy_paste source: flip (the image's own instances mirrored) or mixup (another image's)"},
           {"hsv_h", "0.015", "HSV hue gain"},
           {"hsv_s", "0.7", "HSV saturation gain"},
           {"hsv_v", "0.4", "HSV value gain"},
@@ -151,6 +155,10 @@ TrainSettings TrainSettings::from(const config::Options& o) {
   s.flipud = o.number("flipud");
   s.fliplr = o.number("fliplr");
   s.mosaic = o.number("mosaic");
+  s.mixup = o.number("mixup");
+  s.cutmix = o.number("cutmix");
+  s.copy_paste = o.number("copy_paste");
+  s.copy_paste_mode = o.str("copy_paste_mode");
   s.cos_lr = o.flag("cos_lr");
   s.overlap_mask = o.flag("overlap_mask");
   s.val = o.flag("val");
@@ -178,8 +186,15 @@ TrainSettings TrainSettings::from(const config::Options& o) {
   require(s.weight_decay >= 0, "weight_decay", "must not be negative");
   require(s.warmup_epochs >= 0, "warmup_epochs", "must not be negative");
   require(s.close_mosaic >= 0, "close_mosaic", "must not be negative");
-  for (auto [k, v] : {std::pair{"mosaic", s.mosaic}, {"flipud", s.flipud}, {"fliplr", s.fliplr}})
+  for (auto [k, v] : {std::pair{"mosaic", s.mosaic}, {"flipud", s.flipud}, {"fliplr", s.fliplr}, {"mixup", s.mixup},
+                      {"cutmix", s.cutmix}, {"copy_paste", s.copy_paste}})
     require(v >= 0 && v <= 1, k, "must be a probability in [0, 1]");
+  require(s.copy_paste_mode == "flip" || s.copy_paste_mode == "mixup", "copy_paste_mode", "expected flip or mixup");
+  if (s.gpu_augment)
+    for (auto [k, v] : {std::pair{"mixup", s.mixup}, {"cutmix", s.cutmix}, {"copy_paste", s.copy_paste}})
+      require(v == 0, k,
+              "gpu_augment=True renders mosaic, perspective and flips only; use gpu_augment=False with " +
+                  std::string(k) + "=" + o.str(k) + ", or " + k + "=0.0 with gpu_augment=True");
   require(s.cache == "ram" || s.cache == "disk" || s.cache == "False" || s.cache == "True", "cache",
           "expected ram, disk, True or False");
   return s;

@@ -29,6 +29,8 @@ struct TrainSettings {
   double lr0, lrf, momentum, weight_decay, warmup_epochs, warmup_momentum, warmup_bias_lr;
   double box, cls, dfl, hsv_h, hsv_s, hsv_v, degrees, translate, scale, shear, perspective, flipud, fliplr, mosaic;
   bool cos_lr, overlap_mask, val, amp, deterministic, exist_ok, plots;
+  double mixup = 0.0, cutmix = 0.0, copy_paste = 0.0;  // mix augmentations (data/mix.h)
+  std::string copy_paste_mode = "flip";                // flip or mixup
   bool gpu_augment;  // training pixels rendered on the device (data::render_batch)
   bool capture_network, capture_segment_heads, capture_optimizer;  // stage replay, all off by default
   bool capture_step;  // whole-step replay (replay/step_recorder.h), off by default

@@ -252,8 +252,9 @@ ValidationResult Trainer::fit() {
   };
   for (int64_t epoch = state_.epoch; epoch < s_.epochs; ++epoch) {
     sched.begin_epoch(*optimizer_, epoch);
-    const bool mosaic = s_.mosaic > 0 && !(s_.close_mosaic > 0 && epoch >= s_.epochs - s_.close_mosaic);
-    train_->start_epoch(epoch, mosaic);
+    // close_mosaic turns mosaic, mixup, cutmix and copy_paste off (the reference's close_mosaic).
+    const bool mix_open = !(s_.close_mosaic > 0 && epoch >= s_.epochs - s_.close_mosaic);
+    train_->start_epoch(epoch, mix_open);
     train_mode(*model_, s_.frozen);
     Progress progress(header, nb);
     std::array<double, 5> mean{};
