@@ -21,6 +21,39 @@ std::unique_ptr<GradientSync> DataParallel::gradient_sync(const std::vector<torc
   return std::make_unique<GradientSync>(world_, params, overlap);
 }
 
+void DataParallel::gather_gradients(const std::vector<torch::Tensor>& params) const {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return;
+  std::vector<torch::Tensor> flat_parts;
+  for (const auto& g : grads) flat_parts.push_back(g.reshape({-1}));
+  auto flat = torch::cat(flat_parts);
+  world_.all_reduce_sum({flat});
+  int64_t offset = 0;
+  for (auto& g : grads) {
+    if (world_.primary())
+      g.copy_(flat.narrow(0, offset, g.numel()).view(g.sizes()));
+    else
+      g.zero_();
+    offset += g.numel();
+  }
+}
+
+void DataParallel::keep_primary_gradients(const std::vector<torch::Tensor>& params) const {
+  if (world_.primary()) return;
+  torch::NoGradGuard no_grad;
+  for (const auto& p : params)
+    if (p.grad().defined()) p.grad().zero_();
+}
+
+std::shared_ptr<void> DataParallel::alone() const {
+  auto saved = std::make_shared<loss::BatchReduction>(loss::batch_reduction());
+  loss::set_batch_reduction({});
+  return std::shared_ptr<void>(nullptr, [saved](void*) { loss::set_batch_reduction(*saved); });
+}
+
 torch::Tensor DataParallel::global_items(const torch::Tensor& items) const {
   auto sum = items.detach().clone();
   world_.all_reduce_sum({sum});

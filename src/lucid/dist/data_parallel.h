@@ -32,6 +32,15 @@ class DataParallel {
   // Rank 0's values on every rank (validation results, the run folder).
   std::vector<double> from_primary(std::vector<double> values) const;
   std::string from_primary(const std::string& key, const std::string& text) const;
+  // At a checkpoint: gradients accumulated since the last optimizer step (a partial accumulation)
+  // summed over the ranks into rank 0's and zeroed elsewhere, so the checkpoint holds the global
+  // batch's partial sum and a resume (rank 0 restoring it, the others zeroing theirs,
+  // keep_primary_gradients) continues exactly.
+  void gather_gradients(const std::vector<torch::Tensor>& params) const;
+  void keep_primary_gradients(const std::vector<torch::Tensor>& params) const;
+  // While the returned guard lives, the loss reduces over this rank's batch only (rank 0's
+  // validation, which the other ranks do not join).
+  std::shared_ptr<void> alone() const;
   // Rank 0's buffers (BatchNorm statistics, which each rank gathers from its own part of the batch
   // without sync_bn) into every rank's modules, so the ranks hold the same model and EMA.
   void share_buffers(torch::nn::Module& module) const;

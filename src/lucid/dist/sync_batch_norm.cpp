@@ -31,7 +31,9 @@ torch::Tensor global_sum(const torch::Tensor& x, World* world) {
 
 torch::Tensor sync_forward(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& input, World* world) {
   const auto& o = bn.options;
-  auto x = input.to(torch::kFloat);
+  // The statistics in FP64: a sum over the parts of the batch then equals the sum over the whole
+  // batch to far below FP32 rounding, so the normalised values do not depend on the world.
+  auto x = input.to(torch::kDouble);
   const int64_t c = x.size(1);
   auto count = torch::full({1}, static_cast<double>(x.numel() / c), x.options().requires_grad(false));
   auto sums = global_sum(torch::cat({x.sum({0, 2, 3}), count}), world);
@@ -39,14 +41,14 @@ torch::Tensor sync_forward(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& 
   auto mean = sums.narrow(0, 0, c) / n;
   auto centred = x - mean.view({1, c, 1, 1});
   auto var = global_sum(centred.square().sum({0, 2, 3}), world) / n;
-  auto y = centred * (var + o.eps()).rsqrt().view({1, c, 1, 1});
+  auto y = (centred * (var + o.eps()).rsqrt().view({1, c, 1, 1})).to(torch::kFloat);
   if (o.affine()) y = y * bn.weight.view({1, c, 1, 1}) + bn.bias.view({1, c, 1, 1});
   if (o.track_running_stats()) {
     torch::NoGradGuard no_grad;
     const double m = o.momentum().value_or(0.1);
     const auto unbiased = var.detach() * (n / (n - 1).clamp_min(1));
-    bn.running_mean.mul_(1 - m).add_(mean.detach() * m);
-    bn.running_var.mul_(1 - m).add_(unbiased * m);
+    bn.running_mean.mul_(1 - m).add_((mean.detach() * m).to(bn.running_mean.scalar_type()));
+    bn.running_var.mul_(1 - m).add_((unbiased * m).to(bn.running_var.scalar_type()));
     bn.num_batches_tracked.add_(1);
   }
   return y.to(input.scalar_type()).contiguous(input.suggest_memory_format());

@@ -6,11 +6,13 @@
 #include <sstream>
 
 #include "lucid/dist/data_parallel.h"
+#include "lucid/dist/sync_batch_norm.h"
 #include "lucid/engine/fit_report.h"
 #include "lucid/engine/freeze.h"
 #include "lucid/engine/progress.h"
 #include "lucid/engine/run_folder.h"
 #include "lucid/engine/training_step.h"
+#include "lucid/model/batch_norm_forward.h"
 #include "lucid/model/transfer.h"
 #include "lucid/optim/schedule.h"
 #include "lucid/util/trace.h"
@@ -87,6 +89,8 @@ Trainer::Trainer(const config::Options& options, DatasetInfo dataset, ModelStart
   model_->to(device_);
   if (device_.is_cuda()) model::use_channels_last(*model_);
   if (world) parallel_ = std::make_unique<dist::DataParallel>(*dist::world(), *model_, s_.sync_bn);
+  // sync_bn computes BatchNorm the same way in one process, so worlds of every size compare.
+  if (!world && s_.sync_bn) dist::use_sync_batch_norm(nullptr);
   freeze_layers(*model_, s_.frozen);
 
   loss::LossOptions lo;
@@ -116,6 +120,7 @@ Trainer::Trainer(const config::Options& options, DatasetInfo dataset, ModelStart
   if (!resume_from.empty()) {
     state_ = load_checkpoint(resume_from, *model_, &*ema_->model(), optimizer_.get());
     state_.args = args_;  // the same options, in their declared order
+    if (parallel_) parallel_->keep_primary_gradients(model_->parameters());
     ema_->set_updates(state_.ema_updates);
     run_dir_ = resume_run_dir(resume_from, state_);
     if (primary_) {
@@ -133,7 +138,9 @@ Trainer::Trainer(const config::Options& options, DatasetInfo dataset, ModelStart
   if (parallel_) run_dir_ = parallel_->from_primary("run_dir", run_dir_.string());
 }
 
-Trainer::~Trainer() = default;
+Trainer::~Trainer() {
+  if (!parallel_ && s_.sync_bn) model::set_batch_norm_forward({});
+}
 
 // The logs hold what happened up to the checkpoint and possibly part of the epoch after it (written
 // before that epoch's checkpoint when the run was stopped): they are cut back to the checkpoint.
@@ -360,9 +367,11 @@ ValidationResult Trainer::fit() {
     if (parallel_) {
       parallel_->share_buffers(*model_);
       parallel_->share_buffers(*ema_->model());
+      parallel_->gather_gradients(model_->parameters());
     }
     if (validate_ && (s_.val || final_epoch) && primary_) {
       util::TraceRange range("validation");
+      const auto alone = parallel_ ? parallel_->alone() : nullptr;
       val = validate_(ema_->model(), *loss_);
     }
     if (parallel_) val = shared_validation(*parallel_, val);

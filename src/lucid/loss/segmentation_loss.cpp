@@ -167,7 +167,13 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
     // No instance in the batch (known on the host): box terms stay out of the graph as in the
     // reference; mask and semantic predictions stay in it with zero gradient.
     loss_seg = (p.proto * 0).sum() + (p.pred_coefs * 0).sum();
-    if (p.semantic.defined()) loss_sem = (p.semantic * 0).sum();
+    if (p.semantic.defined()) {
+      // A rank's part without instances still holds background pixels of a global batch with
+      // foreground: their semantic term is the single process's.
+      loss_sem = batch_size.defined()
+                     ? bce_dice(p.semantic, torch::zeros_like(p.semantic)) * options_.box * (num_fg > 0).to(torch::kFloat)
+                     : (p.semantic * 0).sum();
+    }
   } else {
     // Box and distribution terms, dense over every anchor: background anchors carry weight 0
     // (their target scores are 0), and their boxes are replaced by a unit box so that no value of
@@ -235,6 +241,9 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
     }
   }
 
+  // The semantic term is a mean over the batch's images: a rank's share is its part's mean
+  // weighted by its part of the global batch.
+  if (batch_size.defined() && p.semantic.defined()) loss_sem = loss_sem * (static_cast<double>(bs) / batch_size);
   BranchLoss out;
   auto vec = torch::stack({loss_box * options_.box, loss_seg * options_.box, loss_cls * options_.cls,
                            loss_dist * options_.dfl, loss_sem});
