@@ -23,7 +23,8 @@
 #   (default 1 2 4, those with enough GPUs) the reference workload (4 images per GPU, 5 epochs) and
 #   the batch-64 screen (64 per GPU, 3 epochs, 16 workers per rank) natively and with capture_step=True,
 #   device=0,...,W-1; then Ultralytics DDP (--device 0,1, same global batches). Prints images/s per GPU
-#   and the scaling efficiency against one GPU; logs in OUT_DIR/ddp.
+#   and the scaling efficiency against one GPU; logs in OUT_DIR/ddp. LUCID_DDP_SCREENS (ref b64)
+#   and LUCID_DDP_ARMS (native step ultralytics) pick a part, to spread the bench over calls.
 # pairs: `lucid bench pairs` on the reference workload (batch 4, 5 epochs), records and summary in
 # OUT_DIR/pairs; pairs16: the batch-16, 3-epoch screen in OUT_DIR/pairs16. Environment:
 #   LUCID_PAIRS (pairs per call, default 5), LUCID_PAIRS_FIRST (number of the first pair, so that
@@ -157,9 +158,10 @@ for b in "${benches[@]}"; do
          gpus=$(nvidia-smi -L | wc -l)
          images=$(find "$work" -path '*train*' \( -name '*.jpg' -o -name '*.png' \) | wc -l)
          { echo "GPUs: $gpus, training images: $images"
-           for sc in ref b64; do
+           for sc in ${LUCID_DDP_SCREENS:-ref b64}; do
              if [ $sc = ref ]; then per=4; epochs=5; workers=4; else per=64; epochs=3; workers=16; fi
-             for arm in native step; do
+             for arm in ${LUCID_DDP_ARMS:-native step ultralytics}; do
+               [ $arm = ultralytics ] && continue
                extra=(); [ $arm = step ] && extra=(capture_step=True)
                base=""
                for w in ${LUCID_DDP_WORLDS:-1 2 4}; do
@@ -180,7 +182,7 @@ for b in "${benches[@]}"; do
                done
              done
              log="$out/ddp/$sc-ultralytics-w2.log"
-             if [ "$gpus" -ge 2 ]; then
+             if [ "$gpus" -ge 2 ] && [[ " ${LUCID_DDP_ARMS:-ultralytics} " == *" ultralytics "* ]]; then
                PYTHONPATH=/tmp/peer-site${PYTHONPATH:+:$PYTHONPATH} "$LUCID_PYTHON" "$root/bench/ultralytics_fit.py" \
                  --data "$work/data.yaml" --out /tmp/peer-ddp-runs --name "$sc" --epochs "$epochs" --batch $((per * 2)) \
                  --workers "$workers" --device 0,1 > "$log" 2>&1 || status=1
