@@ -50,13 +50,15 @@ std::optional<Member> member_from_env() {
 
 struct PendingReduce::Work {
   c10::intrusive_ptr<c10d::Work> work;
-  std::chrono::milliseconds timeout;
 };
 
 void PendingReduce::wait() {
   if (!work_) return;
   try {
-    work_->work->wait(work_->timeout);
+    // No timeout argument: with one, ProcessGroupNCCL's wait blocks the host until the collective
+    // ends (no overlap, and not recordable). The backends' own options carry the timeout: Gloo
+    // fails the operation, NCCL's watchdog aborts the communicator.
+    work_->work->wait();
   } catch (const std::exception& e) {
     throw UserError(std::string("data-parallel collective failed (another rank stopped or timed out): ") + e.what());
   }
@@ -116,7 +118,7 @@ PendingReduce World::all_reduce_sum_async(std::vector<torch::Tensor> tensors) {
   o.timeout = impl_->timeout;
   try {
     return PendingReduce(std::make_shared<PendingReduce::Work>(
-        PendingReduce::Work{impl_->backend->allreduce(tensors, o), impl_->timeout}));
+        PendingReduce::Work{impl_->backend->allreduce(tensors, o)}));
   } catch (const std::exception& e) {
     throw UserError(std::string("data-parallel all-reduce failed (another rank stopped or timed out): ") + e.what());
   }
@@ -129,8 +131,7 @@ void World::broadcast(std::vector<torch::Tensor> tensors, int root) {
   o.rootRank = root;
   o.timeout = impl_->timeout;
   try {
-    PendingReduce(std::make_shared<PendingReduce::Work>(PendingReduce::Work{impl_->backend->broadcast(tensors, o),
-                                                                            impl_->timeout}))
+    PendingReduce(std::make_shared<PendingReduce::Work>(PendingReduce::Work{impl_->backend->broadcast(tensors, o)}))
         .wait();
   } catch (const UserError&) {
     throw;
