@@ -2,7 +2,8 @@
 batch 8 train as one process with batch 8 does, per-step losses and final weights within 1e-6
 relative (each tensor's largest difference against its largest value) and the same validation
 metrics; two runs of the same world write the same bytes; a rank killed mid-epoch stops the world
-with a message naming it, quickly; a 2-process run stopped mid-epoch resumes exactly."""
+with a message naming it, quickly; a 2-process run stopped mid-epoch resumes exactly; worlds that
+cannot start are refused, naming the option."""
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
-from lucid_runs import LUCID, check, digest, failures, results_without_time, synth_data, train  # noqa: E402
+from lucid_runs import LUCID, check, digest, failures, lucid, results_without_time, synth_data, train  # noqa: E402
 
 # sync_bn: BatchNorm over the global batch, so both worlds normalise over the same 8 images.
 ARGS = ["epochs=2", "batch=8", "imgsz=64", "workers=1", "device=cpu", "sync_bn=True", "plots=False"]
@@ -75,6 +76,17 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         env = dict(os.environ, LUCID_CACHE_DIR=str(tmp / "cache"), TMPDIR=str(tmp))
+        # Worlds that cannot be started are refused before any work, naming the option or variable.
+        for extra, env_extra, message in [
+                (["world=2", "device=0"], {}, "option world=2: several processes on one device"),
+                (["world=2", "device=cpu", "batch=7"], {}, "option batch=7: the global batch is split evenly"),
+                (["device=0,0"], {}, "option device=0,0: GPU 0 listed twice"),
+                (["device=0,1", "world=3"], {}, "option world=3: device=0,1 names 2 GPUs"),
+                (["device=cpu"], {"WORLD_SIZE": "2"}, "WORLD_SIZE is set but RANK is not"),
+                (["device=cpu"], {"WORLD_SIZE": "2", "RANK": "5"}, "RANK=5: expected an integer in [0, 1]")]:
+            r = lucid(["train", "epochs=1", f"project={tmp / 'refused'}", *extra], dict(env, **env_extra), expect=None)
+            check(r.returncode == 1 and message in r.stderr and not (tmp / "refused").exists(),
+                  f"refused: {' '.join(extra)} {env_extra or ''}")
         data = synth_data(tmp / "synth", env, 16, 8, 64)
         args = [f"data={data}", *ARGS]
         project = tmp / "runs"
