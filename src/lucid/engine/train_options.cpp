@@ -8,7 +8,7 @@
 namespace lucid::engine {
 
 bool execution_option(const std::string& key) {
-  return key.rfind("capture_", 0) == 0 || key == "stage_times" || key == "gpu_augment";
+  return key.rfind("capture_", 0) == 0 || key == "stage_times" || key == "gpu_augment" || key == "dist_timeout";
 }
 
 config::Options train_options() {
@@ -25,7 +25,10 @@ config::Options train_options() {
           {"epochs", "", "epochs to train (default 100; 30 for the synthetic dataset)"},
           {"imgsz", "", "training image size, rounded up to a multiple of 32 (default 640; 160 for the synthetic dataset)"},
           {"batch", "", "images per batch (default 16; 8 for the synthetic dataset)"},
-          {"device", "", "cpu, cuda, cuda:N or N (default: cuda:0 if usable, else cpu)"},
+          {"device", "", "cpu, cuda, cuda:N, N, or GPUs 0,1,... for one training process each (default: cuda:0 if usable, else cpu)"},
+          {"world", "1", "training processes on this host for device=cpu (data parallel over Gloo; batch is the global batch)"},
+          {"sync_bn", "False", "data parallel: BatchNorm statistics over the global batch"},
+          {"dist_timeout", "1800", "data parallel: seconds any collective waits for the other ranks before the run stops"},
           {"workers", "8", "data loader worker threads (at most one per CPU and per image of a batch)"},
           {"cache", "ram", "prepared-image cache: ram, disk or False"},
           {"allow_outside_images", "False", "follow COCO file_name paths that are absolute or lead out of the image folder (..)"},
@@ -128,6 +131,9 @@ TrainSettings TrainSettings::from(const config::Options& o) {
   s.imgsz = o.str("imgsz").empty() ? (synthetic ? 160 : 640)
                                     : config::stride_multiple(o.integer("imgsz", 1, config::kMaxImgsz));
   s.batch = o.str("batch").empty() ? (synthetic ? 8 : 16) : o.integer("batch", 1, config::kMaxBatch);
+  s.world = o.integer("world", 1, 4096);
+  s.sync_bn = o.flag("sync_bn");
+  s.dist_timeout = o.integer("dist_timeout", 1, 7 * 24 * 3600);
   s.workers = o.integer("workers", 0, kInt);  // more than the CPUs or the batch are capped by the loader
   s.seed = o.integer("seed");
   s.nbs = o.integer("nbs", 1, config::kMaxBatch);

@@ -35,6 +35,9 @@ struct TrainSettings {
   bool capture_network, capture_segment_heads, capture_optimizer;  // stage replay, all off by default
   bool capture_step;  // whole-step replay (replay/step_recorder.h), off by default
   bool stage_times;
+  int64_t world = 1;          // processes started for device=cpu (dist/launcher.h)
+  bool sync_bn = false;       // data parallel: global BatchNorm statistics
+  int64_t dist_timeout = 1800;  // seconds, every collective
   std::string freeze;
   std::vector<int> frozen;  // the layers freeze names
 
