@@ -23,6 +23,8 @@ struct AugmentOptions {
   double degrees = 0.0, translate = 0.1, scale = 0.5, shear = 0.0, perspective = 0.0;
   double flipud = 0.0, fliplr = 0.5;
   double hsv_h = 0.015, hsv_s = 0.7, hsv_v = 0.4;
+  // Output height and width of the random perspective (0: imgsz): rect training's batch shape.
+  int out_h = 0, out_w = 0;
   int polygon_points = 1000;  // polygons are resampled to this many points first
   uint8_t pad_value = 114;
 };
@@ -139,7 +141,8 @@ torch::Tensor render_pixels(const PixelPlan& plan, const std::array<torch::Tenso
 // ---- Whole pipelines -------------------------------------------------------------------------------
 // A training sample: loads `index` (and the mosaic's other tiles) from `source`, resamples the
 // polygons, then mosaic (when o.mosaic > 0), perspective, flips. `hsv_gains` receives the sample's
-// HSV gains. Output imgsz x imgsz. The same as plan_sample followed by render_pixels.
+// HSV gains. Output imgsz x imgsz (out_h x out_w where given). The same as plan_sample followed by
+// render_pixels.
 Sample augment_sample(const SampleSource& source, int64_t dataset_size, int64_t index, const AugmentOptions& o,
                       uint64_t seed, int64_t epoch, std::array<float, 3>* hsv_gains = nullptr);
 

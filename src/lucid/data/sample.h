@@ -89,6 +89,7 @@ enum class Purpose : uint32_t {
   Perspective = 3,
   Flip = 4,
   Hsv = 5,
+  MultiScale = 16,  // per batch (the index is the batch number): engine/multi_scale.h
   Test = 255,
 };
 
