@@ -11,7 +11,8 @@ reference package.
 - rect: the reference's rect training dataset (build_yolo_dataset, rect=True, mode train: aspect
   order, batch shapes with pad 0) equals lucid's rect training batches (order, images, shapes).
 - AutoBatch: the reference's autobatch() with its device and profiler replaced by given memory
-  figures picks the batch lucid's choose_batch picks from the same figures.
+  figures picks the batch lucid's choose_batch picks from the same figures (8.4.190 and later: the
+  rule lucid follows; 8.4.114's differed).
 """
 import math
 import os
@@ -78,7 +79,9 @@ def reference_time_run(data, tmp, hours, seconds, n_batches, name):
         batches[0] += 1
 
     def fit_epoch_end(tr):
-        records.append((tr.epoch, lfs[-1], batches[0], tr.epochs, bool(tr.stop)))
+        if batches[0]:  # final_eval calls this again (at epoch + 1) without training a batch
+            records.append((tr.epoch, lfs[-1], batches[0], tr.epochs, bool(tr.stop)))
+        batches[0] = 0
 
     model = YOLO("yolo26n-seg.yaml")
     model.add_callback("on_train_epoch_start", epoch_start)
@@ -92,13 +95,7 @@ def reference_time_run(data, tmp, hours, seconds, n_batches, name):
                     exist_ok=True)
     finally:
         trainer_module.time = real
-    # final_eval's on_fit_epoch_end repeats the last epoch's record
-    out, seen = [], set()
-    for r in records:
-        if r[0] not in seen:
-            seen.add(r[0])
-            out.append(r)
-    return out
+    return records
 
 
 def check_time(tmp):
@@ -188,7 +185,8 @@ def check_rect(tmp):
         ours = []
         for line in run([TOOL, "rect", data, imgsz, batch]).splitlines():
             parts = line.split()
-            ours.append((int(parts[1]), int(parts[2]), parts[3:]))
+            if parts and parts[0] == "batch":
+                ours.append((int(parts[1]), int(parts[2]), parts[3:]))
         check(ours == ref, f"rect imgsz={imgsz} batch={batch}: ours {ours} vs reference {ref}")
         print(f"rect imgsz={imgsz} batch={batch}: {len(ref)} batches, order and shapes equal: {[r[:2] for r in ref]}")
 
@@ -251,10 +249,19 @@ def check_autobatch():
         print(f"autobatch {total}G/{available}G fraction={fraction} dataset={dataset_size}: batch {ref} both")
 
 
+def reference_version():
+    import ultralytics
+
+    return tuple(int(x) for x in ultralytics.__version__.split(".")[:3])
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        check_autobatch()
+        if reference_version() >= (8, 4, 190):
+            check_autobatch()
+        else:  # lucid follows 8.4.190's rule (probe ceiling, clamp, no usable point an error)
+            print(f"autobatch: reference {reference_version()} predates the 8.4.190 rule lucid follows; not compared")
         check_fraction_single_cls(tmp)
         check_rect(tmp)
         check_time(tmp)

@@ -240,13 +240,13 @@ TEST(AutoBatch, ChoosesOnTheFittedLine) {
   EXPECT_EQ(engine::probe_batch_sizes(12, 0), (std::vector<int64_t>{1, 2, 4, 8, 16}));
   EXPECT_EQ(engine::probe_batch_sizes(80, 0), (std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64}));
   EXPECT_EQ(engine::probe_batch_sizes(80, 10), (std::vector<int64_t>{1, 2, 4, 8}));
-  // gib = 0.5 + 0.25 b: at 60% of 20 GiB, b = (12 - 0.5) / 0.25 = 46.
+  // gib = 0.5 + 0.25 b: at 61% of 20 GiB, b = int((12.2 - 0.5) / 0.25) = int(46.8) = 46.
   std::vector<BatchProbe> probes;
   for (int64_t b : {1, 2, 4, 8, 16, 32, 64}) probes.push_back({b, 0.5 + 0.25 * static_cast<double>(b)});
-  EXPECT_EQ(engine::choose_batch(probes, 24, 20, 0.6, 0), 46);
-  EXPECT_EQ(engine::choose_batch(probes, 24, 20, 0.6, 30), 30);  // not above the dataset
+  EXPECT_EQ(engine::choose_batch(probes, 24, 20, 0.61, 0), 46);
+  EXPECT_EQ(engine::choose_batch(probes, 24, 20, 0.61, 30), 30);  // not above the dataset
   probes[5].gib.reset();  // batch 32 failed: the ceiling is 16
-  EXPECT_EQ(engine::choose_batch(probes, 24, 20, 0.6, 0), 16);
+  EXPECT_EQ(engine::choose_batch(probes, 24, 20, 0.61, 0), 16);
   std::vector<BatchProbe> none{{1, std::nullopt}, {2, 30.0}};
   expect_user_error([&] { engine::choose_batch(none, 24, 20, 0.6, 0); }, {"AutoBatch", "batch=[1,2]"});
   EXPECT_NEAR(engine::loss_memory_gib(16, 8400, 40, 80), 16.0 * 8400 * 6 * 200 * 4 / (1 << 30), 1e-12);
@@ -273,7 +273,7 @@ TEST(MultiScale, SizesAreStrideMultiplesInTheRangeAndDeterministic) {
   EXPECT_EQ(engine::multi_scale_size(64, 0.9, 32, 0, 0, 0) % 32, 0);
   EXPECT_GE(engine::multi_scale_size(64, 0.9, 32, 0, 0, 0), 32);  // never below the stride
   auto x = torch::rand({2, 3, 64, 96});
-  EXPECT_EQ(engine::multi_scale_resize(x, 128, 32).sizes(), (std::vector<int64_t>{2, 3, 96, 128}));
+  EXPECT_EQ(engine::multi_scale_resize(x, 192, 32).sizes(), (std::vector<int64_t>{2, 3, 128, 192}));
   EXPECT_EQ(engine::multi_scale_resize(x, 70, 32).sizes(), (std::vector<int64_t>{2, 3, 64, 96}));  // ceil to 32
   EXPECT_TRUE(engine::multi_scale_resize(x, 96, 32).is_same(x));
 }
