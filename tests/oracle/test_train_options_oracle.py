@@ -130,6 +130,10 @@ def check_time(tmp):
 def reference_train_images(img_dir, fraction, single_cls):
     from ultralytics.data.dataset import YOLODataset
 
+    # The label cache is keyed by the files only: one written without single_cls would answer for it.
+    for cache in (img_dir.parents[1] / "labels").glob("*.cache"):
+        cache.unlink()
+
     ds = YOLODataset(img_path=str(img_dir), imgsz=64, augment=False, data={"names": {i: str(i) for i in range(NC)},
                      "nc": NC, "channels": 3}, task="segment", fraction=fraction, single_cls=single_cls)
     return [(str(Path(f).resolve()), [int(c) for c in lb["cls"].flatten()]) for f, lb in zip(ds.im_files, ds.labels)]

@@ -19,7 +19,7 @@ def main():
         env = {**os.environ, "LUCID_CACHE_DIR": str(tmp / "cache")}
         data = synth_data(tmp / "synth", env, 12, 4, 64)
         cfg = tmp / "opts.yaml"
-        cfg.write_text(f"data: {data}\nepochs: 5\nbatch: 4\nrect: true\nmulti_scale: 0.5\nfraction: 0.75\n"
+        cfg.write_text(f"data: {data}\nepochs: 5\nbatch: 4\nrect: true\nmulti_scale: 0.5\nfraction: 0.67\n"
                        "single_cls: true\ncls_pw: 0.5\nmask_ratio: 2\nsave_json: true\nclose_mosaic: 0\n")
         runs = []
         for name in ("a", "b"):
@@ -47,6 +47,11 @@ def main():
         check("using default batch-size 16" in r.stderr, "batch=-1 on the CPU: the reference's default 16, warned")
         check("batch: '16'" in (tmp / "runs" / "auto" / "args.yaml").read_text() or
               "batch: 16" in (tmp / "runs" / "auto" / "args.yaml").read_text(), "args.yaml records the chosen batch")
+        # 9 images in batches of 4 leave one image, which multi_scale may shrink to 32 px: refused.
+        r = lucid(["train", *BASE, f"data={data}", "epochs=1", "batch=4", "fraction=9", "multi_scale=0.5",
+                   f"project={tmp / 'runs'}", "name=bn"], env, expect=None)
+        check(r.returncode != 0 and "option batch=4" in r.stderr and ">= 64" in r.stderr,
+              "a final batch of one image at 32 px is refused naming batch")
         r = lucid(["train", *BASE, f"cfg={tmp / 'missing.yaml'}"], env, expect=None)
         check(r.returncode != 0 and "missing.yaml" in r.stderr, "a missing cfg file is an error naming it")
     if failures:

@@ -234,6 +234,18 @@ int train_command(const std::vector<std::string>& args) {
     settings.batch = engine::auto_batch(ab);
     options.parse({"batch=" + std::to_string(settings.batch)});
   }
+  {
+    // The reference warns here (8.4.190 _build_train_pipeline); a batch of one image at 32 px gives
+    // BatchNorm one value per channel and the step fails, so it is refused before training.
+    const int64_t final_batch = train.size() % settings.batch ? train.size() % settings.batch : settings.batch;
+    const int64_t min_imgsz =
+        std::max<int64_t>(32, static_cast<int64_t>(static_cast<double>(settings.imgsz) * (1 - settings.multi_scale))) / 32 * 32;
+    if (min_imgsz < 64 && final_batch == 1)
+      throw UserError("option batch=" + std::to_string(settings.batch) + ": the last batch of the " +
+                      std::to_string(train.size()) + " training images holds one image, and training at imgsz=" +
+                      std::to_string(min_imgsz) + " gives BatchNorm a single value per channel; change batch, or use "
+                      "imgsz and multi_scale that keep every size >= 64");
+  }
   auto train_samples = engine::make_sample_source(train);
   auto train_opts = loader_options(settings, train.size(), true);
   if (settings.rect) {
