@@ -52,6 +52,9 @@ def main():
                    f"project={tmp / 'runs'}", "name=bn"], env, expect=None)
         check(r.returncode != 0 and "option batch=4" in r.stderr and ">= 64" in r.stderr,
               "a final batch of one image at 32 px is refused naming batch")
+        r = lucid(["train", *BASE, f"data={data}", "epochs=1", "split=test", f"project={tmp / 'runs'}", "name=t"], env,
+                  expect=None)
+        check(r.returncode != 0 and "option split=test" in r.stderr, "split=test without a test split names the option")
         r = lucid(["train", *BASE, f"cfg={tmp / 'missing.yaml'}"], env, expect=None)
         check(r.returncode != 0 and "missing.yaml" in r.stderr, "a missing cfg file is an error naming it")
     if failures:
