@@ -102,11 +102,13 @@ def check_time(tmp):
     data = make_dataset(tmp / "time", [(64, 64)] * 10)
     n_batches = math.ceil(10 / 4)
     scenarios = {
-        # re-estimated from 4 to 3 epochs, then run to the estimate
-        "shrink": (100 / 3600, [30, 20, 25]),
-        # stops inside epoch 3 (after its second of three batches) when the time is up
+        # estimates 4, then 5 (the batch times sum to just under 50 s in floating point), and the time
+        # runs out after the first batch of epoch 5
+        "steady": (100 / 3600, [30, 20, 25]),
+        # estimates 4, 4, then 3 as epoch 3 stops after its second of three batches, the time being up
         "cut": (100 / 3600, [30, 30, 90]),
-        # the estimate grows as epochs get faster: the schedule is stretched
+        # the estimate grows as epochs get faster (3, 5, 5, 6, 6, 7): the schedule is stretched, and the
+        # fit ends with the last epoch of the count it began with
         "stretch": (60 / 3600, [20, 8, 8, 8]),
     }
     for name, (hours, seconds) in scenarios.items():
