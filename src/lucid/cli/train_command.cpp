@@ -3,11 +3,14 @@
 // run from its weights/last checkpoint with the run's own options. Model, weights and device options
 // are checked before any dataset work.
 #include <chrono>
+#include <cmath>
 #include <optional>
 #include <filesystem>
 #include <iostream>
 
 #include "lucid/cli/commands.h"
+#include "lucid/config/cfg_file.h"
+#include "lucid/engine/autobatch.h"
 #include "lucid/data/synth.h"
 #include "lucid/dist/launcher.h"
 #include "lucid/dist/process_group.h"
@@ -39,6 +42,10 @@ std::optional<int> start_or_join_world(const engine::TrainSettings& s, const std
   if (member && s.world > 1 && s.world != member->world)
     throw UserError("option world=" + std::to_string(s.world) + ": this process is one of WORLD_SIZE=" +
                     std::to_string(member->world) + " started by a launcher");
+  if (world > 1 && s.autobatch_fraction > 0)
+    throw UserError("option batch: AutoBatch (-1 or a fraction) measures one process's GPU memory and is not "
+                    "available with " + std::to_string(world) + " training processes (as in the reference); give "
+                    "the global batch as a count");
   if (world > 1 && s.batch % world)
     throw UserError("option batch=" + std::to_string(s.batch) + ": the global batch is split evenly over the " +
                     std::to_string(world) + " processes; use a multiple of " + std::to_string(world));
@@ -116,11 +123,15 @@ data::LoaderOptions loader_options(const engine::TrainSettings& s, int64_t size,
   o.workers = data::loader_workers(train ? s.workers : std::min<int64_t>(s.workers * 2, 16), o.batch,
                                    train ? "train loader" : "val loader");
   o.augment = train;
-  o.shuffle = train;
-  o.rect = !train;
+  // rect training: batches in aspect order at their own shapes, unpadded, no shuffling or mosaic
+  // (the reference's training dataset with rect=True).
+  o.shuffle = train && !s.rect;
+  o.rect = !train || s.rect;
+  o.rect_pad = train ? 0.0 : 0.5;
+  o.mask_ratio = static_cast<int>(s.mask_ratio);
   o.overlap_mask = s.overlap_mask;
   o.seed = static_cast<uint64_t>(s.seed);
-  o.aug.mosaic = s.mosaic;
+  o.aug.mosaic = s.rect ? 0.0 : s.mosaic;
   o.aug.degrees = s.degrees;
   o.aug.translate = s.translate;
   o.aug.scale = s.scale;
@@ -182,7 +193,8 @@ class PlottedTrainBatches : public engine::BatchSource {
 
 int train_command(const std::vector<std::string>& args) {
   auto options = engine::train_options();
-  if (!options.parse_or_help(args)) return 0;
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) return options.parse_or_help(args), 0;
+  config::parse_with_cfg_file(options, args, [](const config::Options& o) { engine::TrainSettings::from(o); });
   std::string resume;
   fs::path resume_dir;      // the resumed run's folder
   bool finishing = false;  // a finished fit whose final validation and report were not written
@@ -223,16 +235,53 @@ int train_command(const std::vector<std::string>& args) {
   const std::string data_path = settings.data.empty() ? default_dataset() : settings.data;
   data::IndexOptions io;
   io.allow_outside_images = options.flag("allow_outside_images");
+  io.fraction = data::DatasetFraction::parse(settings.fraction);
+  io.single_cls = settings.single_cls;
+  if (settings.single_cls) std::printf("Overriding class names with single class.\n");
   io.on_problem = [](const data::Problem& p) { std::fprintf(stderr, "warning: %s\n", p.str().c_str()); };
   auto index = data::build_index(data_path, io);
   const auto* train_split = index.find("train");
-  const auto* val_split = index.find("val");
+  const auto* val_split = index.find(settings.split);
   if (!train_split) throw UserError(data_path + ": no 'train' split");
+  if (!val_split && settings.split == "test") throw UserError("option split=test: " + data_path + " has no 'test' split");
   if (!val_split) val_split = train_split;
   const bool disk = settings.cache == "disk";
   auto train = engine::prepare_split(*train_split, static_cast<int>(settings.imgsz), disk, 0);
   auto val = engine::prepare_split(*val_split, static_cast<int>(settings.imgsz), disk, 0);
 
+  std::vector<int64_t> class_counts(static_cast<size_t>(index.nc()), 0);
+  int64_t max_instances = 0;
+  for (const auto u : train.usable) {
+    int64_t n = 0;
+    for (const auto& inst : train.split->images[static_cast<size_t>(u)].instances)
+      if (!inst.crowd) ++class_counts[static_cast<size_t>(inst.cls)], ++n;
+    max_instances = std::max(max_instances, n);
+  }
+  if (settings.autobatch_fraction > 0) {
+    // The chosen batch is the run's: args.yaml, checkpoints and a resume carry it.
+    engine::AutoBatchRequest ab;
+    ab.spec = model_source.spec_for_classes(static_cast<int>(index.nc()));
+    ab.device = device;
+    ab.imgsz = static_cast<int64_t>(std::ceil(static_cast<double>(settings.imgsz) * (1.0 + settings.multi_scale) / 32.0)) * 32;
+    ab.fraction = settings.autobatch_fraction;
+    ab.amp = device.is_cuda() && settings.amp;
+    ab.max_num_obj = max_instances * 4;  // 4 for mosaic, as the reference
+    ab.dataset_size = train.size();
+    settings.batch = engine::auto_batch(ab);
+    options.parse({"batch=" + std::to_string(settings.batch)});
+  }
+  {
+    // The reference warns here (8.4.190 _build_train_pipeline); a batch of one image at 32 px gives
+    // BatchNorm one value per channel and the step fails, so it is refused before training.
+    const int64_t final_batch = train.size() % settings.batch ? train.size() % settings.batch : settings.batch;
+    const int64_t min_imgsz =
+        std::max<int64_t>(32, static_cast<int64_t>(static_cast<double>(settings.imgsz) * (1 - settings.multi_scale))) / 32 * 32;
+    if (min_imgsz < 64 && final_batch == 1)
+      throw UserError("option batch=" + std::to_string(settings.batch) + ": the last batch of the " +
+                      std::to_string(train.size()) + " training images holds one image, and training at imgsz=" +
+                      std::to_string(min_imgsz) + " gives BatchNorm a single value per channel; change batch, or use "
+                      "imgsz and multi_scale that keep every size >= 64");
+  }
   auto train_samples = engine::make_sample_source(train);
   auto train_opts = loader_options(settings, train.size(), true);
   if (world) {
@@ -243,6 +292,10 @@ int train_command(const std::vector<std::string>& args) {
                       " processes; change batch so that every process gets one");
     train_opts.shard = world->rank();
     train_opts.shards = world->size();
+  }
+  if (settings.rect) {
+    train_opts.image_sizes = engine::image_sizes(train);
+    std::fprintf(stderr, "warning: 'rect=True' is incompatible with DataLoader shuffle, setting shuffle=False\n");
   }
   if (settings.gpu_augment) train_opts.device_images = engine::upload_prepared(train_samples, train.size(), device);
   auto train_source = std::make_unique<engine::LoaderSource>(train_samples, train_opts);
@@ -256,6 +309,10 @@ int train_command(const std::vector<std::string>& args) {
   vo.names = index.names;
   vo.overlap_mask = settings.overlap_mask;
   vo.amp = settings.amp;
+  vo.conf = settings.conf;
+  vo.iou = settings.iou;
+  vo.max_det = settings.max_det;
+  vo.single_cls = settings.single_cls;
   auto validator = std::make_shared<engine::Validator>(vo);
   engine::Validate validate = [=](model::SegmentationModel& ema, loss::SegmentationLoss& loss) {
     val_loader->start_epoch(0);
@@ -282,7 +339,7 @@ int train_command(const std::vector<std::string>& args) {
     engine::ModelStart start{
         model_source.spec_for_classes(static_cast<int>(index.nc())),
         model_source.weights.empty() ? nullptr : &model_source.weights};
-    trainer = std::make_unique<engine::Trainer>(options, engine::DatasetInfo{index.nc(), index.names},
+    trainer = std::make_unique<engine::Trainer>(options, engine::DatasetInfo{index.nc(), index.names, class_counts},
                                                 std::move(start), std::move(batches), validate, resume);
     trainer->set_fit_start(fit_start);
     run_dir = trainer->run_dir();
@@ -300,6 +357,11 @@ int train_command(const std::vector<std::string>& args) {
   auto fo = vo;
   fo.verbose = true;
   fo.speed = true;
+  if (settings.save_json) {
+    // As the reference's final_eval: the results of the best weights, in the run folder.
+    fo.save_json = (run_dir / "predictions.json").string();
+    if (index.format == data::DatasetFormat::Coco) fo.class_map = index.category_ids;
+  }
   engine::EvaluateOptions eo;
   eo.imgsz = static_cast<int>(settings.imgsz);
   eo.batch = val_opts.batch;

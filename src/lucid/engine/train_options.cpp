@@ -1,7 +1,9 @@
 #include "lucid/engine/train_options.h"
 
+#include <cmath>
 #include <limits>
 
+#include "lucid/data/fraction.h"
 #include "lucid/engine/freeze.h"
 #include "lucid/util/error.h"
 
@@ -22,9 +24,29 @@ config::Options train_options() {
           {"pretrained", "True",
            "a weights file (.pt, .safetensors) to transfer into model=YAML; False: the file given as model= "
            "gives only the architecture"},
+          {"cfg", "", "a YAML file of options (key: value); options on the command line win over it"},
           {"epochs", "", "epochs to train (default 100; 30 for the synthetic dataset)"},
+          {"time", "",
+           "hours to train, overriding epochs: after each epoch epochs = ceil(time * 3600 / mean epoch time) and "
+           "the schedule is stretched to it; training also stops once the time is up"},
           {"imgsz", "", "training image size, rounded up to a multiple of 32 (default 640; 160 for the synthetic dataset)"},
-          {"batch", "", "images per batch (default 16; 8 for the synthetic dataset)"},
+          {"batch", "",
+           "images per batch (default 16; 8 for the synthetic dataset); -1: AutoBatch at 60% of the GPU memory, "
+           "a fraction in (0, 1): AutoBatch at that fraction (on the CPU: 16, with a warning)"},
+          {"fraction", "1.0",
+           "part of the training images to use, the first of the sorted list: a ratio in (0, 1], a count > 1, or "
+           "[train,val] / [train,val,test] ratios or counts"},
+          {"single_cls", "False", "train every class as one class, 'item'"},
+          {"rect", "False",
+           "rectangular training batches: images sorted by aspect ratio, each batch at its own shape; mosaic off "
+           "and no shuffling"},
+          {"multi_scale", "0.0",
+           "per-batch random input size in [imgsz * (1 - m), imgsz * (1 + m)], a multiple of 32 (0: off)"},
+          {"mask_ratio", "4", "mask target downsample ratio"},
+          {"cls_pw", "0.0",
+           "class-weight power: inverse class frequencies of the training labels raised to it weight the class "
+           "loss (0: off, 1: full inverse frequency)"},
+          {"dropout", "0.0", "classification-head dropout (classify models only; accepted, no effect on segmentation)"},
           {"device", "", "cpu, cuda, cuda:N, N, or GPUs 0,1,... for one training process each (default: cuda:0 if usable, else cpu)"},
           {"world", "1", "training processes on this host for device=cpu (data parallel over Gloo; batch is the global batch)"},
           {"sync_bn", "False", "data parallel: BatchNorm statistics over the global batch"},
@@ -76,6 +98,11 @@ config::Options train_options() {
            "replay the whole training step (forward, loss, backward; clipping, optimizer and EMA) as recorded CUDA graphs"},
           {"stage_times", "False", "time every stage (host and device) over the fit; printed and in fit_report.json"},
           {"val", "True", "validate after every epoch"},
+          {"split", "val", "split validated during and after training: val or test"},
+          {"conf", "", "validation confidence threshold (default 0.001)"},
+          {"iou", "0.7", "validation NMS IoU threshold"},
+          {"max_det", "300", "validation detections per image"},
+          {"save_json", "False", "the final validation writes predictions.json (COCO results) into the run folder"},
           {"plots", "True", "write plots"},
           {"patience", "100", "epochs without fitness improvement before stopping (0: never stop early)"},
           {"save_period", "-1", "also keep a checkpoint every N epochs"},
@@ -130,7 +157,21 @@ TrainSettings TrainSettings::from(const config::Options& o) {
   s.epochs = o.str("epochs").empty() ? (synthetic ? 30 : 100) : o.integer("epochs", 1, 1000000);
   s.imgsz = o.str("imgsz").empty() ? (synthetic ? 160 : 640)
                                     : config::stride_multiple(o.integer("imgsz", 1, config::kMaxImgsz));
-  s.batch = o.str("batch").empty() ? (synthetic ? 8 : 16) : o.integer("batch", 1, config::kMaxBatch);
+  if (o.str("batch").empty()) {
+    s.batch = synthetic ? 8 : 16;
+  } else {
+    // An integer count, -1 (AutoBatch at the reference's 60%) or a fraction of GPU memory in (0, 1).
+    const double b = o.number("batch");
+    if (b == -1) {
+      s.autobatch_fraction = 0.6;
+    } else if (b > 0 && b < 1) {
+      s.autobatch_fraction = b;
+    } else if (b != std::floor(b) || b < 1 || b > static_cast<double>(config::kMaxBatch)) {
+      throw UserError("option batch=" + o.str("batch") + ": expected a count from 1 to " +
+                      std::to_string(config::kMaxBatch) + ", -1 (AutoBatch) or a GPU memory fraction in (0, 1)");
+    }
+    s.batch = s.autobatch_fraction > 0 ? 0 : static_cast<int64_t>(b);
+  }
   s.world = o.integer("world", 1, 4096);
   s.sync_bn = o.flag("sync_bn");
   s.dist_timeout = o.integer("dist_timeout", 1, 7 * 24 * 3600);
@@ -178,12 +219,27 @@ TrainSettings TrainSettings::from(const config::Options& o) {
   s.capture_optimizer = o.flag("capture_optimizer");
   s.capture_step = o.flag("capture_step");
   s.stage_times = o.flag("stage_times");
+  s.cfg = o.str("cfg");
+  s.time = o.str("time").empty() ? 0.0 : o.number("time");
+  s.fraction = o.str("fraction");
+  data::DatasetFraction::parse(s.fraction);  // validates; the index applies it
+  s.single_cls = o.flag("single_cls");
+  s.rect = o.flag("rect");
+  s.multi_scale = o.number("multi_scale");
+  s.mask_ratio = o.integer("mask_ratio", 1, kInt);
+  s.cls_pw = o.number("cls_pw");
+  s.dropout = o.number("dropout");
+  s.split = o.str("split");
+  s.conf = o.str("conf").empty() ? 0.001 : o.number("conf");
+  s.iou = o.number("iou");
+  s.max_det = o.integer("max_det", 1, kInt);
+  s.save_json = o.flag("save_json");
   auto require = [](bool ok, const std::string& key, const std::string& why) {
     if (!ok) throw UserError("option " + key + ": " + why);
   };
   require(s.epochs >= 1, "epochs", "must be at least 1");
   require(s.imgsz >= 32 && s.imgsz % 32 == 0, "imgsz", "must be a positive multiple of 32");
-  require(s.batch >= 1, "batch", "must be at least 1");
+  require(s.batch >= 1 || s.autobatch_fraction > 0, "batch", "must be at least 1");
   require(s.workers >= 0, "workers", "must not be negative");
   require(s.nbs >= 1, "nbs", "must be at least 1");
   require(s.lr0 > 0, "lr0", "must be positive");
@@ -201,6 +257,13 @@ TrainSettings TrainSettings::from(const config::Options& o) {
       require(v == 0, k,
               "gpu_augment=True renders mosaic, perspective and flips only; use gpu_augment=False with " +
                   std::string(k) + "=" + o.str(k) + ", or " + k + "=0.0 with gpu_augment=True");
+  require(s.time >= 0, "time", "hours must not be negative");
+  for (auto [k, v] : {std::pair{"multi_scale", s.multi_scale}, {"cls_pw", s.cls_pw}, {"dropout", s.dropout},
+                      {"conf", s.conf}, {"iou", s.iou}})
+    require(v >= 0 && v <= 1, k, "must be in [0, 1]");
+  require(s.split == "val" || s.split == "test", "split", "expected val or test");
+  // Every batch shape (a multiple of the stride 32, also with rect and multi_scale) must divide into mask pixels.
+  require(32 % s.mask_ratio == 0, "mask_ratio", "must divide the stride 32: 1, 2, 4, 8, 16 or 32");
   require(s.cache == "ram" || s.cache == "disk" || s.cache == "False" || s.cache == "True", "cache",
           "expected ram, disk, True or False");
   return s;

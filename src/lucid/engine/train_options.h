@@ -40,6 +40,20 @@ struct TrainSettings {
   int64_t dist_timeout = 1800;  // seconds, every collective
   std::string freeze;
   std::vector<int> frozen;  // the layers freeze names
+  std::string cfg;  // the options file the command line was completed from (config/cfg_file.h)
+  double time = 0;  // hours; > 0 overrides epochs (engine/time_budget.h)
+  // batch=-1 or a fraction in (0, 1): the fraction of GPU memory AutoBatch fills (engine/autobatch.h);
+  // 0 for a batch given as a count. The command resolves it into `batch` before the fit.
+  double autobatch_fraction = 0;
+  std::string fraction;  // data::DatasetFraction's text
+  bool single_cls = false, rect = false;
+  double multi_scale = 0, cls_pw = 0, dropout = 0;
+  int64_t mask_ratio = 4;
+  // Validation during and after the fit.
+  std::string split;
+  double conf = 0.001, iou = 0.7;
+  int64_t max_det = 300;
+  bool save_json = false;
 
   static TrainSettings from(const config::Options& o);  // validates ranges; errors name the key
 };
