@@ -74,6 +74,17 @@ pairs() {  # pairs NAME lucid-train-options...: the pair benchmark on the refere
   grep -h "^replay:" "$keep"/*.log 2>/dev/null | sort | uniq -c | head -20
   return $rc
 }
+workload() {  # the reference workload's folder, built from ../shared/bench on first use
+  local work=${LUCID_WORKLOAD:-/tmp/lucid-workload}
+  [ -f "$work/data.yaml" ] || bash "${LUCID_SHARED:-$root/shared}/bench/make-workload.sh" "$work" > /dev/null
+  echo "$work"
+}
+peer_site() {  # the Ultralytics package from the wheels in .whl/, once, into /tmp/peer-site
+  if ls "$root"/.whl/ultralytics-*.whl > /dev/null 2>&1 && [ ! -d /tmp/peer-site ]; then
+    "$LUCID_PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/peer-site \
+      "$root"/.whl/*.whl || status=1
+  fi
+}
 for b in "${benches[@]}"; do
   case "$b" in
     model_step) "$LUCID_BUILD_DIR/bench/bench_model_step" batch=${LUCID_STEP_BATCHES:-4,16,64} imgsz=640 steps=50 warmup=15 mode=native,graph > "$out/bench-model_step.log" 2>&1 || status=1 ;;
@@ -119,12 +130,8 @@ for b in "${benches[@]}"; do
                  /tmp/lucid-trace/fit.nsys-rep 2>&1 | head -80; } > "$out/bench-trace.log" 2>&1 || status=1
            fi ;;
     screens)
-         work=${LUCID_WORKLOAD:-/tmp/lucid-workload}
-         [ -f "$work/data.yaml" ] || bash "${LUCID_SHARED:-$root/shared}/bench/make-workload.sh" "$work" > /dev/null
-         if ls "$root"/.whl/ultralytics-*.whl > /dev/null 2>&1 && [ ! -d /tmp/peer-site ]; then
-           "$LUCID_PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/peer-site \
-             "$root"/.whl/*.whl || status=1
-         fi
+         work=$(workload)
+         peer_site
          mkdir -p "$out/screens"
          for sc in ${LUCID_SCREENS:-b4e5 b16e3 b64e3}; do
            batch=${sc#b}; batch=${batch%e*}; epochs=${sc#*e}; workers=4; [ "$batch" -ge 64 ] && workers=16
@@ -149,12 +156,8 @@ for b in "${benches[@]}"; do
            done
          done > "$out/bench-screens.log" 2>&1 ;;
     ddp)
-         work=${LUCID_WORKLOAD:-/tmp/lucid-workload}
-         [ -f "$work/data.yaml" ] || bash "${LUCID_SHARED:-$root/shared}/bench/make-workload.sh" "$work" > /dev/null
-         if ls "$root"/.whl/ultralytics-*.whl > /dev/null 2>&1 && [ ! -d /tmp/peer-site ]; then
-           "$LUCID_PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/peer-site \
-             "$root"/.whl/*.whl || status=1
-         fi
+         work=$(workload)
+         peer_site
          mkdir -p "$out/ddp"
          gpus=$(nvidia-smi -L | wc -l)
          images=$(find "$work" -path '*train*' \( -name '*.jpg' -o -name '*.png' \) | wc -l)
@@ -194,10 +197,7 @@ for b in "${benches[@]}"; do
     predict)
          w=${LUCID_PREDICT_MODEL:?set LUCID_PREDICT_MODEL to the weights to time}
          img=${LUCID_PREDICT_IMAGE:-${LUCID_SHARED:-$root/shared}/data/coco128-seg/images/train2017/000000000009.jpg}
-         if ls "$root"/.whl/ultralytics-*.whl > /dev/null 2>&1 && [ ! -d /tmp/peer-site ]; then
-           "$LUCID_PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/peer-site \
-             "$root"/.whl/*.whl || status=1
-         fi
+         peer_site
          mkdir -p "$out/predict"
          { "$LUCID_BUILD_DIR/lucid" bench predict model="$w" imgsz=640 batch=1,16 device=0 source="$img" || status=1
            for b in 1 16; do

@@ -49,6 +49,21 @@ __device__ inline float bce(float l, float t) {
   return (1.f - t) * l + m + logf(expf(-m) + expf(-l - m));
 }
 
+// The map index of the i-th pixel of a window bw pixels wide, row by row.
+__device__ inline int64_t window_pixel(const Window& win, int bw, int64_t w, int i) {
+  return static_cast<int64_t>(win.y0 + i / bw) * w + win.x0 + i % bw;
+}
+
+// A slot's logit at map pixel p: its coefficients c (shared memory) dotted with the prototypes.
+template <int NM>
+__device__ inline float logit(const float* c, const float* pb, int64_t hw, int64_t nm, int64_t p) {
+  float l = 0.f;
+#pragma unroll
+  for (int k = 0; k < NM; ++k)
+    if (k < nm) l = fmaf(c[k], pb[k * hw + p], l);
+  return l;
+}
+
 __device__ inline float sigmoid(float l) { return 1.f / (1.f + expf(-l)); }
 
 // Sum over the block in a fixed order: warps by shuffles, then the warps' sums in index order.
@@ -82,11 +97,8 @@ __global__ void forward_kernel(const float* coefs, const float* proto, const Mas
   const int bw = win.x1 - win.x0, n = bw * (win.y1 - win.y0);
   float acc = 0.f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const int64_t p = static_cast<int64_t>(win.y0 + i / bw) * s.w + win.x0 + i % bw;
-    float l = 0.f;
-#pragma unroll
-    for (int k = 0; k < NM; ++k)
-      if (k < s.nm) l = fmaf(c[k], pb[k * hw + p], l);
+    const int64_t p = window_pixel(win, bw, s.w, i);
+    const float l = logit<NM>(c, pb, hw, s.nm, p);
     acc += bce(l, target_at(masks, s, b, gt, p));
   }
   const float total = block_sum(acc, scratch);
@@ -117,11 +129,8 @@ __global__ void coefs_grad_kernel(const float* grad_out, const float* coefs, con
 #pragma unroll
   for (int k = 0; k < NM; ++k) acc[k] = 0.f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const int64_t p = static_cast<int64_t>(win.y0 + i / bw) * s.w + win.x0 + i % bw;
-    float l = 0.f;
-#pragma unroll
-    for (int k = 0; k < NM; ++k)
-      if (k < s.nm) l = fmaf(c[k], pb[k * hw + p], l);
+    const int64_t p = window_pixel(win, bw, s.w, i);
+    const float l = logit<NM>(c, pb, hw, s.nm, p);
     const float dl = (sigmoid(l) - target_at(masks, s, b, gt, p)) * g;
 #pragma unroll
     for (int k = 0; k < NM; ++k)
