@@ -136,19 +136,26 @@ def main():
     rep = Report()
     inputs, refs = {}, []
 
+    def pack_scene(pre, main, partner=None):
+        """The tool's inputs under `pre`: the image and its instances, and the partner's when given."""
+        img, cls, segs, boxes = main
+        inputs[pre + "img"] = torch.from_numpy(img)
+        pack_instances(inputs, pre, cls, list(segs), boxes)
+        if partner is not None:
+            pimg, pcls, psegs, pboxes = partner
+            inputs[pre + "pimg"] = torch.from_numpy(pimg)
+            pack_instances(inputs, pre + "partner.", pcls, list(psegs), pboxes)
+
     for c in range(60):
         h, w = 4 * int(rng.integers(16, 40)), 4 * int(rng.integers(16, 40))
         p = [1.0, 0.5, 0.3, 0.7][c % 4]
         n = int(rng.integers(0, 7)) if c % 10 else 0
         main_scene = scene(rng, h, w, n, 10)
         partner_scene = scene(rng, h, w, int(rng.integers(0, 7)), 200)
-        img, cls, segs, boxes = main_scene
-        pimg, pcls, psegs, pboxes = partner_scene
 
         # copy_paste, flip mode (no draws).
         pre = f"cpflip.{c}."
-        inputs[pre + "img"] = torch.from_numpy(img)
-        pack_instances(inputs, pre, cls, list(segs), boxes)
+        pack_scene(pre, main_scene)
         inputs[pre + "p"] = torch.tensor(p, dtype=torch.float64)
         with fixed_draws():
             ref = CopyPaste(p=p, mode="flip")(labels_of(*main_scene))
@@ -156,10 +163,7 @@ def main():
 
         # copy_paste, mixup mode: the partner given.
         pre = f"cppartner.{c}."
-        inputs[pre + "img"] = torch.from_numpy(img)
-        pack_instances(inputs, pre, cls, list(segs), boxes)
-        inputs[pre + "pimg"] = torch.from_numpy(pimg)
-        pack_instances(inputs, pre + "partner.", pcls, list(psegs), pboxes)
+        pack_scene(pre, main_scene, partner_scene)
         inputs[pre + "p"] = torch.tensor(p, dtype=torch.float64)
         with fixed_draws():
             ref = CopyPaste(_Partner(labels_of(*partner_scene)), p=p, mode="mixup")(labels_of(*main_scene))
@@ -168,10 +172,7 @@ def main():
         # mixup with r drawn.
         r = float(rng.beta(32.0, 32.0))
         pre = f"mixup.{c}."
-        inputs[pre + "img"] = torch.from_numpy(img)
-        pack_instances(inputs, pre, cls, list(segs), boxes)
-        inputs[pre + "pimg"] = torch.from_numpy(pimg)
-        pack_instances(inputs, pre + "partner.", pcls, list(psegs), pboxes)
+        pack_scene(pre, main_scene, partner_scene)
         inputs[pre + "r"] = torch.tensor(r, dtype=torch.float64)
         with fixed_draws(beta=[r]):
             ref = MixUp(_Partner(labels_of(*partner_scene)), p=1.0)(labels_of(*main_scene))
@@ -182,10 +183,7 @@ def main():
         cx, cy = rng.integers(0, w, 3), rng.integers(0, h, 3)
         choice = int(rng.integers(0, 3))
         pre = f"cutmix.{c}."
-        inputs[pre + "img"] = torch.from_numpy(img)
-        pack_instances(inputs, pre, cls, list(segs), boxes)
-        inputs[pre + "pimg"] = torch.from_numpy(pimg)
-        pack_instances(inputs, pre + "partner.", pcls, list(psegs), pboxes)
+        pack_scene(pre, main_scene, partner_scene)
         inputs[pre + "lam"] = torch.tensor(lam, dtype=torch.float64)
         inputs[pre + "cx"] = torch.tensor(cx)
         inputs[pre + "cy"] = torch.tensor(cy)
