@@ -43,11 +43,20 @@ int run(int argc, char** argv) {
                                           {"steps", "50", "timed steps"},
                                           {"warmup", "10", "untimed warm-up steps"},
                                           {"device", "cuda", "cuda or cpu"},
-                                          {"mode", "native", "comma-separated: native, graph (CUDA)"}});
+                                          {"mode", "native", "comma-separated: native, graph (CUDA)"},
+                                          {"deterministic", "False",
+                                           "the fit's deterministic settings (cuDNN deterministic, no benchmark); "
+                                           "False: cuDNN benchmark picks the fastest convolutions"}});
   o.parse(std::vector<std::string>(argv + 1, argv + argc));
   const bool cuda = o.str("device") == "cuda" && util::cuda_usable();
   const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
-  if (cuda) at::globalContext().setBenchmarkCuDNN(true);
+  if (cuda && o.flag("deterministic")) {
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
+    at::globalContext().setDeterministicCuDNN(true);
+    at::globalContext().setBenchmarkCuDNN(false);
+  } else if (cuda) {
+    at::globalContext().setBenchmarkCuDNN(true);
+  }
   torch::manual_seed(0);
   model::SegmentationModel m(config::load_model_spec(o.str("model")));
   m->to(device);
@@ -66,6 +75,7 @@ int run(int argc, char** argv) {
     }
   }
   std::cout << "model " << o.str("model") << ", " << (cuda ? "cuda bf16 autocast channels_last" : "cpu fp32")
+            << (o.flag("deterministic") ? ", deterministic" : ", cudnn benchmark")
             << ", imgsz " << o.integer("imgsz") << "\n";
   std::stringstream batches(o.str("batch"));
   std::string item;

@@ -14,7 +14,8 @@
 # screens: complete fits side by side, one fresh process each: for every screen in LUCID_SCREENS
 #   (default "b4e5 b16e3 b64e3": batch 4 x 5 epochs, batch 16 x 3, batch 64 x 3 with 16 workers) the
 #   arms in LUCID_ARMS (default "ultralytics native stages step": the Ultralytics package from the
-#   wheels in .whl/ when present, lucid native, lucid with the three stage recordings, lucid with
+#   wheels in .whl/ when present (ultralytics, ultralytics_thop, ultralytics_platform, and polars with
+#   polars_runtime_32, which its trainer imports), lucid native, lucid with the three stage recordings, lucid with
 #   capture_step=True); logs and a summary in OUT_DIR/screens.
 # predict: prediction latency and throughput of the weights LUCID_PREDICT_MODEL (a path in the
 #   checkout, e.g. carried), eager and as compiled packages (format=aoti, compiled here at batch 1

@@ -2,7 +2,9 @@
 //   augment_oracle_tool val IN OUT     validation loader (rect batches, letterbox, mask targets) on
 //                                      decoded images and normalised labels
 //   augment_oracle_tool pieces IN OUT  individual operations on cases "<op>.<case>.<input>":
-//                                      fill, mask, resize, warp, hsv, box, perspective, mosaic
+//                                      fill, mask, resize, warp, hsv, box, perspective, mosaic, and the
+//                                      mix augmentations with their draws given: cpflip, cppartner,
+//                                      mixup, cutmix (tests/oracle/test_mix_oracle.py)
 // Inputs and outputs are safetensors.
 #include <iostream>
 #include <set>
@@ -11,6 +13,7 @@
 #include "lucid/data/hsv.h"
 #include "lucid/data/loader.h"
 #include "lucid/data/masks.h"
+#include "lucid/data/mix.h"
 #include "lucid/data/polygon.h"
 #include "lucid/data/warp.h"
 #include "lucid/model/safetensors.h"
@@ -139,6 +142,53 @@ void run_val(const Inputs& in, model::NamedTensors& out) {
   }
 }
 
+// The mix augmentations on "<op>.<case>.": img and instances, partner pimg and instances "partner.",
+// and the op's draws; out: img_out, instances "out." and their per-instance masks at 1/4 (masks).
+void put_mix_result(model::NamedTensors& out, const std::string& p, const Sample& s) {
+  out.emplace_back(p + "img_out", s.image);
+  put_instances(out, p + "out.", s.instances);
+  out.emplace_back(p + "masks", make_mask_targets(s.instances, s.height(), s.width(), 4, /*overlap=*/false).masks);
+}
+
+void run_mix_pieces(const Inputs& in, model::NamedTensors& out) {
+  auto sample = [&](const std::string& p, const std::string& img) {
+    Sample s;
+    s.image = get(in, p + img).contiguous();
+    s.instances = instances_from(in, p + (img == "img" ? "" : "partner."));
+    return s;
+  };
+  for (const auto& c : cases(in, "cpflip")) {
+    const std::string p = "cpflip." + c + ".";
+    Sample s = sample(p, "img");
+    copy_paste_flip(s, get(in, p + "p").item<double>());
+    put_mix_result(out, p, s);
+  }
+  for (const auto& c : cases(in, "cppartner")) {
+    const std::string p = "cppartner." + c + ".";
+    Sample s = sample(p, "img");
+    copy_paste_partner(s, sample(p, "pimg"), get(in, p + "p").item<double>());
+    put_mix_result(out, p, s);
+  }
+  for (const auto& c : cases(in, "mixup")) {
+    const std::string p = "mixup." + c + ".";
+    Sample s = sample(p, "img");
+    mixup(s, sample(p, "pimg"), get(in, p + "r").item<double>());
+    put_mix_result(out, p, s);
+  }
+  for (const auto& c : cases(in, "cutmix")) {  // draws: lam (3), cx (3), cy (3), choice
+    const std::string p = "cutmix." + c + ".";
+    Sample s = sample(p, "img");
+    auto lam = vec<double>(get(in, p + "lam").to(torch::kDouble));
+    auto cx = vec<int64_t>(get(in, p + "cx").to(torch::kLong)), cy = vec<int64_t>(get(in, p + "cy").to(torch::kLong));
+    std::array<Rect, 3> areas;
+    for (int k = 0; k < 3; ++k) areas[k] = cutmix_rect(s.width(), s.height(), lam[k], int(cx[k]), int(cy[k]));
+    const int64_t choice = get_int(in, p + "choice");
+    const bool applied = cutmix(s, sample(p, "pimg"), areas, [&](int64_t n) { return choice % n; });
+    put_mix_result(out, p, s);
+    out.emplace_back(p + "applied", torch::tensor(int32_t(applied)));
+  }
+}
+
 // ---- pieces --------------------------------------------------------------------------------------
 
 void run_pieces(const Inputs& in, model::NamedTensors& out) {
@@ -214,6 +264,7 @@ void run_pieces(const Inputs& in, model::NamedTensors& out) {
     out.emplace_back(p + "img_out", m.image);
     put_instances(out, p + "out.", m.instances);
   }
+  run_mix_pieces(in, out);
 }
 
 }  // namespace

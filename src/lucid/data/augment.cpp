@@ -335,9 +335,12 @@ Sample load(const SampleSource& source, int64_t index, const AugmentOptions& o) 
 }
 }  // namespace
 
+bool mixes(const AugmentOptions& o) { return o.mixup > 0 || o.cutmix > 0 || o.copy_paste > 0; }
+
 Sample plan_sample(const SampleSource& source, int64_t dataset_size, int64_t index, const AugmentOptions& o,
                    uint64_t seed, int64_t epoch, PixelPlan& plan, std::array<float, 3>* hsv_gains,
                    std::array<torch::Tensor, 4>* tile_images) {
+  if (mixes(o)) throw std::invalid_argument("plan_sample: mixup, cutmix and copy_paste have no pixel plan");
   SampleRng mosaic_rng(seed, epoch, index, Purpose::Mosaic);
   const auto md = draw_mosaic(mosaic_rng, o.mosaic, o.imgsz, dataset_size);
   SampleRng affine_rng(seed, epoch, index, Purpose::Perspective);
@@ -397,12 +400,95 @@ torch::Tensor render_pixels(const PixelPlan& p, const std::array<torch::Tensor, 
   return image;
 }
 
+namespace {
+
+// Roles of the images a sample is made of (role_purpose): the sample itself 0, its copy_paste
+// partner 1, its mixup partner 2 and that one's copy_paste partner 3, its cutmix partner 4 and that
+// one's copy_paste partner 5. Odd roles are copy_paste partners, whose pre_transform is mosaic and
+// perspective only (the reference's nested Compose([Mosaic, affine])).
+constexpr uint32_t kMixUpPartner = 2, kCutMixPartner = 4;
+
+// The reference's pre_transform of image `image_index` with the streams of (owner, role): mosaic,
+// copy_paste in flip mode, perspective to imgsz, copy_paste in mixup mode.
+Sample pre_transform(const SampleSource& source, int64_t dataset_size, int64_t owner, int64_t image_index,
+                     const AugmentOptions& o, uint64_t seed, int64_t epoch, uint32_t role) {
+  SampleRng mosaic_rng(seed, epoch, owner, role_purpose(Purpose::Mosaic, role));
+  const auto md = draw_mosaic(mosaic_rng, o.mosaic, o.imgsz, dataset_size);
+  SampleRng affine_rng(seed, epoch, owner, role_purpose(Purpose::Perspective, role));
+  const auto ad = draw_affine(affine_rng, o);
+  const bool perspective = o.perspective != 0.0;
+  const bool pastes = o.copy_paste > 0 && role % 2 == 0;
+  Sample s = load(source, image_index, o);
+  const int ch = md.apply ? 2 * o.imgsz : s.height(), cw = md.apply ? 2 * o.imgsz : s.width();
+  const Matrix3 M = affine_matrix(ad, ch, cw, o.imgsz, o.imgsz);
+  if (md.apply) {
+    std::array<Sample, 4> tiles{std::move(s), load(source, md.others[0], o), load(source, md.others[1], o),
+                                load(source, md.others[2], o)};
+    const auto placed = mosaic_tiles(tiles, md.xc, md.yc, cw);
+    s = Sample{};
+    s.index = tiles[0].index;
+    s.orig_height = tiles[0].orig_height;
+    s.orig_width = tiles[0].orig_width;
+    s.instances = mosaic_instances(placed, tiles, cw);
+    // The canvas part the warp reads and, with a flip paste, its mirror image (the paste's source).
+    std::optional<std::array<int, 4>> window;
+    if (!perspective) {
+      auto w = warp_affine_source_window(M, ch, cw, o.imgsz, o.imgsz);
+      if (pastes && o.copy_paste_mode == CopyPasteMode::Flip && w[2] > w[0]) {
+        const int x0 = w[0], x1 = w[2];  // column x reads the mirror's cw - 1 - x
+        w[0] = std::min(x0, cw - x1);
+        w[2] = std::max(x1, cw - x0);
+      }
+      window = w;
+    }
+    s.image = mosaic_canvas(placed, {tiles[0].image, tiles[1].image, tiles[2].image, tiles[3].image}, cw, o.pad_value,
+                            window);
+  }
+  if (pastes && o.copy_paste_mode == CopyPasteMode::Flip) copy_paste_flip(s, o.copy_paste);
+  s = random_perspective(std::move(s), M, ad.scale, o.imgsz, o.imgsz, perspective, o.pad_value);
+  if (pastes && o.copy_paste_mode == CopyPasteMode::MixUp && has_polygons(s.instances)) {
+    SampleRng rng(seed, epoch, owner, role_purpose(Purpose::CopyPaste, role));
+    const auto d = draw_partner(rng, o.copy_paste, dataset_size);
+    if (d.apply)
+      copy_paste_partner(s, pre_transform(source, dataset_size, owner, d.partner, o, seed, epoch, role + 1),
+                         o.copy_paste);
+  }
+  return s;
+}
+
+}  // namespace
+
 Sample augment_sample(const SampleSource& source, int64_t dataset_size, int64_t index, const AugmentOptions& o,
                       uint64_t seed, int64_t epoch, std::array<float, 3>* hsv_gains) {
-  PixelPlan plan;
-  std::array<torch::Tensor, 4> images;
-  Sample s = plan_sample(source, dataset_size, index, o, seed, epoch, plan, hsv_gains, &images);
-  s.image = render_pixels(plan, images);
+  if (!mixes(o)) {
+    PixelPlan plan;
+    std::array<torch::Tensor, 4> images;
+    Sample s = plan_sample(source, dataset_size, index, o, seed, epoch, plan, hsv_gains, &images);
+    s.image = render_pixels(plan, images);
+    return s;
+  }
+  Sample s = pre_transform(source, dataset_size, index, index, o, seed, epoch, 0);
+  if (o.mixup > 0) {
+    SampleRng rng(seed, epoch, index, Purpose::MixUp);
+    const auto d = draw_mixup(rng, o.mixup, dataset_size);
+    if (d.partner.apply)
+      mixup(s, pre_transform(source, dataset_size, index, d.partner.partner, o, seed, epoch, kMixUpPartner), d.r);
+  }
+  if (o.cutmix > 0) {
+    SampleRng rng(seed, epoch, index, Purpose::CutMix);
+    const auto d = draw_cutmix(rng, o.cutmix, dataset_size, s.width(), s.height());
+    if (d.partner.apply)
+      cutmix(s, pre_transform(source, dataset_size, index, d.partner.partner, o, seed, epoch, kCutMixPartner), d.areas,
+             [&](int64_t n) { return choose_area(d.choice_bits, n); });
+  }
+  SampleRng flip_rng(seed, epoch, index, Purpose::Flip);
+  const bool flip_ud = flip_rng.uniform() < o.flipud, flip_lr = flip_rng.uniform() < o.fliplr;
+  if (flip_ud) flip_sample(s, /*horizontal=*/false);
+  if (flip_lr) flip_sample(s, /*horizontal=*/true);
+  if (hsv_gains) {
+    SampleRng hsv_rng(seed, epoch, index, Purpose::Hsv);
+    *hsv_gains = draw_hsv_gains(hsv_rng, o);
+  }
   return s;
 }
 

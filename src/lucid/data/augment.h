@@ -1,7 +1,9 @@
 // Training augmentation and validation letterboxing with the reference trainer's semantics
 // (reference/yolo-seg-facts.md §6.4-6.6):
-//   training:   [mosaic of 4] -> random perspective to imgsz x imgsz -> (HSV, on the device) ->
-//               vertical flip -> horizontal flip
+//   training:   [mosaic of 4] -> [copy_paste flip] -> random perspective to imgsz x imgsz ->
+//               [copy_paste mixup] -> [mixup] -> [cutmix] -> (HSV, on the device) -> vertical flip ->
+//               horizontal flip; the first four steps are the reference's pre_transform, which also
+//               makes the partner images of mixup and cutmix (mix.h)
 //   validation: letterbox to the batch's shape (no upscaling, centred padding)
 // Every random choice comes from the sample's own counter-based streams (sample.h), keyed by
 // (seed, epoch, index, purpose).
@@ -12,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "lucid/data/mix.h"
 #include "lucid/data/sample.h"
 #include "lucid/data/warp.h"
 
@@ -23,6 +26,10 @@ struct AugmentOptions {
   double degrees = 0.0, translate = 0.1, scale = 0.5, shear = 0.0, perspective = 0.0;
   double flipud = 0.0, fliplr = 0.5;
   double hsv_h = 0.015, hsv_s = 0.7, hsv_v = 0.4;
+  // Mix augmentations (mix.h), off at 0; turned off with mosaic at close_mosaic.
+  double mixup = 0.0, cutmix = 0.0;  // probabilities
+  double copy_paste = 0.0;           // fraction of the eligible instances (mixup mode: also the probability)
+  CopyPasteMode copy_paste_mode = CopyPasteMode::Flip;
   int polygon_points = 1000;  // polygons are resampled to this many points first
   uint8_t pad_value = 114;
 };
@@ -126,8 +133,11 @@ struct PixelPlan {
   uint8_t pad_value = 114;
 };
 
+// Whether any mix augmentation is on (then a sample is not one pixel plan: augment_sample only).
+bool mixes(const AugmentOptions& o);
+
 // A training sample's instances exactly as augment_sample makes them, and its pixel plan; the image
-// is left undefined. `tile_images` receives the tiles' prepared images as the source gave them.
+// is left undefined. Refuses options that mix (mixes(o)). `tile_images` receives the tiles' prepared images as the source gave them.
 Sample plan_sample(const SampleSource& source, int64_t dataset_size, int64_t index, const AugmentOptions& o,
                    uint64_t seed, int64_t epoch, PixelPlan& plan, std::array<float, 3>* hsv_gains = nullptr,
                    std::array<torch::Tensor, 4>* tile_images = nullptr);
@@ -139,7 +149,10 @@ torch::Tensor render_pixels(const PixelPlan& plan, const std::array<torch::Tenso
 // ---- Whole pipelines -------------------------------------------------------------------------------
 // A training sample: loads `index` (and the mosaic's other tiles) from `source`, resamples the
 // polygons, then mosaic (when o.mosaic > 0), perspective, flips. `hsv_gains` receives the sample's
-// HSV gains. Output imgsz x imgsz. The same as plan_sample followed by render_pixels.
+// HSV gains. Output imgsz x imgsz. Without mix augmentations the same as plan_sample followed by
+// render_pixels; with them, the pre_transform (mosaic, copy_paste, perspective) of the sample, then
+// mixup and cutmix with partner images made by the same pre_transform from streams keyed by this
+// sample's index and the partner's role (role_purpose), then the flips.
 Sample augment_sample(const SampleSource& source, int64_t dataset_size, int64_t index, const AugmentOptions& o,
                       uint64_t seed, int64_t epoch, std::array<float, 3>* hsv_gains = nullptr);
 

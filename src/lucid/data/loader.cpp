@@ -37,7 +37,7 @@ namespace {
 AugmentOptions batch_augment(const LoaderOptions& o, bool mosaic) {
   AugmentOptions aug = o.aug;
   aug.imgsz = o.imgsz;
-  if (!mosaic) aug.mosaic = 0.0;
+  if (!mosaic) aug.mosaic = aug.mixup = aug.cutmix = aug.copy_paste = 0.0;  // close_mosaic, as the reference
   return aug;
 }
 
@@ -209,6 +209,8 @@ Loader::Loader(SampleSource source, LoaderOptions options) : source_(std::move(s
   }
   if (device_pixels(opts_) && opts_.device_images->size() != opts_.dataset_size)
     throw std::invalid_argument("Loader: device_images must hold every image of the dataset");
+  if (device_pixels(opts_) && mixes(opts_.aug))
+    throw std::invalid_argument("Loader: device_images cannot render mixup, cutmix or copy_paste");
   if (opts_.prefetch <= 0) opts_.prefetch = std::max(2, 2 * opts_.workers);
   for (int i = 0; i < opts_.workers; ++i) {
     try {

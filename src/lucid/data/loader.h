@@ -30,7 +30,8 @@ struct LoaderOptions {
   int workers = 4;       // 0: batches are built on the consumer's thread (see loader_workers)
   int prefetch = 0;      // batches built ahead of the consumer (0: 2 per worker, at least 2)
   bool augment = true;   // training pipeline; false: validation letterbox
-  bool mosaic = true;    // training: mosaic on (probability aug.mosaic) or off (close_mosaic)
+  bool mosaic = true;    // training: mosaic, mixup, cutmix and copy_paste at their aug.* values, or all
+                         // off (close_mosaic, as the reference's close_mosaic)
   bool shuffle = true;   // training order: a seeded permutation per epoch; else index order
   bool rect = false;     // validation: aspect-sorted batches of their own shape (needs image_sizes)
   double rect_pad = 0.5;
@@ -88,7 +89,7 @@ class Loader {
   // The next batch of the epoch in order, waiting for it; nullopt after the last. Rethrows an
   // error a worker met while building it.
   std::optional<Batch> next();
-  // close_mosaic: takes effect at the next start_epoch.
+  // close_mosaic (false: mosaic, mixup, cutmix and copy_paste off): takes effect at the next start_epoch.
   void set_mosaic(bool on);
   const LoaderOptions& options() const { return opts_; }  // workers: the threads started
   int workers() const { return int(threads_.size()); }

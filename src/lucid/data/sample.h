@@ -89,8 +89,17 @@ enum class Purpose : uint32_t {
   Perspective = 3,
   Flip = 4,
   Hsv = 5,
+  CopyPaste = 6,
+  MixUp = 7,
+  CutMix = 8,
   Test = 255,
 };
+
+// The streams of a partner image that a mix augmentation (copy_paste mixup, mixup, cutmix) builds
+// for sample `index`: keyed by that sample's index and the partner's role (1..14) in the purpose
+// byte's high half, so that a partner's mosaic and warp are independent of the same image's own
+// sample. Role 0 is the sample itself (the purposes above, unchanged).
+inline Purpose role_purpose(Purpose p, uint32_t role) { return Purpose(uint32_t(p) | (role << 4)); }
 
 // Philox4x32-10 block function (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3").
 inline std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> ctr, std::array<uint32_t, 2> key) {

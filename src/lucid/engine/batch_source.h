@@ -18,7 +18,8 @@ class BatchSource {
   virtual ~BatchSource() = default;
   virtual int64_t size() const = 0;  // images per epoch
   virtual int64_t batches_per_epoch() const = 0;
-  // Starts producing the batches of `epoch` (mosaic as given; close_mosaic turns it off).
+  // Starts producing the batches of `epoch`; `mosaic` false: close_mosaic has turned mosaic, mixup,
+  // cutmix and copy_paste off.
   virtual void start_epoch(int64_t epoch, bool mosaic) = 0;
   virtual std::optional<TrainBatch> next() = 0;  // nullopt at the end of the epoch
 };

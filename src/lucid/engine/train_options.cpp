@@ -124,6 +124,21 @@ void declare(config::FieldList<S>& f) {
       .range(0, kInt)
       .to(&S::close_mosaic);
   f.number("mosaic", "1.0", "mosaic probability").fraction().to(&S::loader, &LoaderOptions::aug, &AugmentOptions::mosaic);
+  f.number("mixup", "0.0", "MixUp probability: blend with a second augmented image, weight Beta(32, 32)")
+      .fraction()
+      .to(&S::loader, &LoaderOptions::aug, &AugmentOptions::mixup);
+  f.number("cutmix", "0.0", "CutMix probability: a rectangle free of boxes taken from a second augmented image")
+      .fraction()
+      .to(&S::loader, &LoaderOptions::aug, &AugmentOptions::cutmix);
+  f.number("copy_paste", "0.0", "fraction of the eligible instances pasted (mode mixup: also the probability)")
+      .fraction()
+      .to(&S::loader, &LoaderOptions::aug, &AugmentOptions::copy_paste);
+  f.choice("copy_paste_mode", "flip",
+           "copy_paste source: flip (the image's own instances mirrored) or mixup (another image's)", {"flip", "mixup"})
+      .to(&S::copy_paste_mode)
+      .also([](S& s, const std::string& v) {
+        s.loader.aug.copy_paste_mode = v == "mixup" ? data::CopyPasteMode::MixUp : data::CopyPasteMode::Flip;
+      });
   f.number("hsv_h", "0.015", "HSV hue gain").fraction().to(&S::loader, &LoaderOptions::aug, &AugmentOptions::hsv_h);
   f.number("hsv_s", "0.7", "HSV saturation gain").fraction().to(&S::loader, &LoaderOptions::aug, &AugmentOptions::hsv_s);
   f.number("hsv_v", "0.4", "HSV value gain").fraction().to(&S::loader, &LoaderOptions::aug, &AugmentOptions::hsv_v);
@@ -181,6 +196,15 @@ void declare(config::FieldList<S>& f) {
       .resolve([](const S&) { return std::string("False"); })
       .role(Role::Location)
       .to(&S::resume);
+  f.cross_check([](const S& s) {
+    if (!s.execution.gpu_augment) return;
+    const auto& a = s.loader.aug;
+    for (auto [k, v] : {std::pair{"mixup", a.mixup}, {"cutmix", a.cutmix}, {"copy_paste", a.copy_paste}})
+      if (v != 0)
+        throw UserError(std::string("option ") + k + "=" + config::format_number(v) +
+                        ": gpu_augment=True renders mosaic, perspective and flips only; use gpu_augment=False with " +
+                        k + "=" + config::format_number(v) + ", or " + k + "=0.0 with gpu_augment=True");
+  });
 }
 
 }  // namespace

@@ -36,6 +36,7 @@ struct ExecutionSettings {
 // run uses (data as an absolute path; the synthetic dataset's YAML when data= is not given).
 struct TrainSettings {
   std::string data, model, pretrained, device, cache, freeze;
+  std::string copy_paste_mode;  // as given (flip or mixup); loader.aug holds it as data::CopyPasteMode
   bool synthetic = false;   // data is the embedded synthetic dataset
   std::vector<int> frozen;  // the layers freeze names
   int64_t epochs = 0, seed = 0, patience = 0, save_period = 0, close_mosaic = 0;

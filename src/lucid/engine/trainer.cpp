@@ -270,8 +270,9 @@ ValidationResult Trainer::fit() {
   };
   for (int64_t epoch = state_.epoch; epoch < s_.epochs; ++epoch) {
     sched.begin_epoch(*optimizer_, epoch);
-    const bool mosaic = s_.loader.aug.mosaic > 0 && !(s_.close_mosaic > 0 && epoch >= s_.epochs - s_.close_mosaic);
-    train_->start_epoch(epoch, mosaic);
+    // close_mosaic turns mosaic, mixup, cutmix and copy_paste off (the reference's close_mosaic).
+    const bool mix_open = !(s_.close_mosaic > 0 && epoch >= s_.epochs - s_.close_mosaic);
+    train_->start_epoch(epoch, mix_open);
     train_mode(*model_, s_.frozen);
     Progress progress(header, nb);
     std::array<double, 5> mean{};
@@ -321,7 +322,12 @@ ValidationResult Trainer::fit() {
         step->optimizer_step();
         state_.last_opt_step = ni;
       }
-      if (auto ready = reader.push(items, {{}, epoch, i, batch->targets.size(), batch->images.size(3)})) account(*ready);
+      std::optional<LossItemsReader::Step> ready;
+      {
+        util::TraceRange range("loss items");  // waits for the previous step's items
+        ready = reader.push(items, {{}, epoch, i, batch->targets.size(), batch->images.size(3)});
+      }
+      if (ready) account(*ready);
       ++i;
     }
     if (auto ready = reader.drain()) account(*ready);
@@ -338,7 +344,7 @@ ValidationResult Trainer::fit() {
     val = ValidationResult{};
     if (validate_ && (s_.val || final_epoch)) {
       util::TraceRange range("validation");
-      val = validate_(ema_->model(), *loss_);
+      step->beside_steps([&] { val = validate_(ema_->model(), *loss_); });
     }
     state_.epoch = epoch + 1;
     const bool best = val.fitness > state_.best_fitness;

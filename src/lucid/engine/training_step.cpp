@@ -139,6 +139,13 @@ void TrainingStep::optimizer_step() {
   native_optimizer_step();
 }
 
+void TrainingStep::beside_steps(const std::function<void()>& fn) {
+  if (whole_)
+    whole_->beside_recordings(fn);
+  else
+    fn();
+}
+
 nlohmann::ordered_json TrainingStep::replay_summary() const {
   auto j = stages_ ? stages_->summary() : nlohmann::ordered_json::object();
   if (!whole_) return j;

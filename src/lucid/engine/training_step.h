@@ -77,6 +77,10 @@ class TrainingStep {
   model::HeadOutputs forward(const torch::Tensor& x);  // under the fit's autocast; stage replay where it holds
   void backward(const torch::Tensor& total);           // outside autocast, accumulating into .grad
 
+  // Runs fn (validation) between steps; with whole-step recordings its device memory comes from
+  // their pool (StepRecorder::beside_recordings), so it adds nothing to what the fit reserves.
+  void beside_steps(const std::function<void()>& fn);
+
   // Replay summary for fit_report.json: empty when no replay was requested.
   nlohmann::ordered_json replay_summary() const;
   replay::StageRecorder* stage_recorder() const { return stages_.get(); }

@@ -3,6 +3,9 @@
 #include <stdexcept>
 
 #include "lucid/util/device.h"
+#ifdef LUCID_CUDA_KERNELS
+#include "lucid/loss/mask_loss_cuda.h"
+#endif
 
 namespace lucid::loss {
 
@@ -46,10 +49,14 @@ class CroppedMaskBce : public torch::autograd::Function<CroppedMaskBce> {
  public:
   static Tensor forward(AutogradContext* ctx, const Tensor& coefs, const Tensor& proto, const Tensor& masks,
                         const Tensor& gt_index, const Tensor& crop, const Tensor& area, const Tensor& valid,
-                        bool overlap, int64_t chunk_elements) {
+                        bool overlap, int64_t chunk_elements, bool fused) {
     ctx->save_for_backward({coefs, proto, masks, gt_index, crop, area, valid});
     ctx->saved_data["overlap"] = overlap;
     ctx->saved_data["chunk"] = chunk_elements;
+    ctx->saved_data["fused"] = fused;
+#ifdef LUCID_CUDA_KERNELS
+    if (fused) return cuda::cropped_mask_bce_forward(coefs, proto, masks, overlap, gt_index, crop, area, valid);
+#endif
     const int64_t bs = coefs.size(0), slots = coefs.size(1), mh = proto.size(2), mw = proto.size(3);
     auto proto_flat = proto.reshape({bs, proto.size(1), mh * mw});
     const int64_t step = slots_per_chunk(bs, slots, mh * mw, chunk_elements);
@@ -78,6 +85,13 @@ class CroppedMaskBce : public torch::autograd::Function<CroppedMaskBce> {
     const int64_t bs = coefs.size(0), slots = coefs.size(1), nm = proto.size(1), mh = proto.size(2),
                   mw = proto.size(3);
     const bool want_proto = ctx->needs_input_grad(1);
+#ifdef LUCID_CUDA_KERNELS
+    if (ctx->saved_data["fused"].toBool()) {
+      auto [gc, gp] = cuda::cropped_mask_bce_backward(grad_outputs[0], coefs, proto, masks, overlap, gt_index, crop,
+                                                      area, valid, want_proto);
+      return {gc, gp, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+    }
+#endif
     auto proto_flat = proto.reshape({bs, nm, mh * mw});
     // d term / d logit = g / area / (Hm * Wm) * inside * (sigmoid(logit) - target); 0 on padding.
     auto g = torch::where(valid, grad_outputs[0], torch::zeros({}, grad_outputs[0].options())) / area /
@@ -95,21 +109,34 @@ class CroppedMaskBce : public torch::autograd::Function<CroppedMaskBce> {
     }
     auto gc = grad_coefs.empty() ? torch::zeros_like(coefs) : torch::cat(grad_coefs, 1);
     return {gc, want_proto ? grad_proto.view_as(proto) : Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(),
-            Tensor(), Tensor()};
+            Tensor(), Tensor(), Tensor()};
   }
 };
 
 }  // namespace
 
+bool fused_mask_bce_available(const Tensor& coefs, const Tensor& proto) {
+#ifdef LUCID_CUDA_KERNELS
+  return cuda::available(coefs, proto);
+#else
+  return false;
+#endif
+}
+
 Tensor cropped_mask_bce(const Tensor& coefs, const Tensor& proto, const Tensor& masks, bool overlap,
                         const Tensor& gt_index, const Tensor& crop, const Tensor& area, const Tensor& valid,
-                        int64_t chunk_elements) {
+                        int64_t chunk_elements, MaskBceForm form) {
   if (coefs.dim() != 3 || proto.dim() != 4 || coefs.size(0) != proto.size(0) || coefs.size(2) != proto.size(1))
     throw std::invalid_argument("cropped_mask_bce: coefficients (B, K, nm) and prototypes (B, nm, Hm, Wm) disagree");
   const int64_t expected_dims = overlap ? 3 : 4;
   if (masks.dim() != expected_dims || masks.size(-2) != proto.size(2) || masks.size(-1) != proto.size(3))
     throw std::invalid_argument("cropped_mask_bce: masks do not match the prototypes' size");
-  return CroppedMaskBce::apply(coefs, proto, masks, gt_index, crop, area, valid, overlap, chunk_elements);
+  const bool fused = form == MaskBceForm::Fastest && fused_mask_bce_available(coefs, proto);
+  if (!fused) return CroppedMaskBce::apply(coefs, proto, masks, gt_index, crop, area, valid, overlap, chunk_elements, false);
+  // The kernels read FP32 contiguous inputs; gradients flow back through the conversions.
+  auto f = [](const Tensor& t) { return t.to(torch::kFloat).contiguous(); };
+  return CroppedMaskBce::apply(f(coefs), f(proto), masks.contiguous(), gt_index.to(torch::kLong).contiguous(), f(crop),
+                               f(area), valid.to(torch::kBool).contiguous(), overlap, chunk_elements, true);
 }
 
 }  // namespace lucid::loss

@@ -19,8 +19,14 @@ using torch::Tensor;
 // each slot; crop (B, K, 4) x1 y1 x2 y2 at mask resolution; area (B, K) normalised GT box area (any
 // positive value in padding); valid (B, K) bool, false on padding slots.
 // Returns (B, K): each valid slot's term, 0 on padding. Gradients flow to coefs and proto only.
+// On CUDA, where the fused kernels are built (mask_loss_cuda.h), form Fastest runs them: work only
+// inside each valid slot's box, same bytes on every run, values equal to the ATen form's to rounding.
+// Aten: the chunked ATen form everywhere.
+enum class MaskBceForm { Fastest, Aten };
 Tensor cropped_mask_bce(const Tensor& coefs, const Tensor& proto, const Tensor& masks, bool overlap,
                         const Tensor& gt_index, const Tensor& crop, const Tensor& area, const Tensor& valid,
-                        int64_t chunk_elements);
+                        int64_t chunk_elements, MaskBceForm form = MaskBceForm::Fastest);
+// Whether form Fastest runs the fused kernels for these inputs.
+bool fused_mask_bce_available(const Tensor& coefs, const Tensor& proto);
 
 }  // namespace lucid::loss

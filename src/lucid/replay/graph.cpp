@@ -2,6 +2,8 @@
 
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -76,12 +78,60 @@ RecordingContext::RecordingContext(Backend backend) : backend_(backend) {
     cuda_ = std::make_unique<Cuda>(Cuda{capture_stream()});
 }
 
-RecordingContext::~RecordingContext() = default;
+RecordingContext::~RecordingContext() {
+  if (pool_) c10::cuda::CUDACachingAllocator::releasePool(c10::cuda::current_device(), *pool_);
+}
 
 PoolId RecordingContext::pool() {
   if (backend_ == Backend::Eager) return {0, 0};
-  if (!pool_) pool_ = at::cuda::graph_pool_handle();
+  if (!pool_) {
+    // The context holds a reference of its own, so that the pool outlives a warm-up that runs
+    // before any capture (the allocator frees a pool nobody references).
+    pool_ = at::cuda::graph_pool_handle();
+    const auto device = c10::cuda::current_device();
+    c10::cuda::CUDACachingAllocator::beginAllocateToPool(device, *pool_, [](cudaStream_t) { return false; });
+    c10::cuda::CUDACachingAllocator::endAllocateToPool(device, *pool_);
+  }
   return *pool_;
+}
+
+int64_t RecordingContext::run_in_pool(const std::function<void()>& fn, bool capture_stream) {
+  if (backend_ == Backend::Eager) {
+    fn();
+    return 0;
+  }
+  const auto device = c10::cuda::current_device();
+  const auto id = pool();
+  auto allocated = [device] {
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(device)
+        .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+        .current;
+  };
+  // cuBLAS keeps a workspace per (handle, stream), made at the stream's first matrix product: made
+  // here, outside the pool, it is not taken for memory fn kept.
+  {
+    c10::cuda::CUDAStreamGuard guard(capture_stream ? cuda_->stream : c10::cuda::getCurrentCUDAStream());
+    at::cuda::getCurrentCUDABlasHandle();
+    at::cuda::getCUDABlasLtWorkspace();
+  }
+  at::cuda::device_synchronize();
+  const int64_t before = allocated();
+  const auto stream = capture_stream ? cuda_->stream : c10::cuda::getCurrentCUDAStream();
+  const cudaStream_t raw = stream.stream();
+  c10::cuda::CUDACachingAllocator::beginAllocateToPool(device, id, [raw](cudaStream_t s) { return s == raw; });
+  try {
+    c10::cuda::CUDAStreamGuard guard(stream);
+    fn();
+  } catch (...) {
+    c10::cuda::CUDACachingAllocator::endAllocateToPool(device, id);
+    c10::cuda::CUDACachingAllocator::releasePool(device, id);
+    at::cuda::device_synchronize();
+    throw;
+  }
+  c10::cuda::CUDACachingAllocator::endAllocateToPool(device, id);
+  c10::cuda::CUDACachingAllocator::releasePool(device, id);
+  at::cuda::device_synchronize();
+  return allocated() - before;
 }
 
 void RecordingContext::replaying_forward(int position, const std::string& name) {

@@ -57,7 +57,7 @@ class Graph {
 class RecordingContext {
  public:
   explicit RecordingContext(Backend backend);
-  ~RecordingContext();
+  ~RecordingContext();  // releases the context's reference to its pool
   RecordingContext(const RecordingContext&) = delete;
   RecordingContext& operator=(const RecordingContext&) = delete;
 
@@ -66,6 +66,14 @@ class RecordingContext {
   PoolId pool();
   // Runs fn with the capture stream current (warm-up work), synchronising the device around it.
   void on_capture_stream(const std::function<void()>& fn);
+  // Runs fn with its allocations on one stream drawn from the context's pool: the capture stream
+  // (a recording's warm-up: its memory then serves the capture that follows instead of adding a
+  // stream cache of the same size), or the current stream (work between replays, such as
+  // validation, which then reuses the recordings' temporaries instead of a cache of its own). The
+  // pool's free blocks are the recordings' temporaries, which their replays overwrite, so fn must
+  // free everything it allocates. Returns the bytes of device memory fn left allocated: 0 when it
+  // kept nothing; anything else may lie in a recording's temporaries, which must not replay again.
+  int64_t run_in_pool(const std::function<void()>& fn, bool capture_stream);
   void synchronize();
 
   // Replay order. Capture calls hand out positions; replay calls check them and throw

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <sstream>
 
+#include <c10/cuda/CUDACachingAllocator.h>
+
 #include "lucid/util/device.h"
 
 namespace lucid::replay {
@@ -137,16 +139,21 @@ std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, c
     if (!micro_ctx_) micro_ctx_ = std::make_unique<RecordingContext>(backend_);
     rec->x.copy_(x, /*non_blocking=*/true);
     stage(targets, rec->targets);
-    micro_ctx_->on_capture_stream([&] {
-      for (int i = 0; i < 3; ++i) body();
-    });
-    r->outputs = {};  // the warm-up's tensors go before the capture allocates its own
-    r->items = Tensor();
-    r->grads.clear();
+    // The warm-up draws from the recordings' pool, so its memory serves the capture after it.
+    const int64_t kept = micro_ctx_->run_in_pool(
+        [&] {
+          for (int i = 0; i < 3; ++i) body();
+          r->outputs = {};  // the warm-up's tensors go before the capture allocates its own
+          r->items = Tensor();
+          r->grads.clear();
+        },
+        /*capture_stream=*/true);
+    drop_if_kept(kept, "a warm-up");
     restore();
     micro_ctx_->synchronize();
     rec->graph.capture(*micro_ctx_, micro_ctx_->pool(), body);
     micro_ctx_->synchronize();
+    retired_.clear();
     restore();
   } catch (...) {
     if (micro_ctx_) micro_ctx_->synchronize();
@@ -208,6 +215,27 @@ std::optional<MicroStep> StepRecorder::micro_step(const Tensor& x, const loss::P
   return MicroStep{rec.outputs, rec.items};
 }
 
+void StepRecorder::drop_if_kept(int64_t kept, const char* what) {
+  if (kept == 0 || micro_.empty()) return;
+  // What was kept (a lazily built cache) may lie in the recordings' temporaries, which their
+  // replays overwrite: they go, and are recorded again when needed.
+  std::printf("replay: %s kept %lld bytes of device memory; %zu step recordings are dropped\n", what,
+              static_cast<long long>(kept), micro_.size());
+  dropped_ += static_cast<int64_t>(micro_.size());
+  // Destroyed only once a new capture holds the pool: the host allocator forgets a pool that no
+  // graph holds, and a later capture into it would then fail.
+  for (auto& [key, rec] : micro_) retired_.push_back(std::move(rec));
+  micro_.clear();
+}
+
+void StepRecorder::beside_recordings(const std::function<void()>& fn) {
+  if (!micro_ctx_ || micro_.empty()) {
+    fn();
+    return;
+  }
+  drop_if_kept(micro_ctx_->run_in_pool(fn, /*capture_stream=*/false), "work between replays");
+}
+
 bool StepRecorder::record_update() {
   const auto t0 = Clock::now();
   try {
@@ -244,6 +272,8 @@ bool StepRecorder::record_update() {
     update_ctx_->on_capture_stream([&] {
       for (int i = 0; i < 2; ++i) program_.update();
     });
+    // The warm-up's cache on the capture stream would stay reserved beside the recording's pool.
+    if (backend_ == Backend::CudaGraph) c10::cuda::CUDACachingAllocator::emptyCache();
     {
       torch::NoGradGuard no_grad;
       for (size_t i = 0; i < moved.size(); ++i) moved[i].copy_(saved[i]);
@@ -299,6 +329,7 @@ nlohmann::ordered_json StepRecorder::summary() const {
   j["requested"] = true;
   j["recordings"] = recordings();
   j["recorded_total"] = recorded_total_;
+  j["dropped"] = dropped_;  // recordings dropped because a later warm-up kept memory
   j["max_recordings"] = max_recordings_;
   j["replayed_steps"] = log_.replays(Stage::Step);
   j["native_steps"] = log_.native(Stage::Step);

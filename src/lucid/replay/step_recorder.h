@@ -65,6 +65,11 @@ class StepRecorder {
   // The optimizer step replayed (uploads, replay, counts, zero_grad); false: it must run natively.
   bool optimizer_step();
 
+  // Runs fn (validation between epochs) with its device memory drawn from the recordings' pool,
+  // whose free blocks the recordings only use while they replay: fn needs no memory of its own.
+  // fn must free what it allocates; if it keeps any, the recordings go (recorded again when needed).
+  void beside_recordings(const std::function<void()>& fn);
+
   const RouteLog& log() const { return log_; }
   int64_t recordings() const { return static_cast<int64_t>(micro_.size()); }
   bool update_recorded() const { return update_.recorded(); }
@@ -76,6 +81,7 @@ class StepRecorder {
   std::string key_of(const Tensor& x, const loss::PaddedTargets& targets) const;
   std::unique_ptr<Recording> record(const Tensor& x, const loss::PaddedTargets& targets);
   bool record_update();
+  void drop_if_kept(int64_t kept, const char* what);
 
   StepProgram program_;
   model::SegmentationModel model_;
@@ -88,9 +94,10 @@ class StepRecorder {
   std::vector<Tensor> grad_bufs_;   // gradients assigned on a first micro-step (persistent)
   std::unique_ptr<RecordingContext> micro_ctx_, update_ctx_;  // a pool for each kind
   std::map<std::string, std::unique_ptr<Recording>> micro_;
+  std::vector<std::unique_ptr<Recording>> retired_;  // dropped, kept until the next capture
   bool micro_failed_ = false, update_failed_ = false;
   std::string failure_;  // the failed micro-step recording's error, first line
-  int64_t recorded_total_ = 0, update_replays_ = 0, update_native_ = 0;
+  int64_t recorded_total_ = 0, dropped_ = 0, update_replays_ = 0, update_native_ = 0;
   double micro_record_s_ = 0, update_record_s_ = 0;
   std::vector<bool> update_grads_;  // which parameters had gradients when the update was recorded
   Graph update_;

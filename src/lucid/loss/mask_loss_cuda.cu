@@ -1,0 +1,324 @@
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <stdexcept>
+
+#include "lucid/loss/mask_loss_cuda.h"
+
+namespace lucid::loss::cuda {
+
+namespace {
+
+constexpr int kSlotThreads = 128;   // threads per slot (forward, coefficient gradients)
+constexpr int kPixelThreads = 128;  // pixels per block (prototype gradients)
+constexpr int kSlotTile = 32;       // slots staged in shared memory at a time
+
+struct Shape {
+  int64_t slots_per_image, nm, h, w, gts;  // K, nm, Hm, Wm, M (per-GT masks)
+  bool overlap;
+};
+
+// The slot's crop window [x0, x1) x [y0, y1) in pixels: the columns c with x1f <= c < x2f, as the
+// ATen form's comparisons select them (an empty window when a bound is not a number).
+struct Window {
+  int x0, x1, y0, y1;
+};
+
+__device__ inline Window window_of(const float* crop, int w, int h) {
+  const float a = crop[0], b = crop[1], c = crop[2], d = crop[3];
+  Window win{0, 0, 0, 0};
+  if (isnan(a) || isnan(b) || isnan(c) || isnan(d)) return win;
+  auto lo = [](float v, int n) { return static_cast<int>(fminf(fmaxf(ceilf(v), 0.f), static_cast<float>(n))); };
+  win.x0 = lo(a, w);
+  win.x1 = max(win.x0, lo(c, w));
+  win.y0 = lo(b, h);
+  win.y1 = max(win.y0, lo(d, h));
+  return win;
+}
+
+template <typename MaskT>
+__device__ inline float target_at(const MaskT* masks, const Shape& s, int64_t b, int64_t gt, int64_t p) {
+  const int64_t hw = s.h * s.w;
+  if (s.overlap) return masks[b * hw + p] == static_cast<MaskT>(gt + 1) ? 1.f : 0.f;
+  return static_cast<float>(masks[(b * s.gts + gt) * hw + p]);
+}
+
+// ATen's binary_cross_entropy_with_logits, element form.
+__device__ inline float bce(float l, float t) {
+  const float m = fmaxf(-l, 0.f);
+  return (1.f - t) * l + m + logf(expf(-m) + expf(-l - m));
+}
+
+__device__ inline float sigmoid(float l) { return 1.f / (1.f + expf(-l)); }
+
+// Sum over the block in a fixed order: warps by shuffles, then the warps' sums in index order.
+__device__ inline float block_sum(float v, float* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float total = 0.f;
+  if (threadIdx.x == 0)
+    for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) total += scratch[i];
+  __syncthreads();
+  return total;  // valid in thread 0
+}
+
+template <typename MaskT, int NM>
+__global__ void forward_kernel(const float* coefs, const float* proto, const MaskT* masks, const int64_t* gt_index,
+                               const float* crop, const float* area, const bool* valid, float* out, Shape s) {
+  const int64_t slot = blockIdx.x, b = slot / s.slots_per_image;
+  __shared__ float c[NM];
+  __shared__ float scratch[kSlotThreads / 32];
+  if (!valid[slot]) {
+    if (threadIdx.x == 0) out[slot] = 0.f;
+    return;
+  }
+  const Window win = window_of(crop + slot * 4, static_cast<int>(s.w), static_cast<int>(s.h));
+  for (int k = threadIdx.x; k < NM; k += blockDim.x) c[k] = k < s.nm ? coefs[slot * s.nm + k] : 0.f;
+  __syncthreads();
+  const int64_t hw = s.h * s.w, gt = gt_index[slot];
+  const float* pb = proto + b * s.nm * hw;
+  const int bw = win.x1 - win.x0, n = bw * (win.y1 - win.y0);
+  float acc = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const int64_t p = static_cast<int64_t>(win.y0 + i / bw) * s.w + win.x0 + i % bw;
+    float l = 0.f;
+#pragma unroll
+    for (int k = 0; k < NM; ++k)
+      if (k < s.nm) l = fmaf(c[k], pb[k * hw + p], l);
+    acc += bce(l, target_at(masks, s, b, gt, p));
+  }
+  const float total = block_sum(acc, scratch);
+  if (threadIdx.x == 0) out[slot] = total / static_cast<float>(hw) / area[slot];
+}
+
+// d term / d logit over the slot's window: (sigmoid(l) - t) * g, g = grad / area / (Hm * Wm).
+template <typename MaskT, int NM>
+__global__ void coefs_grad_kernel(const float* grad_out, const float* coefs, const float* proto, const MaskT* masks,
+                                  const int64_t* gt_index, const float* crop, const float* area, const bool* valid,
+                                  float* grad_coefs, Shape s) {
+  const int64_t slot = blockIdx.x, b = slot / s.slots_per_image;
+  __shared__ float c[NM];
+  __shared__ float partial[kSlotThreads / 32][NM];
+  const int64_t hw = s.h * s.w;
+  if (!valid[slot]) {
+    for (int k = threadIdx.x; k < s.nm; k += blockDim.x) grad_coefs[slot * s.nm + k] = 0.f;
+    return;
+  }
+  const Window win = window_of(crop + slot * 4, static_cast<int>(s.w), static_cast<int>(s.h));
+  for (int k = threadIdx.x; k < NM; k += blockDim.x) c[k] = k < s.nm ? coefs[slot * s.nm + k] : 0.f;
+  __syncthreads();
+  const float g = grad_out[slot] / area[slot] / static_cast<float>(hw);
+  const int64_t gt = gt_index[slot];
+  const float* pb = proto + b * s.nm * hw;
+  const int bw = win.x1 - win.x0, n = bw * (win.y1 - win.y0);
+  float acc[NM];
+#pragma unroll
+  for (int k = 0; k < NM; ++k) acc[k] = 0.f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const int64_t p = static_cast<int64_t>(win.y0 + i / bw) * s.w + win.x0 + i % bw;
+    float l = 0.f;
+#pragma unroll
+    for (int k = 0; k < NM; ++k)
+      if (k < s.nm) l = fmaf(c[k], pb[k * hw + p], l);
+    const float dl = (sigmoid(l) - target_at(masks, s, b, gt, p)) * g;
+#pragma unroll
+    for (int k = 0; k < NM; ++k)
+      if (k < s.nm) acc[k] = fmaf(dl, pb[k * hw + p], acc[k]);
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int k = 0; k < NM; ++k) {
+    float v = acc[k];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    if (lane == 0) partial[warp][k] = v;
+  }
+  __syncthreads();
+  for (int k = threadIdx.x; k < s.nm; k += blockDim.x) {
+    float v = 0.f;
+    for (int w = 0; w < kSlotThreads / 32; ++w) v += partial[w][k];
+    grad_coefs[slot * s.nm + k] = v;
+  }
+}
+
+// One thread per pixel of one image: the sum over the image's slots, in slot order, of
+// dl * coefs for every slot whose window holds the pixel.
+template <typename MaskT, int NM>
+__global__ void proto_grad_kernel(const float* grad_out, const float* coefs, const float* proto, const MaskT* masks,
+                                  const int64_t* gt_index, const float* crop, const float* area, const bool* valid,
+                                  float* grad_proto, Shape s) {
+  const int64_t b = blockIdx.y, hw = s.h * s.w, p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool inside = p < hw;
+  const int x = inside ? static_cast<int>(p % s.w) : -1, y = inside ? static_cast<int>(p / s.w) : -1;
+  __shared__ float c[kSlotTile][NM];
+  __shared__ int win[kSlotTile][4];
+  __shared__ float g[kSlotTile];
+  __shared__ int64_t gt[kSlotTile];
+  const float* pb = proto + b * s.nm * hw;
+  float pv[NM], acc[NM];
+#pragma unroll
+  for (int k = 0; k < NM; ++k) {
+    pv[k] = inside && k < s.nm ? pb[k * hw + p] : 0.f;
+    acc[k] = 0.f;
+  }
+  const int64_t first = b * s.slots_per_image;
+  for (int64_t t0 = 0; t0 < s.slots_per_image; t0 += kSlotTile) {
+    const int tile = s.slots_per_image - t0 < kSlotTile ? static_cast<int>(s.slots_per_image - t0) : kSlotTile;
+    __syncthreads();
+    for (int i = threadIdx.x; i < tile; i += blockDim.x) {
+      const int64_t slot = first + t0 + i;
+      Window w{0, 0, 0, 0};
+      float gs = 0.f;
+      if (valid[slot]) {
+        w = window_of(crop + slot * 4, static_cast<int>(s.w), static_cast<int>(s.h));
+        gs = grad_out[slot] / area[slot] / static_cast<float>(hw);
+      }
+      win[i][0] = w.x0;
+      win[i][1] = w.x1;
+      win[i][2] = w.y0;
+      win[i][3] = w.y1;
+      g[i] = gs;
+      gt[i] = gt_index[slot];
+    }
+    for (int i = threadIdx.x; i < tile * NM; i += blockDim.x) {
+      const int j = i / NM, k = i % NM;
+      c[j][k] = k < s.nm ? coefs[(first + t0 + j) * s.nm + k] : 0.f;
+    }
+    __syncthreads();
+    if (!inside) continue;
+    for (int j = 0; j < tile; ++j) {
+      if (x < win[j][0] || x >= win[j][1] || y < win[j][2] || y >= win[j][3]) continue;
+      float l = 0.f;
+#pragma unroll
+      for (int k = 0; k < NM; ++k)
+        if (k < s.nm) l = fmaf(c[j][k], pv[k], l);
+      const float dl = (sigmoid(l) - target_at(masks, s, b, gt[j], p)) * g[j];
+#pragma unroll
+      for (int k = 0; k < NM; ++k) acc[k] = fmaf(dl, c[j][k], acc[k]);
+    }
+  }
+  if (!inside) return;
+#pragma unroll
+  for (int k = 0; k < NM; ++k)
+    if (k < s.nm) grad_proto[(b * s.nm + k) * hw + p] = acc[k];
+}
+
+Shape shape_of(const Tensor& coefs, const Tensor& proto, const Tensor& masks, bool overlap) {
+  return Shape{coefs.size(1), coefs.size(2), proto.size(2), proto.size(3), overlap ? 0 : masks.size(1), overlap};
+}
+
+void check(const Tensor& coefs, const Tensor& proto, const Tensor& masks, bool overlap, const Tensor& gt_index,
+           const Tensor& crop, const Tensor& area, const Tensor& valid) {
+  auto fp32 = [](const Tensor& t) { return t.scalar_type() == at::kFloat && t.is_contiguous() && t.is_cuda(); };
+  const bool mask_ok = overlap ? (masks.scalar_type() == at::kByte || masks.scalar_type() == at::kInt)
+                               : masks.scalar_type() == at::kByte;
+  if (!fp32(coefs) || !fp32(proto) || !fp32(crop) || !fp32(area) || !masks.is_contiguous() || !mask_ok ||
+      gt_index.scalar_type() != at::kLong || !gt_index.is_contiguous() || valid.scalar_type() != at::kBool ||
+      !valid.is_contiguous() || coefs.size(2) > kMaxCoefficients)
+    throw std::invalid_argument("cropped mask BCE kernels: unsupported input types or layouts");
+}
+
+struct Args {
+  const float *grad, *coefs, *proto;
+  const void* masks;
+  const int64_t* gt_index;
+  const float *crop, *area;
+  const bool* valid;
+  float *out, *grad_coefs, *grad_proto;
+  int64_t blocks, bs, hw;
+};
+
+template <typename MaskT, int NM>
+void launch_forward(const Args& a, const Shape& s, cudaStream_t stream) {
+  forward_kernel<MaskT, NM><<<static_cast<unsigned>(a.blocks), kSlotThreads, 0, stream>>>(
+      a.coefs, a.proto, static_cast<const MaskT*>(a.masks), a.gt_index, a.crop, a.area, a.valid, a.out, s);
+}
+
+template <typename MaskT, int NM>
+void launch_backward(const Args& a, const Shape& s, cudaStream_t stream) {
+  if (a.blocks > 0)
+    coefs_grad_kernel<MaskT, NM><<<static_cast<unsigned>(a.blocks), kSlotThreads, 0, stream>>>(
+        a.grad, a.coefs, a.proto, static_cast<const MaskT*>(a.masks), a.gt_index, a.crop, a.area, a.valid,
+        a.grad_coefs, s);
+  if (a.grad_proto && a.bs > 0 && a.hw > 0) {
+    const dim3 grid(static_cast<unsigned>((a.hw + kPixelThreads - 1) / kPixelThreads), static_cast<unsigned>(a.bs));
+    proto_grad_kernel<MaskT, NM><<<grid, kPixelThreads, 0, stream>>>(
+        a.grad, a.coefs, a.proto, static_cast<const MaskT*>(a.masks), a.gt_index, a.crop, a.area, a.valid,
+        a.grad_proto, s);
+  }
+}
+
+// The launch for the masks' type and the smallest coefficient bound holding nm.
+void forward_for(const Tensor& masks, const Args& a, const Shape& s, cudaStream_t stream) {
+  const bool i32 = masks.scalar_type() == at::kInt, small = s.nm <= 32;
+  if (i32 && small) launch_forward<int32_t, 32>(a, s, stream);
+  else if (i32) launch_forward<int32_t, kMaxCoefficients>(a, s, stream);
+  else if (small) launch_forward<uint8_t, 32>(a, s, stream);
+  else launch_forward<uint8_t, kMaxCoefficients>(a, s, stream);
+}
+
+void backward_for(const Tensor& masks, const Args& a, const Shape& s, cudaStream_t stream) {
+  const bool i32 = masks.scalar_type() == at::kInt, small = s.nm <= 32;
+  if (i32 && small) launch_backward<int32_t, 32>(a, s, stream);
+  else if (i32) launch_backward<int32_t, kMaxCoefficients>(a, s, stream);
+  else if (small) launch_backward<uint8_t, 32>(a, s, stream);
+  else launch_backward<uint8_t, kMaxCoefficients>(a, s, stream);
+}
+
+Args args_of(const Tensor& coefs, const Tensor& proto, const Tensor& masks, const Tensor& gt_index, const Tensor& crop,
+             const Tensor& area, const Tensor& valid) {
+  Args a{};
+  a.coefs = coefs.data_ptr<float>();
+  a.proto = proto.data_ptr<float>();
+  a.masks = masks.data_ptr();
+  a.gt_index = gt_index.data_ptr<int64_t>();
+  a.crop = crop.data_ptr<float>();
+  a.area = area.data_ptr<float>();
+  a.valid = valid.data_ptr<bool>();
+  a.bs = coefs.size(0);
+  a.blocks = coefs.size(0) * coefs.size(1);
+  a.hw = proto.size(2) * proto.size(3);
+  return a;
+}
+
+}  // namespace
+
+bool available(const Tensor& coefs, const Tensor& proto) {
+  return coefs.is_cuda() && proto.is_cuda() && coefs.dim() == 3 && coefs.size(2) <= kMaxCoefficients;
+}
+
+Tensor cropped_mask_bce_forward(const Tensor& coefs, const Tensor& proto, const Tensor& masks, bool overlap,
+                                const Tensor& gt_index, const Tensor& crop, const Tensor& area, const Tensor& valid) {
+  check(coefs, proto, masks, overlap, gt_index, crop, area, valid);
+  const c10::cuda::CUDAGuard guard(coefs.device());
+  auto out = at::empty({coefs.size(0), coefs.size(1)}, coefs.options());
+  const Shape s = shape_of(coefs, proto, masks, overlap);
+  if (coefs.size(0) * coefs.size(1) == 0) return out;
+  auto a = args_of(coefs, proto, masks, gt_index, crop, area, valid);
+  a.out = out.data_ptr<float>();
+  forward_for(masks, a, s, at::cuda::getCurrentCUDAStream());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return out;
+}
+
+std::pair<Tensor, Tensor> cropped_mask_bce_backward(const Tensor& grad_out, const Tensor& coefs, const Tensor& proto,
+                                                    const Tensor& masks, bool overlap, const Tensor& gt_index,
+                                                    const Tensor& crop, const Tensor& area, const Tensor& valid,
+                                                    bool want_proto) {
+  check(coefs, proto, masks, overlap, gt_index, crop, area, valid);
+  const c10::cuda::CUDAGuard guard(coefs.device());
+  auto grad = grad_out.to(at::kFloat).contiguous();
+  const Shape s = shape_of(coefs, proto, masks, overlap);
+  auto grad_coefs = at::empty_like(coefs);
+  Tensor grad_proto = want_proto ? at::empty_like(proto) : Tensor();
+  auto a = args_of(coefs, proto, masks, gt_index, crop, area, valid);
+  a.grad = grad.data_ptr<float>();
+  a.grad_coefs = grad_coefs.data_ptr<float>();
+  a.grad_proto = want_proto ? grad_proto.data_ptr<float>() : nullptr;
+  backward_for(masks, a, s, at::cuda::getCurrentCUDAStream());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {grad_coefs, grad_proto};
+}
+
+}  // namespace lucid::loss::cuda

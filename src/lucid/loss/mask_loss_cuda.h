@@ -1,0 +1,33 @@
+// The cropped mask BCE of mask_loss.h as fused CUDA kernels: each slot's work covers only the pixels
+// inside its GT box and nothing for padding slots, where the ATen form computes every slot over the
+// whole map. Every sum runs in a fixed order (no atomics), so the kernels give the same bytes on
+// every run; their values agree with the ATen form to rounding (a different summation order).
+// Built where nvcc and a CUDA torch are present (the LUCID_CUDA_KERNELS definition); elsewhere
+// cropped_mask_bce runs its ATen form.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <utility>
+
+namespace lucid::loss::cuda {
+
+using at::Tensor;
+
+// Whether the kernels were built, and take these inputs (CUDA tensors, at most kMaxCoefficients
+// mask coefficients).
+inline constexpr int64_t kMaxCoefficients = 64;
+bool available(const Tensor& coefs, const Tensor& proto);
+
+// Inputs as cropped_mask_bce's, contiguous FP32 coefs and proto; gt_index int64; masks uint8 or
+// int32 (overlap), uint8 (per GT). Returns the (B, K) slot terms.
+Tensor cropped_mask_bce_forward(const Tensor& coefs, const Tensor& proto, const Tensor& masks, bool overlap,
+                                const Tensor& gt_index, const Tensor& crop, const Tensor& area, const Tensor& valid);
+
+// The gradients of sum(grad_out * terms) with respect to coefs (B, K, nm) and, when want_proto,
+// proto (B, nm, Hm, Wm).
+std::pair<Tensor, Tensor> cropped_mask_bce_backward(const Tensor& grad_out, const Tensor& coefs, const Tensor& proto,
+                                                    const Tensor& masks, bool overlap, const Tensor& gt_index,
+                                                    const Tensor& crop, const Tensor& area, const Tensor& valid,
+                                                    bool want_proto);
+
+}  // namespace lucid::loss::cuda
