@@ -47,14 +47,15 @@ def main():
                 workers=a.workers, close_mosaic=0, warmup_epochs=1, plots=False, device=a.device, seed=0,
                 pretrained=False, project=a.out, name=a.name, exist_ok=True, verbose=False)
     fit = time.perf_counter() - start
-    last = stamps[max(stamps)]
+    # Under DDP (--device 0,1) the reference trains in subprocesses, without this process's callback.
+    last = stamps[max(stamps)] if stamps else []
     steps = [1000.0 * (t1 - t0) for t0, t1 in zip(last, last[1:])]
     cuda = torch.cuda.is_available()
     print(json.dumps({
         "ultralytics": ultralytics.__version__, "batch": a.batch, "epochs": a.epochs, "workers": a.workers,
         "complete_fit_s": round(fit, 3), "process_s": round(time.perf_counter() - PROCESS_START, 3),
         "steady_step_ms": {"median": round(statistics.median(steps), 2), "min": round(min(steps), 2),
-                           "max": round(max(steps), 2), "steps": len(steps)},
+                           "max": round(max(steps), 2), "steps": len(steps)} if steps else None,
         "peak_allocated_mib": round(torch.cuda.max_memory_allocated() / 2**20) if cuda else 0,
         "peak_reserved_mib": round(torch.cuda.max_memory_reserved() / 2**20) if cuda else 0,
     }), flush=True)

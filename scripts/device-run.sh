@@ -20,6 +20,12 @@
 # predict: prediction latency and throughput of the weights LUCID_PREDICT_MODEL (a path in the
 #   checkout, e.g. carried), eager and as compiled packages (format=aoti, compiled here at batch 1
 #   and 16), on LUCID_PREDICT_IMAGE (default: a coco128-seg image from shared/); OUT_DIR/predict.
+# ddp: data-parallel scaling on the GPUs of this machine: for every world in LUCID_DDP_WORLDS
+#   (default 1 2 4, those with enough GPUs) the reference workload (4 images per GPU, 5 epochs) and
+#   the batch-64 screen (64 per GPU, 3 epochs, 16 workers per rank) natively and with capture_step=True,
+#   device=0,...,W-1; then Ultralytics DDP (--device 0,1, same global batches). Prints images/s per GPU
+#   and the scaling efficiency against one GPU; logs in OUT_DIR/ddp. LUCID_DDP_SCREENS (ref b64)
+#   and LUCID_DDP_ARMS (native step ultralytics) pick a part, to spread the bench over calls.
 # pairs: `lucid bench pairs` on the reference workload (batch 4, 5 epochs), records and summary in
 # OUT_DIR/pairs; pairs16: the batch-16, 3-epoch screen in OUT_DIR/pairs16. Environment:
 #   LUCID_PAIRS (pairs per call, default 5), LUCID_PAIRS_FIRST (number of the first pair, so that
@@ -142,6 +148,49 @@ for b in "${benches[@]}"; do
              esac
            done
          done > "$out/bench-screens.log" 2>&1 ;;
+    ddp)
+         work=${LUCID_WORKLOAD:-/tmp/lucid-workload}
+         [ -f "$work/data.yaml" ] || bash "${LUCID_SHARED:-$root/shared}/bench/make-workload.sh" "$work" > /dev/null
+         if ls "$root"/.whl/ultralytics-*.whl > /dev/null 2>&1 && [ ! -d /tmp/peer-site ]; then
+           "$LUCID_PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/peer-site \
+             "$root"/.whl/*.whl || status=1
+         fi
+         mkdir -p "$out/ddp"
+         gpus=$(nvidia-smi -L | wc -l)
+         images=$(find "$work" -path '*train*' \( -name '*.jpg' -o -name '*.png' \) | wc -l)
+         { echo "GPUs: $gpus, training images: $images"
+           for sc in ${LUCID_DDP_SCREENS:-ref b64}; do
+             if [ $sc = ref ]; then per=4; epochs=5; workers=4; else per=64; epochs=3; workers=16; fi
+             for arm in ${LUCID_DDP_ARMS:-native step ultralytics}; do
+               [ $arm = ultralytics ] && continue
+               extra=(); [ $arm = step ] && extra=(capture_step=True)
+               base=""
+               for w in ${LUCID_DDP_WORLDS:-1 2 4}; do
+                 [ "$w" -le "$gpus" ] || continue
+                 dev=$(seq -s, 0 $((w - 1)))
+                 log="$out/ddp/$sc-$arm-w$w.log"
+                 LUCID_SHARED=${LUCID_SHARED:-$root/shared} LUCID_RUNS=/tmp/lucid-ddp-$sc-$arm-w$w \
+                   "$root/bench/fit_workload.sh" "$LUCID_BUILD_DIR/lucid" "$work" /tmp/lucid-ddp-out/$sc-$arm-w$w 1 \
+                   batch=$((per * w)) epochs=$epochs workers=$workers device="$dev" "${extra[@]}" > "$log" 2>&1 || status=1
+                 cat /tmp/lucid-ddp-out/$sc-$arm-w$w/fit-1.log >> "$log"
+                 fit=$(grep -m1 -o 'complete fit: [0-9.]*' "$log" | grep -o '[0-9.]*$')
+                 rate=$(awk -v n="$images" -v e="$epochs" -v f="$fit" -v w="$w" 'BEGIN{ if (f > 0) printf "%.1f", n * e / f / w }')
+                 [ -z "$base" ] && base=$rate
+                 eff=$(awk -v r="$rate" -v b="$base" 'BEGIN{ if (b > 0) printf "%.0f%%", 100 * r / b }')
+                 echo "$sc $arm world $w (batch $((per * w))): complete fit ${fit} s, ${rate} images/s per GPU, scaling efficiency $eff; $(grep -m1 'sha256 last' "$log" | tr -s ' ')"
+                 grep -h "^replay:" "$log" | cut -c1-300
+                 grep -h "^world: rank" "$log"
+               done
+             done
+             log="$out/ddp/$sc-ultralytics-w2.log"
+             if [ "$gpus" -ge 2 ] && [[ " ${LUCID_DDP_ARMS:-ultralytics} " == *" ultralytics "* ]]; then
+               PYTHONPATH=/tmp/peer-site${PYTHONPATH:+:$PYTHONPATH} "$LUCID_PYTHON" "$root/bench/ultralytics_fit.py" \
+                 --data "$work/data.yaml" --out /tmp/peer-ddp-runs --name "$sc" --epochs "$epochs" --batch $((per * 2)) \
+                 --workers "$workers" --device 0,1 > "$log" 2>&1 || status=1
+               fit=$(tail -1 "$log" | "$LUCID_PYTHON" -c "import json,sys; print(json.loads(sys.stdin.read())['complete_fit_s'])" 2>/dev/null)
+               echo "$sc ultralytics DDP device=0,1 (batch $((per * 2))): complete fit ${fit} s, $(awk -v n="$images" -v e="$epochs" -v f="$fit" 'BEGIN{ if (f > 0) printf "%.1f", n * e / f / 2 }') images/s per GPU"
+             fi
+           done; } > "$out/bench-ddp.log" 2>&1 ;;
     predict)
          w=${LUCID_PREDICT_MODEL:?set LUCID_PREDICT_MODEL to the weights to time}
          img=${LUCID_PREDICT_IMAGE:-${LUCID_SHARED:-$root/shared}/data/coco128-seg/images/train2017/000000000009.jpg}

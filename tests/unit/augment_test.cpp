@@ -575,6 +575,32 @@ TEST(Loader, SameBytesWithOneOrThreeWorkers) {
   EXPECT_NE(a[0].indices, a[3].indices);
 }
 
+// Data parallel: part r of 2 of every batch holds the samples, and their bytes, of the whole
+// batch's consecutive half (the odd last batch of 2 splits 1 + 1).
+TEST(Loader, ShardsAreConsecutivePartsOfTheSameBatches) {
+  Loader whole(synthetic, small_options(2));
+  const auto all = run_epochs(whole, 2);
+  for (int shard = 0; shard < 2; ++shard) {
+    auto o = small_options(2);
+    o.shard = shard;
+    o.shards = 2;
+    Loader part(synthetic, o);
+    EXPECT_EQ(part.batches_per_epoch(), whole.batches_per_epoch());
+    const auto mine = run_epochs(part, 2);
+    ASSERT_EQ(mine.size(), all.size());
+    for (size_t k = 0; k < all.size(); ++k) {
+      const int64_t n = all[k].images.size(0), from = n * shard / 2, to = n * (shard + 1) / 2;
+      std::vector<int64_t> expect(all[k].indices.begin() + from, all[k].indices.begin() + to);
+      EXPECT_EQ(mine[k].indices, expect) << k;
+      EXPECT_TRUE(torch::equal(mine[k].images, all[k].images.narrow(0, from, to - from))) << k;
+      EXPECT_TRUE(torch::equal(mine[k].targets.masks, all[k].targets.masks.narrow(0, from, to - from))) << k;
+    }
+  }
+  auto bad = small_options(1);
+  bad.shards = 3;  // batch 4 does not split into 3
+  EXPECT_THROW(Loader(synthetic, bad), std::invalid_argument);
+}
+
 // Seven workers on batches of four (several workers per batch, samples finishing out of order) and
 // a window of one batch give the bytes of the consumer-thread loader.
 TEST(Loader, SameBytesWithMoreWorkersThanSamples) {

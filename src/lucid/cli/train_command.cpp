@@ -3,11 +3,14 @@
 // run from its weights/last checkpoint with the run's own options. Model, weights and device options
 // are checked before any dataset work.
 #include <chrono>
+#include <optional>
 #include <filesystem>
 #include <iostream>
 
 #include "lucid/cli/commands.h"
 #include "lucid/data/synth.h"
+#include "lucid/dist/launcher.h"
+#include "lucid/dist/process_group.h"
 #include "lucid/engine/checkpoint.h"
 #include "lucid/engine/evaluate.h"
 #include "lucid/engine/run_folder.h"
@@ -24,6 +27,33 @@
 namespace lucid::cli {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// Data parallel: starts the world (returns the launcher's exit status), or joins the one this
+// process is a rank of (torchrun-style variables set), or does nothing for one process.
+std::optional<int> start_or_join_world(const engine::TrainSettings& s, const std::vector<std::string>& args) {
+  const auto member = dist::member_from_env();
+  const auto plan = member ? std::nullopt : dist::world_plan(s.device, s.world);
+  const int64_t world = member ? member->world : plan ? plan->world : 1;
+  if (member && s.world > 1 && s.world != member->world)
+    throw UserError("option world=" + std::to_string(s.world) + ": this process is one of WORLD_SIZE=" +
+                    std::to_string(member->world) + " started by a launcher");
+  if (world > 1 && s.batch() % world)
+    throw UserError("option batch=" + std::to_string(s.batch()) + ": the global batch is split evenly over the " +
+                    std::to_string(world) + " processes; use a multiple of " + std::to_string(world));
+  if (plan) {
+    std::vector<std::string> child{"train"};
+    child.insert(child.end(), args.begin(), args.end());
+    return dist::launch_world(*plan, child);
+  }
+  if (member)
+    dist::join(*member, torch::Device(dist::rank_device(s.device, member->local_rank)),
+               std::chrono::seconds(s.dist_timeout));
+  return std::nullopt;
+}
+
+}  // namespace
 
 std::string default_dataset() { return data::ensure_default_synth(); }
 
@@ -154,7 +184,9 @@ int train_command(const std::vector<std::string>& args) {
   // The complete-fit clock (fit_report.json): before data, model and trainer construction.
   const auto fit_start = std::chrono::steady_clock::now();
   if (resume.empty()) settings = engine::TrainSettings::from(options);
-  const torch::Device device = util::parse_device(settings.device);
+  if (const auto launched = start_or_join_world(settings, args)) return *launched;
+  const auto* world = dist::world();
+  const torch::Device device = world ? world->device() : util::parse_device(settings.device);
   if (resume.empty()) model_source = training_model(settings);
   const std::string data_path = settings.synthetic ? default_dataset() : settings.data;
   data::IndexOptions io = settings.index;
@@ -171,6 +203,15 @@ int train_command(const std::vector<std::string>& args) {
 
   auto train_samples = engine::make_sample_source(train);
   auto train_opts = loader_options(settings, train.size(), true);
+  if (world) {
+    const int64_t last = train.size() % settings.batch();
+    if (last > 0 && last < world->size())
+      throw UserError(data_path + ": the last batch of the epoch holds " + std::to_string(last) +
+                      " images, fewer than the " + std::to_string(world->size()) +
+                      " processes; change batch so that every process gets one");
+    train_opts.shard = world->rank();
+    train_opts.shards = world->size();
+  }
   if (settings.execution.gpu_augment) train_opts.device_images = engine::upload_prepared(train_samples, train.size(), device);
   auto train_source = std::make_unique<engine::LoaderSource>(train_samples, train_opts);
   auto plotted = std::make_unique<PlottedTrainBatches>(std::move(train_source), "", index.names, settings.loader.overlap_mask);
@@ -196,6 +237,7 @@ int train_command(const std::vector<std::string>& args) {
   std::unique_ptr<engine::Trainer> trainer;    // holds the run folder's lock to the end
   std::unique_ptr<engine::RunFolderLock> lock;  // or this, when only the final validation is due
   fs::path run_dir;
+  if (finishing && !dist::primary()) return 0;  // only the final validation is due: rank 0's
   if (finishing) {
     run_dir = resume_dir;
     lock = std::make_unique<engine::RunFolderLock>(run_dir);
@@ -210,9 +252,10 @@ int train_command(const std::vector<std::string>& args) {
                                                 std::move(start), std::move(batches), validate, resume);
     trainer->set_fit_start(fit_start);
     run_dir = trainer->run_dir();
-    if (plotted_batches) plotted_batches->set_run_dir(run_dir.string());
+    if (plotted_batches && dist::primary()) plotted_batches->set_run_dir(run_dir.string());
     trainer->fit();
   }
+  if (!dist::primary()) return 0;  // rank 0 validates the final weights and writes the report
 
   // Final validation of the best weights with plots, results.png and the report, as the reference's
   // final_eval.

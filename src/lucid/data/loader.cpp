@@ -195,6 +195,8 @@ Loader::Loader(SampleSource source, LoaderOptions options) : source_(std::move(s
   if (!source_) throw std::invalid_argument("Loader: no sample source");
   if (opts_.dataset_size <= 0) throw std::invalid_argument("Loader: empty dataset");
   if (opts_.batch <= 0) throw std::invalid_argument("Loader: batch must be positive");
+  if (opts_.shards < 1 || opts_.shard < 0 || opts_.shard >= opts_.shards || opts_.batch % opts_.shards)
+    throw std::invalid_argument("Loader: shard must be in [0, shards) and batch a multiple of shards");
   if (opts_.imgsz <= 0 || opts_.imgsz % opts_.mask_ratio)
     throw std::invalid_argument("Loader: imgsz must be a positive multiple of mask_ratio");
   opts_.aug.imgsz = opts_.imgsz;
@@ -269,7 +271,8 @@ Loader::Plan Loader::make_plan(int64_t epoch) const {
   }
   for (size_t start = 0, k = 0; start < order.size(); start += opts_.batch, ++k) {
     const size_t end = std::min(order.size(), start + size_t(opts_.batch));
-    p.batches.emplace_back(order.begin() + start, order.begin() + end);
+    const size_t n = end - start, parts = size_t(opts_.shards), part = size_t(opts_.shard);
+    p.batches.emplace_back(order.begin() + start + n * part / parts, order.begin() + start + n * (part + 1) / parts);
     if (!rect_shapes_.empty())
       p.shapes.push_back(rect_shapes_[k]);
     else

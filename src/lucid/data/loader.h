@@ -47,6 +47,9 @@ struct LoaderOptions {
   // the batch's images are rendered from these on their device (render_batch) when it is handed
   // over, on the consumer's thread. Every byte equals the CPU path's.
   std::shared_ptr<const DeviceImages> device_images;
+  // Data-parallel training: this process takes part `shard` of `shards` of every batch (the batch
+  // stays the global one, cut into consecutive parts, so the samples do not depend on the world).
+  int shard = 0, shards = 1;
 };
 
 struct Batch {

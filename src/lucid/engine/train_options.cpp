@@ -59,12 +59,21 @@ void declare(config::FieldList<S>& f) {
       .resolve([](const S& s) { return s.synthetic ? 8LL : 16LL; })
       .to(&S::loader, &LoaderOptions::batch)
       .to(&S::schedule, &ScheduleOptions::batch);
-  f.text("device", "", "cpu, cuda, cuda:N or N (default: cuda:0 if usable, else cpu); with resume=, where it goes on")
+  f.text("device", "", "cpu, cuda, cuda:N, N, or GPUs 0,1,... for one training process each (default: cuda:0 if usable, else cpu); with resume=, where it goes on")
       .resolve([](const S&) { return util::device_name(""); })
-      .adjust([](const S&, std::string v) { return util::device_name(v); })
+      // GPUs 0,1,... (one training process each, dist/launcher.h) are kept as given.
+      .adjust([](const S&, std::string v) { return v.find(',') != std::string::npos ? v : util::device_name(v); })
       .refuses({"gpu"})
       .role(Role::Adjustable)
       .to(&S::device);
+  f.integer("world", "1", "training processes on this host for device=cpu (data parallel over Gloo; batch is the global batch)")
+      .range(1, 4096)
+      .to(&S::world);
+  f.flag("sync_bn", "False", "data parallel: BatchNorm statistics over the global batch").to(&S::sync_bn);
+  f.integer("dist_timeout", "1800", "data parallel: seconds any collective waits for the other ranks before the run stops")
+      .range(1, 7 * 24 * 3600)
+      .role(Role::Execution)
+      .to(&S::dist_timeout);
   f.integer("workers", "8", "data loader worker threads (at most one per CPU and per image of a batch)")
       .range(0, kInt)
       .to(&S::loader, &LoaderOptions::workers);

@@ -43,6 +43,9 @@ struct TrainSettings {
   bool deterministic = true, amp = true, val = true, plots = true;
   std::string project, name, resume;
   bool exist_ok = false;
+  int64_t world = 1;            // processes started for device=cpu (dist/launcher.h)
+  bool sync_bn = false;         // data parallel: global BatchNorm statistics
+  int64_t dist_timeout = 1800;  // seconds, every collective
 
   data::IndexOptions index;         // allow_outside_images
   data::LoaderOptions loader;       // imgsz, batch, workers, seed, overlap_mask, aug (mosaic, hsv_*, ...)

@@ -5,11 +5,14 @@
 #include <optional>
 #include <sstream>
 
+#include "lucid/dist/data_parallel.h"
+#include "lucid/dist/sync_batch_norm.h"
 #include "lucid/engine/fit_report.h"
 #include "lucid/engine/freeze.h"
 #include "lucid/engine/progress.h"
 #include "lucid/engine/run_folder.h"
 #include "lucid/engine/training_step.h"
+#include "lucid/model/batch_norm_forward.h"
 #include "lucid/model/transfer.h"
 #include "lucid/optim/schedule.h"
 #include "lucid/util/trace.h"
@@ -20,6 +23,23 @@
 namespace lucid::engine {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// Rank 0 validates; every rank takes its result, so best and early stopping agree.
+ValidationResult shared_validation(const dist::DataParallel& parallel, const ValidationResult& v) {
+  std::vector<double> flat(v.metrics.begin(), v.metrics.end());
+  flat.insert(flat.end(), v.losses.begin(), v.losses.end());
+  flat.push_back(v.fitness);
+  flat = parallel.from_primary(std::move(flat));
+  ValidationResult out;
+  std::copy_n(flat.begin(), out.metrics.size(), out.metrics.begin());
+  std::copy_n(flat.begin() + static_cast<std::ptrdiff_t>(out.metrics.size()), out.losses.size(), out.losses.begin());
+  out.fitness = flat.back();
+  return out;
+}
+
+}  // namespace
 
 // patience=0 disables early stopping, as the reference's EarlyStopping (patience or inf).
 bool early_stop_due(const LoopState& state, int64_t patience) {
@@ -68,7 +88,9 @@ Trainer::Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart 
   // leave it out, so runs that differ only in those write the same bytes (args.yaml keeps
   // everything).
   args_ = train_record(s_, RecordScope::Checkpoint);
-  device_ = util::parse_device(s_.device);
+  const auto* world = dist::world();
+  primary_ = dist::primary();
+  device_ = world ? world->device() : util::parse_device(s_.device);
   autocast_ = device_.is_cuda() && s_.amp;
   const auto& aug = s_.loader.aug;
   hsv_ = aug.hsv_h != 0 || aug.hsv_s != 0 || aug.hsv_v != 0;
@@ -88,6 +110,9 @@ Trainer::Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart 
   }
   model_->to(device_);
   if (device_.is_cuda()) model::use_channels_last(*model_);
+  if (world) parallel_ = std::make_unique<dist::DataParallel>(*dist::world(), *model_, s_.sync_bn);
+  // sync_bn computes BatchNorm the same way in one process, so worlds of every size compare.
+  if (!world && s_.sync_bn) dist::use_sync_batch_norm(nullptr);
   freeze_layers(*model_, s_.frozen);
 
   loss_ = std::make_unique<loss::SegmentationLoss>(loss::loss_options_for(*model_, s_.loss));
@@ -120,21 +145,29 @@ Trainer::Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart 
     run_dir_ = resume_run_dir(resume_from, state_);  // by the checkpoint's own record
     state_.args = args_;  // the run's options, in their declared order, with a new epochs or device
     state_.optimizer = choice_record(choice);
+    if (parallel_) parallel_->keep_primary_gradients(model_->parameters());
     ema_->set_updates(state_.ema_updates);
-    lock_ = std::make_unique<RunFolderLock>(run_dir_);
-    remove_interrupted_writes(run_dir_);
-    restore_logs(resume_from);
-    // args.yaml follows the record where a resume changed it (epochs, device); otherwise it is kept.
-    if (update_args_yaml(run_dir_, args_))
-      std::printf("%s: updated to %s\n", (run_dir_ / "args.yaml").string().c_str(), args_.dump().c_str());
+    if (primary_) {
+      lock_ = std::make_unique<RunFolderLock>(run_dir_);
+      remove_interrupted_writes(run_dir_);
+      restore_logs(resume_from);
+      // args.yaml follows the record where a resume changed it (epochs, device); otherwise it is kept.
+      if (update_args_yaml(run_dir_, args_))
+        std::printf("%s: updated to %s\n", (run_dir_ / "args.yaml").string().c_str(), args_.dump().c_str());
+    }
     std::printf("resuming %s from epoch %lld of %lld\n", resume_from.c_str(), static_cast<long long>(state_.epoch + 1),
                 static_cast<long long>(s_.epochs));
-  } else {
+  } else if (primary_) {
     run_dir_ = make_run_dir(s_.project, s_.name, s_.exist_ok);
     lock_ = std::make_unique<RunFolderLock>(run_dir_);
     remove_interrupted_writes(run_dir_);
     write_args_yaml(run_dir_, train_record(s_, RecordScope::ArgsYaml));
   }
+  if (parallel_) run_dir_ = parallel_->from_primary("run_dir", run_dir_.string());
+}
+
+Trainer::~Trainer() {
+  if (!parallel_ && s_.sync_bn) model::set_batch_norm_forward({});
 }
 
 // The logs hold what happened up to the checkpoint and possibly part of the epoch after it (written
@@ -165,6 +198,7 @@ void Trainer::restore_logs(const std::string& checkpoint) {
 }
 
 void Trainer::save(const fs::path& path, CheckpointContent content) {
+  if (!primary_) return;
   state_.ema_updates = ema_->updates();
   state_.optimizer_steps = optimizer_->steps_taken();
   save_checkpoint(path.string(), *model_, &*ema_->model(), optimizer_.get(), state_, content);
@@ -172,6 +206,7 @@ void Trainer::save(const fs::path& path, CheckpointContent content) {
 
 void Trainer::write_results_row(int64_t epoch, double seconds, const std::array<double, 5>& tl,
                                 const ValidationResult& val) {
+  if (!primary_) return;
   auto names = loss_->item_names();
   std::string header = "epoch,time";
   for (const auto& n : names) header += ",train/" + n;
@@ -224,6 +259,15 @@ ValidationResult Trainer::fit() {
   step_settings.autocast = autocast_;
   step_settings.hsv = hsv_;
   step_settings.replay = s_.execution.replay;
+  // Data parallel: gradients all-reduced as backward produces them, or (replay) at the update.
+  std::unique_ptr<dist::GradientSync> gradient_sync;
+  if (parallel_) {
+    std::vector<torch::Tensor> trainable;
+    for (const auto& p : model_->parameters())
+      if (p.requires_grad()) trainable.push_back(p);
+    gradient_sync = parallel_->gradient_sync(trainable, /*overlap=*/!step_settings.replay.any());
+    step_settings.reduce_gradients = [sync = gradient_sync.get()] { sync->reduce(); };
+  }
   auto step = std::make_unique<TrainingStep>(model_, *loss_, *optimizer_, ema_.get(), step_settings);
   std::optional<util::StageClock> stage_clock;
   if (s_.execution.stage_times) stage_clock.emplace(device_.is_cuda());
@@ -258,7 +302,7 @@ ValidationResult Trainer::fit() {
       stage_clock.reset();
       std::printf("%s", util::StageClock::table(report.stage_times).c_str());
     }
-    write_fit_report((run_dir_ / kFitReportFile).string(), make_fit_report(report));
+    if (primary_) write_fit_report((run_dir_ / kFitReportFile).string(), make_fit_report(report));
     std::printf("complete fit: %.3f s (from before data, model and trainer construction)\n", report.fit_seconds);
     const double secs = std::chrono::duration<double>(fit_end - start).count();
     std::printf("%lld epochs completed in %.3f hours (%.3f s); results in %s\n", static_cast<long long>(state_.epoch),
@@ -317,7 +361,9 @@ ValidationResult Trainer::fit() {
       const auto x = step->input(batch->images, batch->hsv_gains);
       // Warmup still changes the accumulation count; the stage recordings start once it is fixed.
       step->set_accumulation_fixed(sched.accumulation_fixed(ni));
-      const auto items = step->micro_step(x, batch->targets).items;
+      if (gradient_sync) gradient_sync->set_final_micro_step(ni - state_.last_opt_step >= sched.accumulate());
+      auto items = step->micro_step(x, batch->targets).items;
+      if (parallel_) items = parallel_->global_items(items);
       if (ni - state_.last_opt_step >= sched.accumulate()) {
         step->optimizer_step();
         state_.last_opt_step = ni;
@@ -342,10 +388,17 @@ ValidationResult Trainer::fit() {
     }
     const bool final_epoch = epoch + 1 == s_.epochs;
     val = ValidationResult{};
-    if (validate_ && (s_.val || final_epoch)) {
+    if (parallel_) {
+      parallel_->share_buffers(*model_);
+      parallel_->share_buffers(*ema_->model());
+      parallel_->gather_gradients(model_->parameters());
+    }
+    if (validate_ && (s_.val || final_epoch) && primary_) {
       util::TraceRange range("validation");
+      const auto alone = parallel_ ? parallel_->alone() : nullptr;
       step->beside_steps([&] { val = validate_(ema_->model(), *loss_); });
     }
+    if (parallel_) val = shared_validation(*parallel_, val);
     state_.epoch = epoch + 1;
     const bool best = val.fitness > state_.best_fitness;
     if (best) {
@@ -360,10 +413,11 @@ ValidationResult Trainer::fit() {
     // weights/last is written last: it commits the epoch. A run stopped before it resumes from the
     // previous epoch and rewrites everything below with the same bytes.
     write_results_row(epoch, secs, mean, val);
-    util::write_atomically((run_dir_ / "step_losses.f32").string(), [&](std::ostream& out) {
-      out.write(reinterpret_cast<const char*>(step_losses_.data()),
-                static_cast<std::streamsize>(step_losses_.size() * sizeof(float)));
-    });
+    if (primary_)
+      util::write_atomically((run_dir_ / "step_losses.f32").string(), [&](std::ostream& out) {
+        out.write(reinterpret_cast<const char*>(step_losses_.data()),
+                  static_cast<std::streamsize>(step_losses_.size() * sizeof(float)));
+      });
     if (best) save(run_dir_ / "weights" / "best.safetensors", CheckpointContent::EmaOnly);
     if (s_.save_period > 0 && (epoch + 1) % s_.save_period == 0)
       save(run_dir_ / "weights" / ("epoch" + std::to_string(epoch + 1) + ".safetensors"));

@@ -19,6 +19,10 @@
 #include "lucid/optim/ema.h"
 #include "lucid/util/error.h"
 
+namespace lucid::dist {
+class DataParallel;
+}
+
 namespace lucid::engine {
 
 struct ValidationResult {
@@ -53,6 +57,7 @@ class Trainer {
   // Trains to the last epoch; returns the final validation result. A run whose checkpoint is
   // finished (fit_finished) is refused.
   ValidationResult fit();
+  ~Trainer();
 
   const std::filesystem::path& run_dir() const { return run_dir_; }
   model::SegmentationModel& model() { return model_; }
@@ -90,6 +95,9 @@ class Trainer {
   LoopState state_;
   std::filesystem::path run_dir_;
   std::unique_ptr<RunFolderLock> lock_;  // held while this trainer writes into run_dir_
+  // Data-parallel training (a world was joined): this rank's part; only the primary writes files.
+  std::unique_ptr<dist::DataParallel> parallel_;
+  bool primary_ = true;
   std::vector<std::string> results_rows_;
   std::vector<float> step_losses_;
   nlohmann::ordered_json replay_summary_ = nlohmann::ordered_json::object();

@@ -92,7 +92,14 @@ StepLoss TrainingStep::micro_step(const torch::Tensor& x, const loss::SegTargets
   return {std::move(out), result.items};
 }
 
+void TrainingStep::reduce_gradients() {
+  if (!s_.reduce_gradients) return;
+  util::TraceRange range("all-reduce gradients");
+  s_.reduce_gradients();
+}
+
 void TrainingStep::update() {
+  reduce_gradients();
   {
     util::TraceRange range("clip gradients");
     optim::clip_grad_norm(params_, s_.max_grad_norm);
@@ -116,6 +123,7 @@ void TrainingStep::update() {
 }
 
 void TrainingStep::native_optimizer_step() {
+  reduce_gradients();
   {
     util::TraceRange range("clip gradients");
     optim::clip_grad_norm(params_, s_.max_grad_norm);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "lucid/loss/batch_reduction.h"
 #include "lucid/loss/boxes.h"
 #include "lucid/loss/mask_loss.h"
 #include "lucid/model/model.h"
@@ -148,7 +149,16 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
   auto a = assigner(p.pred_scores.detach().sigmoid(), p.pred_bboxes.detach() * p.stride_tensor,
                     p.anchor_points * p.stride_tensor, gt.labels, gt.boxes, gt.valid);
   auto num_fg = a.fg_mask.sum();
-  auto score_sum = a.target_scores.sum().clamp_min(1);
+  auto score_sum = a.target_scores.sum();
+  Tensor batch_size;  // defined in data-parallel training: the global batch's
+  if (const auto& reduce = batch_reduction()) {
+    auto norms = torch::stack({num_fg.to(torch::kFloat), score_sum, torch::full({}, static_cast<double>(bs), fopts)});
+    reduce(norms);
+    num_fg = norms[0].round().to(torch::kLong);
+    score_sum = norms[1];
+    batch_size = norms[2];
+  }
+  score_sum = score_sum.clamp_min(1);
   auto loss_cls = bce_none(p.pred_scores, a.target_scores).sum() / score_sum;
   auto zero = torch::zeros({}, fopts);
   Tensor loss_box = zero, loss_dist = zero, loss_seg, loss_sem = zero;
@@ -157,7 +167,13 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
     // No instance in the batch (known on the host): box terms stay out of the graph as in the
     // reference; mask and semantic predictions stay in it with zero gradient.
     loss_seg = (p.proto * 0).sum() + (p.pred_coefs * 0).sum();
-    if (p.semantic.defined()) loss_sem = (p.semantic * 0).sum();
+    if (p.semantic.defined()) {
+      // A rank's part without instances still holds background pixels of a global batch with
+      // foreground: their semantic term is the single process's.
+      loss_sem = batch_size.defined()
+                     ? bce_dice(p.semantic, torch::zeros_like(p.semantic)) * options_.box * (num_fg > 0).to(torch::kFloat)
+                     : (p.semantic * 0).sum();
+    }
   } else {
     // Box and distribution terms, dense over every anchor: background anchors carry weight 0
     // (their target scores are 0), and their boxes are replaced by a unit box so that no value of
@@ -225,10 +241,13 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
     }
   }
 
+  // The semantic term is a mean over the batch's images: a rank's share is its part's mean
+  // weighted by its part of the global batch.
+  if (batch_size.defined() && p.semantic.defined()) loss_sem = loss_sem * (static_cast<double>(bs) / batch_size);
   BranchLoss out;
   auto vec = torch::stack({loss_box * options_.box, loss_seg * options_.box, loss_cls * options_.cls,
                            loss_dist * options_.dfl, loss_sem});
-  out.loss = vec * static_cast<double>(bs);
+  out.loss = batch_size.defined() ? vec * batch_size : vec * static_cast<double>(bs);
   out.items = vec.detach();
   out.assignment = a;
   out.num_fg = num_fg;
@@ -278,5 +297,15 @@ LossResult SegmentationLoss::operator()(const model::HeadOutputs& preds, const P
   result.items = result.one2one->items;
   return result;
 }
+
+namespace {
+BatchReduction& batch_reduction_slot() {
+  static BatchReduction r;
+  return r;
+}
+}  // namespace
+
+void set_batch_reduction(BatchReduction reduce) { batch_reduction_slot() = std::move(reduce); }
+const BatchReduction& batch_reduction() { return batch_reduction_slot(); }
 
 }  // namespace lucid::loss
