@@ -3,11 +3,14 @@
 // run from its weights/last checkpoint with the run's own options. Model, weights and device options
 // are checked before any dataset work.
 #include <chrono>
+#include <cmath>
 #include <optional>
 #include <filesystem>
 #include <iostream>
 
 #include "lucid/cli/commands.h"
+#include "lucid/config/cfg_file.h"
+#include "lucid/engine/autobatch.h"
 #include "lucid/data/synth.h"
 #include "lucid/dist/launcher.h"
 #include "lucid/dist/process_group.h"
@@ -39,6 +42,10 @@ std::optional<int> start_or_join_world(const engine::TrainSettings& s, const std
   if (member && s.world > 1 && s.world != member->world)
     throw UserError("option world=" + std::to_string(s.world) + ": this process is one of WORLD_SIZE=" +
                     std::to_string(member->world) + " started by a launcher");
+  if (world > 1 && s.batch_option.autobatch_fraction > 0)
+    throw UserError("option batch: AutoBatch (-1 or a fraction) measures one process's GPU memory and is not "
+                    "available with " + std::to_string(world) + " training processes (as in the reference); give "
+                    "the global batch as a count");
   if (world > 1 && s.batch() % world)
     throw UserError("option batch=" + std::to_string(s.batch()) + ": the global batch is split evenly over the " +
                     std::to_string(world) + " processes; use a multiple of " + std::to_string(world));
@@ -104,8 +111,12 @@ data::LoaderOptions loader_options(const engine::TrainSettings& s, int64_t size,
   o.workers = data::loader_workers(train ? o.workers : std::min(o.workers * 2, 16), o.batch,
                                    train ? "train loader" : "val loader");
   o.augment = train;
-  o.shuffle = train;
-  o.rect = !train;
+  // rect training: batches in aspect order at their own shapes, unpadded, no shuffling or mosaic
+  // (the reference's training dataset with rect=True); validation batches are always rect.
+  o.shuffle = train && !s.loader.rect;
+  o.rect = !train || s.loader.rect;
+  o.rect_pad = train ? 0.0 : 0.5;
+  if (s.loader.rect) o.aug.mosaic = 0.0;
   return o;
 }
 
@@ -153,7 +164,8 @@ class PlottedTrainBatches : public engine::BatchSource {
 
 int train_command(const std::vector<std::string>& args) {
   auto options = engine::train_options();
-  if (!options.parse_or_help(args)) return 0;
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) return options.parse_or_help(args), 0;
+  config::parse_with_cfg_file(options, args, [](const config::Options& o) { engine::TrainSettings::from(o); });
   std::string resume;
   fs::path resume_dir;      // the resumed run's folder
   bool finishing = false;  // a finished fit whose final validation and report were not written
@@ -190,17 +202,52 @@ int train_command(const std::vector<std::string>& args) {
   if (resume.empty()) model_source = training_model(settings);
   const std::string data_path = settings.synthetic ? default_dataset() : settings.data;
   data::IndexOptions io = settings.index;
+  if (settings.index.single_cls) std::printf("Overriding class names with single class.\n");
   io.on_problem = [](const data::Problem& p) { std::fprintf(stderr, "warning: %s\n", p.str().c_str()); };
   auto index = data::build_index(data_path, io);
   const auto* train_split = index.find("train");
-  const auto* val_split = index.find("val");
+  const auto* val_split = index.find(settings.split);
   if (!train_split) throw UserError(data_path + ": no 'train' split");
+  if (!val_split && settings.split == "test") throw UserError("option split=test: " + data_path + " has no 'test' split");
   if (!val_split) val_split = train_split;
   const bool disk = settings.cache == "disk";
   const int imgsz = static_cast<int>(settings.imgsz());
   auto train = engine::prepare_split(*train_split, imgsz, disk, 0);
   auto val = engine::prepare_split(*val_split, imgsz, disk, 0);
 
+  std::vector<int64_t> class_counts(static_cast<size_t>(index.nc()), 0);
+  int64_t max_instances = 0;
+  for (const auto u : train.usable) {
+    int64_t n = 0;
+    for (const auto& inst : train.split->images[static_cast<size_t>(u)].instances)
+      if (!inst.crowd) ++class_counts[static_cast<size_t>(inst.cls)], ++n;
+    max_instances = std::max(max_instances, n);
+  }
+  if (settings.batch_option.autobatch_fraction > 0) {
+    // The chosen batch is the run's: args.yaml, checkpoints and a resume carry it.
+    engine::AutoBatchRequest ab;
+    ab.spec = model_source.spec_for_classes(static_cast<int>(index.nc()));
+    ab.device = device;
+    ab.imgsz = static_cast<int64_t>(std::ceil(static_cast<double>(imgsz) * (1.0 + settings.multi_scale) / 32.0)) * 32;
+    ab.fraction = settings.batch_option.autobatch_fraction;
+    ab.amp = device.is_cuda() && settings.amp;
+    ab.max_num_obj = max_instances * 4;  // 4 for mosaic, as the reference
+    ab.dataset_size = train.size();
+    settings.set_batch(engine::auto_batch(ab));
+  }
+  {
+    // The reference warns here (8.4.190 _build_train_pipeline); a batch of one image at 32 px gives
+    // BatchNorm one value per channel and the step fails, so it is refused before training.
+    const int64_t batch = settings.batch();
+    const int64_t final_batch = train.size() % batch ? train.size() % batch : batch;
+    const int64_t min_imgsz =
+        std::max<int64_t>(32, static_cast<int64_t>(static_cast<double>(imgsz) * (1 - settings.multi_scale))) / 32 * 32;
+    if (min_imgsz < 64 && final_batch == 1)
+      throw UserError("option batch=" + std::to_string(batch) + ": the last batch of the " +
+                      std::to_string(train.size()) + " training images holds one image, and training at imgsz=" +
+                      std::to_string(min_imgsz) + " gives BatchNorm a single value per channel; change batch, or use "
+                      "imgsz and multi_scale that keep every size >= 64");
+  }
   auto train_samples = engine::make_sample_source(train);
   auto train_opts = loader_options(settings, train.size(), true);
   if (world) {
@@ -211,6 +258,10 @@ int train_command(const std::vector<std::string>& args) {
                       " processes; change batch so that every process gets one");
     train_opts.shard = world->rank();
     train_opts.shards = world->size();
+  }
+  if (settings.loader.rect) {
+    train_opts.image_sizes = engine::image_sizes(train);
+    std::fprintf(stderr, "warning: 'rect=True' is incompatible with DataLoader shuffle, setting shuffle=False\n");
   }
   if (settings.execution.gpu_augment) train_opts.device_images = engine::upload_prepared(train_samples, train.size(), device);
   auto train_source = std::make_unique<engine::LoaderSource>(train_samples, train_opts);
@@ -248,7 +299,7 @@ int train_command(const std::vector<std::string>& args) {
     engine::ModelStart start{
         model_source.spec_for_classes(static_cast<int>(index.nc())),
         model_source.weights.empty() ? nullptr : &model_source.weights};
-    trainer = std::make_unique<engine::Trainer>(settings, engine::DatasetInfo{index.nc(), index.names},
+    trainer = std::make_unique<engine::Trainer>(settings, engine::DatasetInfo{index.nc(), index.names, class_counts},
                                                 std::move(start), std::move(batches), validate, resume);
     trainer->set_fit_start(fit_start);
     run_dir = trainer->run_dir();
@@ -266,6 +317,11 @@ int train_command(const std::vector<std::string>& args) {
   auto fo = vo;
   fo.verbose = true;
   fo.speed = true;
+  if (settings.save_json) {
+    // As the reference's final_eval: the results of the best weights, in the run folder.
+    fo.save_json = (run_dir / "predictions.json").string();
+    if (index.format == data::DatasetFormat::Coco) fo.class_map = index.category_ids;
+  }
   engine::EvaluateOptions eo;
   eo.imgsz = imgsz;
   eo.batch = val_opts.batch;

@@ -30,7 +30,7 @@ namespace lucid::config {
 // How an option stands to a training run's record (other commands keep the default).
 enum class Role {
   Computation,  // what the run computes: in args.yaml and checkpoints; a resume keeps the run's value
-  Adjustable,   // epochs, device: recorded; a resume may give a new value, which the record then holds
+  Adjustable,   // epochs, time, device: recorded; a resume may give a new value, which the record then holds
   Execution,    // how stages execute (capture_*, stage_times, gpu_augment): args.yaml only; a resume
                 // takes it from its own command line
   Location,     // where the run lives (project, name, exist_ok, resume): args.yaml only

@@ -346,7 +346,9 @@ Sample plan_sample(const SampleSource& source, int64_t dataset_size, int64_t ind
   SampleRng affine_rng(seed, epoch, index, Purpose::Perspective);
   const auto ad = draw_affine(affine_rng, o);
   plan = PixelPlan{};
-  plan.out_h = plan.out_w = o.imgsz;
+  const int out_h = o.out_h > 0 ? o.out_h : o.imgsz, out_w = o.out_w > 0 ? o.out_w : o.imgsz;
+  plan.out_h = out_h;
+  plan.out_w = out_w;
   plan.pad_value = o.pad_value;
   plan.perspective = o.perspective != 0.0;
   Sample s = load(source, index, o);
@@ -371,13 +373,13 @@ Sample plan_sample(const SampleSource& source, int64_t dataset_size, int64_t ind
     plan.tiles[0] = {index, 0, 0, s.width(), s.height(), 0, 0};
     s.image = torch::Tensor();
   }
-  plan.M = affine_matrix(ad, plan.canvas_h, plan.canvas_w, o.imgsz, o.imgsz);
-  perspective_instances(s.instances, plan.M, ad.scale, o.imgsz, o.imgsz);
+  plan.M = affine_matrix(ad, plan.canvas_h, plan.canvas_w, out_h, out_w);
+  perspective_instances(s.instances, plan.M, ad.scale, out_h, out_w);
   SampleRng flip_rng(seed, epoch, index, Purpose::Flip);
   plan.flip_ud = flip_rng.uniform() < o.flipud;
   plan.flip_lr = flip_rng.uniform() < o.fliplr;
-  if (plan.flip_ud) flip_instances(s.instances, float(o.imgsz), /*horizontal=*/false);
-  if (plan.flip_lr) flip_instances(s.instances, float(o.imgsz), /*horizontal=*/true);
+  if (plan.flip_ud) flip_instances(s.instances, float(out_h), /*horizontal=*/false);
+  if (plan.flip_lr) flip_instances(s.instances, float(out_w), /*horizontal=*/true);
   if (hsv_gains) {
     SampleRng hsv_rng(seed, epoch, index, Purpose::Hsv);
     *hsv_gains = draw_hsv_gains(hsv_rng, o);

@@ -30,6 +30,8 @@ struct AugmentOptions {
   double mixup = 0.0, cutmix = 0.0;  // probabilities
   double copy_paste = 0.0;           // fraction of the eligible instances (mixup mode: also the probability)
   CopyPasteMode copy_paste_mode = CopyPasteMode::Flip;
+  // Output height and width of the random perspective (0: imgsz): rect training's batch shape.
+  int out_h = 0, out_w = 0;
   int polygon_points = 1000;  // polygons are resampled to this many points first
   uint8_t pad_value = 114;
 };
@@ -149,10 +151,11 @@ torch::Tensor render_pixels(const PixelPlan& plan, const std::array<torch::Tenso
 // ---- Whole pipelines -------------------------------------------------------------------------------
 // A training sample: loads `index` (and the mosaic's other tiles) from `source`, resamples the
 // polygons, then mosaic (when o.mosaic > 0), perspective, flips. `hsv_gains` receives the sample's
-// HSV gains. Output imgsz x imgsz. Without mix augmentations the same as plan_sample followed by
-// render_pixels; with them, the pre_transform (mosaic, copy_paste, perspective) of the sample, then
-// mixup and cutmix with partner images made by the same pre_transform from streams keyed by this
-// sample's index and the partner's role (role_purpose), then the flips.
+// HSV gains. Output imgsz x imgsz (out_h x out_w where given). Without mix augmentations the same as
+// plan_sample followed by render_pixels; with them, the pre_transform (mosaic, copy_paste,
+// perspective) of the sample, then mixup and cutmix with partner images made by the same
+// pre_transform from streams keyed by this sample's index and the partner's role (role_purpose),
+// then the flips.
 Sample augment_sample(const SampleSource& source, int64_t dataset_size, int64_t index, const AugmentOptions& o,
                       uint64_t seed, int64_t epoch, std::array<float, 3>* hsv_gains = nullptr);
 

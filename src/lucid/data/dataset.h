@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "lucid/data/fraction.h"
+
 namespace lucid::data {
 
 // COCO run-length encoding of a binary mask (column-major, counts alternate 0s and 1s, starting
@@ -88,6 +90,12 @@ struct IndexOptions {
   // Follow COCO file_name values that are absolute or lead out of the image folder with "..";
   // otherwise such images are reported and skipped (option allow_outside_images).
   bool allow_outside_images = false;
+  // The part of each split's sorted image list to index (option fraction): the rest is left out
+  // before its files are read.
+  DatasetFraction fraction;
+  // Every class becomes class 0 of one class named "item" (option single_cls): label classes are
+  // then not checked against the dataset's names, as the reference's verify_image_label.
+  bool single_cls = false;
   // Called for each problem as it is found (besides recording it in the split).
   std::function<void(const Problem&)> on_problem;
 };

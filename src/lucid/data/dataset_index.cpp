@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -499,9 +500,15 @@ Split index_yolo_split(const SplitSource& s, int nc, const IndexOptions& o) {
   Listing l = list_split(s);
   for (auto& p : l.problems) add_problem(split, std::move(p), o);
   split.counts.skipped += l.skipped;
-  std::vector<Verified> results(l.images.size());
-  parallel_for(l.images.size(), [&](size_t i) { results[i] = verify_yolo(l.images[i], nc, o.decode); });
+  // fraction: the first images of the sorted list; the labels of the others are theirs, not orphans.
   std::set<std::string> used_labels;
+  const auto keep = static_cast<size_t>(o.fraction.keep(s.name, static_cast<int64_t>(l.images.size())));
+  for (size_t i = keep; i < l.images.size(); ++i) used_labels.insert(label_path_for(l.images[i]));
+  l.images.resize(keep);
+  std::vector<Verified> results(l.images.size());
+  // single_cls: any class id is accepted (build_index makes them all 0).
+  const int classes = o.single_cls ? std::numeric_limits<int>::max() : nc;
+  parallel_for(l.images.size(), [&](size_t i) { results[i] = verify_yolo(l.images[i], classes, o.decode); });
   for (auto& r : results) {
     used_labels.insert(r.rec.label_path);
     for (auto& p : r.problems) add_problem(split, std::move(p), o);
@@ -651,6 +658,7 @@ Split index_coco_split(const SplitSource& s, const CocoFile& coco, const CocoCla
   std::vector<size_t> order(results.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return results[a].rec.path < results[b].rec.path; });
+  order.resize(static_cast<size_t>(o.fraction.keep(s.name, static_cast<int64_t>(order.size()))));
   for (size_t i : order) {
     auto& r = results[i];
     for (auto& p : r.problems) add_problem(split, std::move(p), o);
@@ -735,7 +743,14 @@ DatasetIndex build_index(const std::string& data, const IndexOptions& options) {
       throw UserError("split '" + split.name + "' (" + split.source + "): no usable image (" +
                       std::to_string(split.counts.skipped) + " skipped); first problem: " + first);
     }
+    if (options.single_cls)
+      for (auto& rec : split.images)
+        for (auto& inst : rec.instances) inst.cls = 0;
     index.splits.push_back(std::move(split));
+  }
+  if (options.single_cls) {
+    index.names = {"item"};
+    index.category_ids.clear();
   }
   return index;
 }

@@ -33,10 +33,13 @@ std::vector<int64_t> epoch_permutation(int64_t size, uint64_t seed, int64_t epoc
 
 namespace {
 
-// Output size and augmentation settings shared by the samples of one batch.
-AugmentOptions batch_augment(const LoaderOptions& o, bool mosaic) {
+// Output size and augmentation settings shared by the samples of one batch (h x w: its shape,
+// the rect shape of rect training).
+AugmentOptions batch_augment(const LoaderOptions& o, bool mosaic, int h, int w) {
   AugmentOptions aug = o.aug;
   aug.imgsz = o.imgsz;
+  aug.out_h = h;
+  aug.out_w = w;
   if (!mosaic) aug.mosaic = aug.mixup = aug.cutmix = aug.copy_paste = 0.0;  // close_mosaic, as the reference
   return aug;
 }
@@ -185,7 +188,7 @@ Batch finish_batch(BatchAssembly&& a, const LoaderOptions& o, int H, int W, bool
 
 Batch make_batch(const SampleSource& source, const LoaderOptions& o, int64_t epoch, int64_t number,
                  const std::vector<int64_t>& indices, int H, int W, bool mosaic, bool pin) {
-  const AugmentOptions aug = batch_augment(o, mosaic);
+  const AugmentOptions aug = batch_augment(o, mosaic, H, W);
   BatchAssembly a = start_batch(o, epoch, number, indices, H, W, pin);
   for (int64_t i = 0; i < int64_t(indices.size()); ++i) build_sample(source, o, aug, epoch, a, i, H, W);
   return with_images(finish_batch(std::move(a), o, H, W, pin), o);
@@ -202,7 +205,7 @@ Loader::Loader(SampleSource source, LoaderOptions options) : source_(std::move(s
   opts_.aug.imgsz = opts_.imgsz;
   mosaic_ = opts_.mosaic;
   pin_ = opts_.pin_memory < 0 ? util::cuda_usable() : opts_.pin_memory != 0;
-  if (!opts_.augment && opts_.rect) {
+  if (opts_.rect) {
     if (int64_t(opts_.image_sizes.size()) != opts_.dataset_size)
       throw std::invalid_argument("Loader: rect batches need the size of every image");
     auto plan = rect_batches(opts_.image_sizes, opts_.batch, opts_.imgsz, opts_.stride, opts_.rect_pad);
@@ -345,7 +348,7 @@ void Loader::worker_loop() {
       entry = std::make_shared<Building>();
       entry->plan = plan_;
       entry->number = k;
-      entry->aug = batch_augment(opts_, plan_->mosaic);
+      entry->aug = batch_augment(opts_, plan_->mosaic, plan_->shapes[k].first, plan_->shapes[k].second);
       entry->remaining = int64_t(plan_->batches[k].size());
     }
     const auto b = entry;

@@ -33,7 +33,10 @@ struct LoaderOptions {
   bool mosaic = true;    // training: mosaic, mixup, cutmix and copy_paste at their aug.* values, or all
                          // off (close_mosaic, as the reference's close_mosaic)
   bool shuffle = true;   // training order: a seeded permutation per epoch; else index order
-  bool rect = false;     // validation: aspect-sorted batches of their own shape (needs image_sizes)
+  // Aspect-sorted batches of their own shape (needs image_sizes), in the same order every epoch:
+  // validation, and rect training (whose samples are warped to their batch's shape; the caller
+  // turns mosaic off and sets rect_pad 0, as the reference's training dataset).
+  bool rect = false;
   double rect_pad = 0.5;
   int stride = 32;
   std::vector<std::pair<int, int>> image_sizes;  // original (h, w) per index, for rect

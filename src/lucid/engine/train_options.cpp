@@ -1,7 +1,9 @@
 #include "lucid/engine/train_options.h"
 
+#include <cmath>
 #include <limits>
 
+#include "lucid/data/fraction.h"
 #include "lucid/data/synth.h"
 #include "lucid/engine/freeze.h"
 #include "lucid/util/device.h"
@@ -28,6 +30,21 @@ std::string absolute_dataset(const std::string& path) {
   return ec ? fs::absolute(path).lexically_normal().string() : p.string();
 }
 
+// batch=: a count from 1 to kMaxBatch, -1 (AutoBatch at the reference's 60%) or a GPU memory fraction in (0, 1).
+BatchOption parse_batch(const std::string& key, const std::string& text) {
+  const double b = config::read_number(key, text);
+  if (b == -1) return {0, 0.6};
+  if (b > 0 && b < 1) return {0, b};
+  if (b != std::floor(b) || b < 1 || b > static_cast<double>(config::kMaxBatch))
+    throw UserError("option " + key + "=" + text + ": expected a count from 1 to " + std::to_string(config::kMaxBatch) +
+                    ", -1 (AutoBatch) or a GPU memory fraction in (0, 1)");
+  return {static_cast<int64_t>(b), 0};
+}
+
+std::string format_batch(const BatchOption& b) {
+  return b.autobatch_fraction > 0 ? config::format_number(b.autobatch_fraction) : std::to_string(b.count);
+}
+
 void declare(config::FieldList<S>& f) {
   f.text("data", "", "dataset YAML or COCO JSON (default: the embedded synthetic dataset); recorded as an absolute path")
       .resolve([](const S&) { return data::default_synth_yaml(); })
@@ -42,6 +59,10 @@ void declare(config::FieldList<S>& f) {
          "a weights file (.pt, .safetensors) to transfer into model=YAML; False: the file given as model= "
          "gives only the architecture")
       .to(&S::pretrained);
+  f.text("cfg", "", "a YAML file of options (key: value); options on the command line win over it (None: no file)")
+      .resolve([](const S&) { return std::string("None"); })
+      .role(Role::Location)
+      .to(&S::cfg);
   f.integer("epochs", "", "epochs to train (default 100; 30 for the synthetic dataset); with resume=, the new total")
       .range(1, 1000000)
       .resolve([](const S& s) { return s.synthetic ? 30LL : 100LL; })
@@ -49,16 +70,60 @@ void declare(config::FieldList<S>& f) {
       .to(&S::epochs)
       .to(&S::schedule, &ScheduleOptions::epochs)
       .to(&S::loss, &LossOptions::epochs);
+  f.number("time", "",
+           "hours to train, overriding epochs (default 0: off): after each epoch epochs = ceil(time * 3600 / mean epoch "
+           "time) and the schedule is stretched to it; training also stops once the time is up; with resume=, "
+           "the new budget")
+      .min(0)
+      .resolve([](const S&) { return 0.0; })
+      .role(Role::Adjustable)
+      .to(&S::time);
   f.integer("imgsz", "", "training image size, rounded up to a multiple of 32 (default 640; 160 for the synthetic dataset)")
       .range(1, config::kMaxImgsz)
       .resolve([](const S& s) { return s.synthetic ? 160LL : 640LL; })
       .adjust([](const S&, long long v) { return config::stride_multiple(v); })
       .to(&S::loader, &LoaderOptions::imgsz);
-  f.integer("batch", "", "images per batch (default 16; 8 for the synthetic dataset)")
-      .range(1, config::kMaxBatch)
-      .resolve([](const S& s) { return s.synthetic ? 8LL : 16LL; })
-      .to(&S::loader, &LoaderOptions::batch)
-      .to(&S::schedule, &ScheduleOptions::batch);
+  f.value<BatchOption>("batch", "",
+                       "images per batch (default 16; 8 for the synthetic dataset); -1: AutoBatch at 60% of the GPU "
+                       "memory, a fraction in (0, 1): AutoBatch at that fraction (on the CPU: 16, with a warning); "
+                       "recorded as the batch chosen",
+                       parse_batch, format_batch, {"0", "-2", "1.5", "x", std::to_string(config::kMaxBatch + 1)})
+      .resolve([](const S& s) { return BatchOption{s.synthetic ? 8 : 16, 0}; })
+      .to(&S::batch_option)
+      .also([](S& s, const BatchOption& b) {
+        s.loader.batch = static_cast<int>(b.count);
+        s.schedule.batch = b.count;
+      });
+  f.text("fraction", "1.0",
+         "part of the training images to use, the first of the sorted list: a ratio in (0, 1], a count > 1, or "
+         "[train,val] / [train,val,test] ratios or counts")
+      .refuses({"0", "1.5", "x", "[0,0]"})
+      .to(&S::fraction)
+      .also([](S& s, const std::string& v) { s.index.fraction = data::DatasetFraction::parse(v); });
+  f.flag("single_cls", "False", "train every class as one class, 'item'")
+      .to(&S::index, &data::IndexOptions::single_cls)
+      .to(&S::validator, &ValidatorOptions::single_cls);
+  f.flag("rect", "False",
+         "rectangular training batches: images sorted by aspect ratio, each batch at its own shape; mosaic off "
+         "and no shuffling")
+      .to(&S::loader, &LoaderOptions::rect);
+  f.number("multi_scale", "0.0",
+           "per-batch random input size in [imgsz * (1 - m), imgsz * (1 + m)], a multiple of 32 (0: off)")
+      .fraction()
+      .to(&S::multi_scale);
+  f.integer("mask_ratio", "4", "mask target downsample ratio")
+      .range(1, kInt)
+      // Every batch shape (a multiple of the stride 32, also with rect and multi_scale) must divide into mask pixels.
+      .check([](const long long& v) { return 32 % v == 0; }, "must divide the stride 32: 1, 2, 4, 8, 16 or 32", {"3"})
+      .to(&S::loader, &LoaderOptions::mask_ratio);
+  f.number("cls_pw", "0.0",
+           "class-weight power: inverse class frequencies of the training labels raised to it weight the class "
+           "loss (0: off, 1: full inverse frequency)")
+      .fraction()
+      .to(&S::cls_pw);
+  f.number("dropout", "0.0", "classification-head dropout (classify models only; accepted, no effect on segmentation)")
+      .fraction()
+      .to(&S::dropout);
   f.text("device", "", "cpu, cuda, cuda:N, N, or GPUs 0,1,... for one training process each (default: cuda:0 if usable, else cpu); with resume=, where it goes on")
       .resolve([](const S&) { return util::device_name(""); })
       // GPUs 0,1,... (one training process each, dist/launcher.h) are kept as given.
@@ -189,6 +254,17 @@ void declare(config::FieldList<S>& f) {
       .role(Role::Execution)
       .to(&S::execution, &ExecutionSettings::stage_times);
   f.flag("val", "True", "validate after every epoch").to(&S::val);
+  f.choice("split", "val", "split validated during and after training: val or test", {"val", "test"}).to(&S::split);
+  f.number("conf", "", "validation confidence threshold (default 0.001)")
+      .fraction()
+      .resolve([](const S&) { return 0.001; })
+      .to(&S::validator, &ValidatorOptions::conf);
+  f.number("iou", "0.7", "validation NMS IoU threshold").fraction().to(&S::validator, &ValidatorOptions::iou);
+  f.integer("max_det", "300", "validation detections per image")
+      .range(1, kInt)
+      .to(&S::validator, &ValidatorOptions::max_det);
+  f.flag("save_json", "False", "the final validation writes predictions.json (COCO results) into the run folder")
+      .to(&S::save_json);
   f.flag("plots", "True", "write plots").to(&S::plots);
   f.integer("patience", "100", "epochs without fitness improvement before stopping (0: never stop early)")
       .range(0, kInt)
@@ -230,6 +306,8 @@ const config::FieldList<TrainSettings>& train_fields() {
 config::Options train_options() { return train_fields().options(); }
 
 TrainSettings TrainSettings::from(const config::Options& options) { return train_fields().read(options); }
+
+void TrainSettings::set_batch(int64_t count) { train_fields().find("batch")->read(*this, std::to_string(count)); }
 
 bool execution_option(const std::string& key) {
   const auto* f = train_fields().find(key);
@@ -290,7 +368,7 @@ void refuse_options_ignored_by_resume(const config::Options& o, const nlohmann::
     const auto run_value = f.write(run);
     if (f.write(asked) != run_value)
       refuse(key, "resume= continues the run with its own " + key + "=" + run_value +
-                      " (only epochs, device and the execution options can change on resume)");
+                      " (only epochs, time, device and the execution options can change on resume)");
   }
 }
 

@@ -32,6 +32,14 @@ struct ExecutionSettings {
   bool gpu_augment = false;  // training pixels rendered on the device (data::render_batch)
 };
 
+// batch=: a count of images, or -1 / a fraction in (0, 1): AutoBatch fills that fraction of the GPU
+// memory (engine/autobatch.h; -1 is the reference's 0.6). The command resolves a fraction into a
+// count before the fit, so the record holds the batch the run used.
+struct BatchOption {
+  int64_t count = 0;                // 0 while AutoBatch is still to choose
+  double autobatch_fraction = 0;    // 0 for a count
+};
+
 // A run's settings, resolved: `epochs`, `imgsz`, `batch`, `device` and `data` hold the values the
 // run uses (data as an absolute path; the synthetic dataset's YAML when data= is not given).
 struct TrainSettings {
@@ -46,17 +54,26 @@ struct TrainSettings {
   int64_t world = 1;            // processes started for device=cpu (dist/launcher.h)
   bool sync_bn = false;         // data parallel: global BatchNorm statistics
   int64_t dist_timeout = 1800;  // seconds, every collective
+  std::string cfg;              // the options file the command line was completed from (config/cfg_file.h)
+  double time = 0;              // hours; > 0 overrides epochs (engine/time_budget.h)
+  BatchOption batch_option;     // as given; loader.batch and schedule.batch hold its count
+  std::string fraction;         // as given; index.fraction holds it as data::DatasetFraction
+  double multi_scale = 0, cls_pw = 0, dropout = 0;
+  std::string split;            // the split validated during and after the fit: val or test
+  bool save_json = false;       // the final validation writes predictions.json
 
-  data::IndexOptions index;         // allow_outside_images
-  data::LoaderOptions loader;       // imgsz, batch, workers, seed, overlap_mask, aug (mosaic, hsv_*, ...)
+  data::IndexOptions index;         // allow_outside_images, fraction, single_cls
+  data::LoaderOptions loader;       // imgsz, batch, workers, seed, overlap_mask, rect, mask_ratio, aug (mosaic, hsv_*, ...)
   loss::LossOptions loss;           // box, cls, dfl, overlap_mask, epochs
   OptimizerSettings optimizer;      // optimizer, lr0, momentum, weight_decay, nbs
   optim::ScheduleOptions schedule;  // epochs, lrf, cos_lr, warmup_*, momentum, nbs, batch
-  ValidatorOptions validator;       // overlap_mask, amp
+  ValidatorOptions validator;       // overlap_mask, amp, conf, iou, max_det, single_cls
   ExecutionSettings execution;
 
   int64_t imgsz() const { return loader.imgsz; }
   int64_t batch() const { return loader.batch; }
+  // Sets the batch AutoBatch chose (every binding of batch=, so the record holds it).
+  void set_batch(int64_t count);
 
   static TrainSettings from(const config::Options& options);  // reads every field; errors name the option
 };
@@ -81,7 +98,7 @@ TrainSettings settings_from_record(const nlohmann::ordered_json& record, const s
 bool execution_option(const std::string& key);
 
 // resume= continues a run with its own options (run_args, from its checkpoint) in its own folder
-// (run_dir). Beside it, an adjustable option (epochs, device) sets a new value; any other option
+// (run_dir). Beside it, an adjustable option (epochs, time, device) sets a new value; any other option
 // given with another value than the run's (compared as resolved: imgsz=650 is imgsz=672, a relative
 // data= the absolute path), or a project/name naming another folder, is an error naming the option.
 // Execution options stay the resuming command's choice; project= finds the run for resume=True.

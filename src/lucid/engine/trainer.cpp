@@ -10,9 +10,12 @@
 #include "lucid/engine/fit_report.h"
 #include "lucid/engine/freeze.h"
 #include "lucid/engine/progress.h"
+#include "lucid/engine/multi_scale.h"
 #include "lucid/engine/run_folder.h"
+#include "lucid/engine/time_budget.h"
 #include "lucid/engine/training_step.h"
 #include "lucid/model/batch_norm_forward.h"
+#include "lucid/loss/class_weights.h"
 #include "lucid/model/transfer.h"
 #include "lucid/optim/schedule.h"
 #include "lucid/util/trace.h"
@@ -115,7 +118,15 @@ Trainer::Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart 
   if (!world && s_.sync_bn) dist::use_sync_batch_norm(nullptr);
   freeze_layers(*model_, s_.frozen);
 
-  loss_ = std::make_unique<loss::SegmentationLoss>(loss::loss_options_for(*model_, s_.loss));
+  loss::LossOptions lo = s_.loss;
+  if (s_.cls_pw > 0) lo.class_weights = loss::class_weights(dataset_.class_counts, s_.cls_pw);
+  loss_ = std::make_unique<loss::SegmentationLoss>(loss::loss_options_for(*model_, lo));
+  if (!lo.class_weights.empty()) {
+    std::string w;
+    char buf[32];
+    for (double v : lo.class_weights) std::snprintf(buf, sizeof buf, "%s%.3f", w.empty() ? "" : " ", v), w += buf;
+    std::printf("Class weights: [%s]\n", w.c_str());
+  }
 
   const auto& o = s_.optimizer;
   const int64_t batch = s_.batch();
@@ -249,9 +260,16 @@ ValidationResult Trainer::fit() {
   std::snprintf(line, sizeof line, "%11s%11s", "Instances", "Size");
   header += line;
   const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const TimeBudget budget(s_.time);
+  const int64_t start_epoch = state_.epoch;
   ValidationResult val;
-  std::printf("Starting training for %lld epochs, %lld batches per epoch, run %s\n", static_cast<long long>(s_.epochs),
-              static_cast<long long>(nb), run_dir_.string().c_str());
+  if (budget.active())
+    std::printf("Starting training for %g hours (epochs re-estimated after each epoch), %lld batches per epoch, run %s\n",
+                s_.time, static_cast<long long>(nb), run_dir_.string().c_str());
+  else
+    std::printf("Starting training for %lld epochs, %lld batches per epoch, run %s\n", static_cast<long long>(s_.epochs),
+                static_cast<long long>(nb), run_dir_.string().c_str());
   // The training step with its replay variant lives as long as this fit: recordings are released
   // on return and on any exception.
   StepSettings step_settings;
@@ -312,11 +330,13 @@ ValidationResult Trainer::fit() {
       std::printf("peak GPU memory: %.0f MiB allocated, %.0f MiB reserved\n", m.peak_allocated_mib, m.peak_reserved_mib);
     }
   };
-  for (int64_t epoch = state_.epoch; epoch < s_.epochs; ++epoch) {
+  // close_mosaic closes once, as the reference's (time= may move the last epochs later).
+  bool mosaic_closed = false;
+  for (int64_t epoch = state_.epoch;; ++epoch) {
     sched.begin_epoch(*optimizer_, epoch);
-    // close_mosaic turns mosaic, mixup, cutmix and copy_paste off (the reference's close_mosaic).
-    const bool mix_open = !(s_.close_mosaic > 0 && epoch >= s_.epochs - s_.close_mosaic);
-    train_->start_epoch(epoch, mix_open);
+    mosaic_closed = mosaic_closed || (s_.close_mosaic > 0 && epoch >= s_.epochs - s_.close_mosaic);
+    // close_mosaic and rect turn mosaic, mixup, cutmix and copy_paste off (rect batches have no mosaic).
+    train_->start_epoch(epoch, !s_.loader.rect && !mosaic_closed);
     train_mode(*model_, s_.frozen);
     Progress progress(header, nb);
     std::array<double, 5> mean{};
@@ -349,7 +369,8 @@ ValidationResult Trainer::fit() {
       progress.update(done, cols);
     };
     int64_t i = 0;
-    while (true) {
+    bool stop = false;  // time= ran out after an optimizer step: the rest of the epoch is not trained
+    while (!stop) {
       std::optional<TrainBatch> batch;
       {
         util::TraceRange range("data");
@@ -358,7 +379,9 @@ ValidationResult Trainer::fit() {
       if (!batch) break;
       const int64_t ni = i + nb * epoch;
       sched.begin_batch(*optimizer_, epoch, ni);
-      const auto x = step->input(batch->images, batch->hsv_gains);
+      auto x = step->input(batch->images, batch->hsv_gains);
+      if (s_.multi_scale > 0)
+        x = multi_scale_resize(x, multi_scale_size(s_.imgsz(), s_.multi_scale, 32, static_cast<uint64_t>(s_.seed), epoch, i), 32);
       // Warmup still changes the accumulation count; the stage recordings start once it is fixed.
       step->set_accumulation_fixed(sched.accumulation_fixed(ni));
       if (gradient_sync) gradient_sync->set_final_micro_step(ni - state_.last_opt_step >= sched.accumulate());
@@ -367,11 +390,12 @@ ValidationResult Trainer::fit() {
       if (ni - state_.last_opt_step >= sched.accumulate()) {
         step->optimizer_step();
         state_.last_opt_step = ni;
+        stop = budget.time_up(elapsed());
       }
       std::optional<LossItemsReader::Step> ready;
       {
         util::TraceRange range("loss items");  // waits for the previous step's items
-        ready = reader.push(items, {{}, epoch, i, batch->targets.size(), batch->images.size(3)});
+        ready = reader.push(items, {{}, epoch, i, batch->targets.size(), x.size(3)});
       }
       if (ready) account(*ready);
       ++i;
@@ -386,14 +410,14 @@ ValidationResult Trainer::fit() {
           throw UserError("non-finite weights after epoch " + std::to_string(epoch + 1) + "; the last good checkpoint is " +
                           (run_dir_ / "weights" / "last.safetensors").string());
     }
-    const bool final_epoch = epoch + 1 == s_.epochs;
+    const bool final_epoch = epoch + 1 >= s_.epochs;
     val = ValidationResult{};
     if (parallel_) {
       parallel_->share_buffers(*model_);
       parallel_->share_buffers(*ema_->model());
       parallel_->gather_gradients(model_->parameters());
     }
-    if (validate_ && (s_.val || final_epoch) && primary_) {
+    if (validate_ && (s_.val || final_epoch || stop) && primary_) {
       util::TraceRange range("validation");
       const auto alone = parallel_ ? parallel_->alone() : nullptr;
       step->beside_steps([&] { val = validate_(ema_->model(), *loss_); });
@@ -408,8 +432,18 @@ ValidationResult Trainer::fit() {
       ++state_.epochs_without_improvement;
     }
     state_.accumulate = sched.accumulate();
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double secs = elapsed();
     const bool stop_early = !final_epoch && early_stop_due(state_, s_.patience);
+    // time=: the epochs re-estimated from the mean epoch time and the schedule set up for them.
+    const auto end = budget.end_epoch(epoch, start_epoch, s_.epochs, secs, stop || final_epoch || stop_early);
+    stop = end.stop;
+    if (budget.active()) {
+      // A stopped fit records the epochs it trained, so that its checkpoint is a finished run.
+      s_.epochs = stop ? epoch + 1 : end.epochs;
+      args_["epochs"] = state_.args["epochs"] = std::to_string(s_.epochs);
+      sched.set_epochs(s_.epochs, nb);
+      loss_->set_epochs(s_.epochs);
+    }
     // weights/last is written last: it commits the epoch. A run stopped before it resumes from the
     // previous epoch and rewrites everything below with the same bytes.
     write_results_row(epoch, secs, mean, val);
@@ -421,12 +455,10 @@ ValidationResult Trainer::fit() {
     if (best) save(run_dir_ / "weights" / "best.safetensors", CheckpointContent::EmaOnly);
     if (s_.save_period > 0 && (epoch + 1) % s_.save_period == 0)
       save(run_dir_ / "weights" / ("epoch" + std::to_string(epoch + 1) + ".safetensors"));
-    if (final_epoch || stop_early) write_report();
+    if (stop) write_report();
     save(run_dir_ / "weights" / "last.safetensors");
-    if (stop_early) {
-      std::printf("Stopping early: no improvement in the last %lld epochs\n", static_cast<long long>(s_.patience));
-      break;
-    }
+    if (stop_early) std::printf("Stopping early: no improvement in the last %lld epochs\n", static_cast<long long>(s_.patience));
+    if (stop) break;
   }
   return val;
 }

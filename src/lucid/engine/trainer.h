@@ -36,6 +36,7 @@ using Validate = std::function<ValidationResult(model::SegmentationModel& ema, l
 struct DatasetInfo {
   int64_t nc;
   std::vector<std::string> names;
+  std::vector<int64_t> class_counts = {};  // training instances per class (for cls_pw)
 };
 
 // The model a run trains: its architecture (nc = the dataset's) and, for a new run, the pretrained

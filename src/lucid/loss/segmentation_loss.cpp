@@ -159,7 +159,17 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
     batch_size = norms[2];
   }
   score_sum = score_sum.clamp_min(1);
-  auto loss_cls = bce_none(p.pred_scores, a.target_scores).sum() / score_sum;
+  auto bce = bce_none(p.pred_scores, a.target_scores);
+  if (!options_.class_weights.empty()) {
+    if (static_cast<int64_t>(options_.class_weights.size()) != nc)
+      throw std::invalid_argument("loss: class_weights has " + std::to_string(options_.class_weights.size()) +
+                                  " entries for " + std::to_string(nc) + " classes");
+    // Uploaded once per device: no transfer inside a recorded step.
+    if (!class_weights_.defined() || class_weights_.device() != device)
+      class_weights_ = torch::tensor(options_.class_weights, torch::kDouble).to(torch::kFloat).view({1, 1, nc}).to(device);
+    bce = bce * class_weights_;
+  }
+  auto loss_cls = bce.sum() / score_sum;
   auto zero = torch::zeros({}, fopts);
   Tensor loss_box = zero, loss_dist = zero, loss_seg, loss_sem = zero;
 

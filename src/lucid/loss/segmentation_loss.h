@@ -51,6 +51,7 @@ struct LossOptions {
   int64_t epochs = 100;                    // for the end2end weight schedule
   int64_t topk = 10;                       // one-to-many assigner
   int64_t o2o_topk = 7, o2o_topk2 = 1;     // one-to-one assigner
+  std::vector<double> class_weights;  // cls_pw (loss/class_weights.h); empty: every class weighs 1
   // Most mask logits (slots x pixels, all images) the mask term holds at once; bounds its memory.
   int64_t mask_chunk_elements = int64_t{1} << 24;
 };
@@ -96,6 +97,8 @@ class SegmentationLoss {
   // (the number of finished epochs). The weights also live in device tensors (FP32, the values a
   // host scalar would give), refilled here, so a recorded loss follows them without re-recording.
   void update_epoch();
+  // time=: the epoch count the end2end schedule decays over from the next update_epoch on.
+  void set_epochs(int64_t epochs) { options_.epochs = epochs; }
   void set_epoch(int64_t finished_epochs);
   double one2many_weight() const { return o2m_; }
   double one2one_weight() const { return o2o_; }
@@ -113,6 +116,7 @@ class SegmentationLoss {
   int64_t updates_ = 0;
   double o2m_ = 0.8, o2o_ = 1.0 - 0.8;
   Tensor o2m_weight_, o2o_weight_;  // on the device of the last call; undefined before it
+  mutable Tensor class_weights_;     // (1, 1, nc) float on the device of the last call (cls_pw)
 };
 
 // The end2end one-to-many weight after `finished_epochs` epochs of `epochs`.

@@ -16,9 +16,14 @@ int64_t round_half_even(double x) { return static_cast<int64_t>(std::nearbyint(x
 }  // namespace
 
 Schedule::Schedule(const ScheduleOptions& options, int64_t batches_per_epoch) : o_(options) {
+  set_epochs(o_.epochs, batches_per_epoch);
+  accumulate_ = std::max<int64_t>(round_half_even(static_cast<double>(o_.nbs) / static_cast<double>(o_.batch)), 1);
+}
+
+void Schedule::set_epochs(int64_t epochs, int64_t batches_per_epoch) {
+  o_.epochs = epochs;
   const double we = std::min(o_.warmup_epochs, static_cast<double>(std::max<int64_t>(o_.epochs - 1, 0)));
   warmup_ = we > 0 ? round_half_even(we * static_cast<double>(batches_per_epoch)) : 0;
-  accumulate_ = std::max<int64_t>(round_half_even(static_cast<double>(o_.nbs) / static_cast<double>(o_.batch)), 1);
 }
 
 bool Schedule::accumulation_fixed(int64_t ni) const {

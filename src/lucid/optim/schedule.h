@@ -39,6 +39,10 @@ class Schedule {
   // Before each batch (global iteration ni): warmup adjustments of lr, momentum and accumulation.
   void begin_batch(Optimizer& opt, int64_t epoch, int64_t ni);
 
+  // time=: the schedule set up again for `epochs` (the decay's length and the warmup iterations;
+  // the accumulation reached so far stays), as the reference's re-estimate does.
+  void set_epochs(int64_t epochs, int64_t batches_per_epoch);
+
   // The state that carries across iterations (momentum and accumulation keep their last warmup
   // values after warmup, as in the reference); saved in checkpoints.
   void restore(int64_t accumulate) { accumulate_ = accumulate; }
