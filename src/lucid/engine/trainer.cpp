@@ -441,6 +441,8 @@ ValidationResult Trainer::fit() {
       // A stopped fit records the epochs it trained, so that its checkpoint is a finished run.
       s_.epochs = stop ? epoch + 1 : end.epochs;
       args_["epochs"] = state_.args["epochs"] = std::to_string(s_.epochs);
+      // args.yaml follows the checkpoint's epochs (rewritten only when the count changed).
+      if (primary_) update_args_yaml(run_dir_, args_);
       sched.set_epochs(s_.epochs, nb);
       loss_->set_epochs(s_.epochs);
     }
