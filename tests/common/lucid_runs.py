@@ -21,9 +21,9 @@ def check(ok, what):
         failures.append(what)
 
 
-def lucid(args, env, expect=0):
-    """One `lucid` command; a return code other than expect (None: any) stops the test with its output."""
-    r = subprocess.run([str(LUCID), *map(str, args)], env=env, capture_output=True, text=True)
+def lucid(args, env, expect=0, cwd=None):
+    """One `lucid` command (in cwd); a return code other than expect (None: any) stops the test with its output."""
+    r = subprocess.run([str(LUCID), *map(str, args)], env=env, capture_output=True, text=True, cwd=cwd)
     if expect is not None and r.returncode != expect:
         sys.exit(f"lucid {' '.join(map(str, args))} returned {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
     return r

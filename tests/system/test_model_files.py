@@ -105,8 +105,8 @@ def main():
         check(refused(r, "pretrained="), f"pretrained= beside weights: {r.stderr.strip()}")
 
         # resume= refuses what it would ignore; best holds no state to resume from.
-        r = lucid(["train", f"resume={last}", "epochs=3"], env, expect=None)
-        check(refused(r, "option epochs=3", f"model={last}"), f"resume with epochs=: {r.stderr.strip()}")
+        r = lucid(["train", f"resume={last}", "lr0=0.02"], env, expect=None)
+        check(refused(r, "option lr0=0.02", f"model={last}"), f"resume with lr0=: {r.stderr.strip()}")
         r = lucid(["train", f"resume={last}", f"data={tmp / 'd.yaml'}"], env, expect=None)
         check(refused(r, "option data="), f"resume with data=: {r.stderr.strip()}")
         r = lucid(["train", f"resume={best}"], env, expect=None)

@@ -42,6 +42,9 @@ def main():
         rows = results_without_time(tmp / "runs" / "timed")
         check(len(rows) == 2, f"time=0.000001: one epoch trained and recorded ({len(rows) - 1})")
         check("Starting training for 1e-06 hours" in out, "the timed start line names the hours")
+        timed_args = (tmp / "runs" / "timed" / "args.yaml").read_text().splitlines()
+        check("epochs: 1" in timed_args and "time: 1e-06" in timed_args,
+              "a timed fit's args.yaml records the epochs it trained and its time")
         r = lucid(["train", *BASE, f"data={data}", "epochs=1", "batch=-1", "fraction=4", f"project={tmp / 'runs'}",
                    "name=auto"], env)
         check("using default batch-size 16" in r.stderr, "batch=-1 on the CPU: the reference's default 16, warned")

@@ -344,11 +344,14 @@ TEST(MixOptions, DefaultsValuesAndGpuAugment) {
     return lucid::engine::TrainSettings::from(o);
   };
   const auto d = settings({});
-  EXPECT_EQ(d.mixup, 0.0);
-  EXPECT_EQ(d.cutmix, 0.0);
-  EXPECT_EQ(d.copy_paste, 0.0);
+  EXPECT_EQ(d.loader.aug.mixup, 0.0);
+  EXPECT_EQ(d.loader.aug.cutmix, 0.0);
+  EXPECT_EQ(d.loader.aug.copy_paste, 0.0);
   EXPECT_EQ(d.copy_paste_mode, "flip");
-  EXPECT_EQ(settings({"copy_paste=0.5", "copy_paste_mode=mixup"}).copy_paste_mode, "mixup");
+  EXPECT_EQ(d.loader.aug.copy_paste_mode, CopyPasteMode::Flip);
+  const auto m = settings({"copy_paste=0.5", "copy_paste_mode=mixup"});
+  EXPECT_EQ(m.copy_paste_mode, "mixup");
+  EXPECT_EQ(m.loader.aug.copy_paste_mode, CopyPasteMode::MixUp);
   auto message = [&](std::vector<std::string> tokens) {
     try {
       settings(tokens);

@@ -280,12 +280,12 @@ TEST(ResumeOptions, OptionsThatResumeWouldIgnoreAreRefused) {
     engine::refuse_options_ignored_by_resume(parsed(tokens), run_args, "runs/a", ckpt);
   };
   try {
-    refuse({"resume=" + ckpt, "epochs=3"});
-    ADD_FAILURE() << "epochs= beside resume= was accepted";
+    refuse({"resume=" + ckpt, "imgsz=96"});
+    ADD_FAILURE() << "imgsz= beside resume= was accepted";
   } catch (const UserError& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("option epochs=3"), std::string::npos) << what;
-    EXPECT_NE(what.find("epochs=2"), std::string::npos) << what;
+    EXPECT_NE(what.find("option imgsz=96"), std::string::npos) << what;
+    EXPECT_NE(what.find("imgsz=64"), std::string::npos) << what;
     EXPECT_NE(what.find("model=" + ckpt), std::string::npos) << what;
   }
   EXPECT_THROW(refuse({"resume=" + ckpt, "data=d.yaml"}), UserError);
@@ -295,6 +295,12 @@ TEST(ResumeOptions, OptionsThatResumeWouldIgnoreAreRefused) {
   // The run's own values and folder are not ignored; how stages execute stays the resuming
   // command's choice; project= finds the run for resume=True.
   EXPECT_NO_THROW(refuse({"resume=" + ckpt, "epochs=2", "imgsz=64", "lr0=0.01", "project=runs", "name=a"}));
+  // Compared as resolved: imgsz=50 is rounded up to the run's 64, a default written out is the default.
+  ::testing::internal::CaptureStderr();
+  EXPECT_NO_THROW(refuse({"resume=" + ckpt, "imgsz=50", "lr0=1e-2", "cos_lr=false", "batch=8"}));
+  ::testing::internal::GetCapturedStderr();
+  // epochs and device may change on resume (the run is extended or shortened, or moves).
+  EXPECT_NO_THROW(refuse({"resume=" + ckpt, "epochs=3", "device=cpu"}));
   EXPECT_NO_THROW(refuse({"resume=" + ckpt, "capture_network=True", "stage_times=True", "gpu_augment=True"}));
   EXPECT_NO_THROW(refuse({"resume=True", "project=runs"}));
 }

@@ -2,7 +2,15 @@
 
 #include "data_test_util.h"
 #include "lucid/config/options.h"
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "lucid/data/synth.h"
+#include "lucid/engine/run_folder.h"
 #include "lucid/engine/train_options.h"
+#include "lucid/util/device.h"
 #include "lucid/util/error.h"
 
 using lucid::UserError;
@@ -58,13 +66,13 @@ TEST(Options, UnknownKeysSuggestTheNearestValidOne) {
 }
 
 TEST(Options, ImageSizesRoundUpToTheStrideAsTheReferenceDoes) {
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(lucid::config::stride_multiple(640), 640);
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(lucid::config::stride_multiple(650), 672);
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "warning: imgsz=650 must be a multiple of max stride 32, updating to 672\n");
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(lucid::config::stride_multiple(10), 32);
   EXPECT_NE(testing::internal::GetCapturedStderr().find("updating to 32"), std::string::npos);
 }
@@ -105,5 +113,112 @@ TEST(TrainSettings, BadValuesNameTheOption) {
   lucid::testing::expect_user_error([&] { settings({"freeze=1,"}); }, {"freeze=1,"});
   lucid::testing::expect_user_error([&] { settings({"patience=-1"}); }, {"patience=-1"});
   EXPECT_EQ(settings({"patience=0", "freeze=0,1,22"}).patience, 0);  // 0: never stop early
-  EXPECT_EQ(settings({"workers=100000"}).workers, 100000);             // capped by the loader
+  EXPECT_EQ(settings({"workers=100000"}).loader.workers, 100000);      // capped by the loader
+}
+
+namespace {
+
+std::vector<std::string> keys_of(const nlohmann::ordered_json& record) {
+  std::vector<std::string> keys;
+  for (auto it = record.begin(); it != record.end(); ++it) keys.push_back(it.key());
+  return keys;
+}
+
+}  // namespace
+
+// The command-line table, --help, args.yaml and the checkpoint's record all come from the one list
+// of declarations; each key is declared once.
+TEST(TrainFields, EveryOptionIsDeclaredOnceAndEveryTableComesFromThatList) {
+  using lucid::config::Role;
+  namespace engine = lucid::engine;
+  std::vector<std::string> declared, in_checkpoint;
+  for (const auto& f : engine::train_fields().fields()) {
+    declared.push_back(f.spec.key);
+    if (f.role == Role::Computation || f.role == Role::Adjustable) in_checkpoint.push_back(f.spec.key);
+    EXPECT_EQ(engine::execution_option(f.spec.key), f.role == Role::Execution) << f.spec.key;
+  }
+  EXPECT_EQ(std::set<std::string>(declared.begin(), declared.end()).size(), declared.size());
+  for (const char* key : {"data", "epochs", "imgsz", "batch", "device", "hsv_h", "capture_step", "resume"})
+    EXPECT_NE(std::find(declared.begin(), declared.end(), key), declared.end()) << key;
+
+  auto options = engine::train_options();
+  std::vector<std::string> cli;
+  for (const auto& s : options.specs()) cli.push_back(s.key);
+  EXPECT_EQ(cli, declared);
+  const auto help = options.help();
+  for (const auto& key : declared) EXPECT_NE(help.find("\n  " + key + " ["), std::string::npos) << key;
+
+  const auto settings = engine::TrainSettings::from(options);
+  const auto args = engine::train_record(settings, engine::RecordScope::ArgsYaml);
+  const auto checkpoint = engine::train_record(settings, engine::RecordScope::Checkpoint);
+  EXPECT_EQ(keys_of(args), declared);
+  EXPECT_EQ(keys_of(checkpoint), in_checkpoint);
+  for (const char* left_out : {"capture_network", "stage_times", "gpu_augment", "project", "name", "resume"})
+    EXPECT_FALSE(checkpoint.contains(left_out)) << left_out;
+
+  // args.yaml: one line per declared key, in order, none empty (defaults are written resolved).
+  lucid::testing::TempDir dir;
+  lucid::engine::write_args_yaml(dir.path(), args);
+  std::ifstream in(dir.path() / "args.yaml");
+  std::vector<std::string> lines_keys;
+  for (std::string line; std::getline(in, line);) {
+    lines_keys.push_back(line.substr(0, line.find(": ")));
+    EXPECT_GT(line.size(), lines_keys.back().size() + 2) << "empty value: " << line;
+  }
+  EXPECT_EQ(lines_keys, declared);
+  EXPECT_EQ(args["epochs"], "30");  // the synthetic dataset's defaults
+  EXPECT_EQ(args["imgsz"], "160");
+  EXPECT_EQ(args["batch"], "8");
+  EXPECT_EQ(args["data"], lucid::data::default_synth_yaml());
+  EXPECT_TRUE(std::filesystem::path(args["data"].get<std::string>()).is_absolute());
+  EXPECT_EQ(args["device"], lucid::util::device_name(""));
+
+  // A record reads back to itself: what a resume or `lucid val` rebuilds is what the run used.
+  const auto again = engine::settings_from_record(checkpoint, "ckpt");
+  EXPECT_EQ(engine::train_record(again, engine::RecordScope::Checkpoint), checkpoint);
+  // Values are recorded as resolved: a relative dataset as its absolute path, a rounded imgsz, a device name.
+  options.parse({"data=some/data.yaml", "imgsz=650", "device=cpu", "lr0=2.5e-3", "cos_lr=yes", "optimizer=sgd"});
+  ::testing::internal::CaptureStderr();
+  const auto given = engine::train_record(engine::TrainSettings::from(options), engine::RecordScope::ArgsYaml);
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(given["data"], (std::filesystem::current_path() / "some/data.yaml").string());
+  EXPECT_EQ(given["imgsz"], "672");
+  EXPECT_EQ(given["epochs"], "100");
+  EXPECT_EQ(given["lr0"], "0.0025");
+  EXPECT_EQ(given["cos_lr"], "True");
+  EXPECT_EQ(given["optimizer"], "SGD");
+}
+
+// Every declared check, tried with the bad values its declaration generates (a non-number, a
+// fraction for an integer, NaN, each side of a range, a word that is not a choice): each error
+// names the option and the value.
+TEST(TrainFields, EachBadValueNamesItsOption) {
+  using lucid::config::ValueKind;
+  int tried = 0;
+  for (const auto& f : lucid::engine::train_fields().fields()) {
+    const auto& key = f.spec.key;
+    if (f.kind != ValueKind::Text) {
+      EXPECT_FALSE(f.bad_values.empty()) << key << " declares no bad value";
+    }
+    for (const auto& bad : f.bad_values) {
+      auto o = lucid::engine::train_options();
+      o.parse({key + "=" + bad});
+      lucid::testing::expect_user_error([&] { lucid::engine::TrainSettings::from(o); }, {key + "=" + bad});
+      ++tried;
+    }
+  }
+  EXPECT_GT(tried, 100);
+}
+
+TEST(Options, NumbersAreRecordedAsPythonWritesThem) {
+  using lucid::config::format_number;
+  EXPECT_EQ(format_number(0.0005), "0.0005");
+  EXPECT_EQ(format_number(3), "3.0");
+  EXPECT_EQ(format_number(0.015), "0.015");
+  EXPECT_EQ(format_number(2.5e-3), "0.0025");
+  EXPECT_EQ(format_number(1e-5), "1e-05");
+  EXPECT_EQ(format_number(-0.5), "-0.5");
+  EXPECT_EQ(format_number(1e16), "1e+16");
+  EXPECT_EQ(format_number(123456.0), "123456.0");
+  EXPECT_EQ(format_number(0.1 + 0.2), "0.30000000000000004");
 }

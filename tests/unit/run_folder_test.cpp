@@ -83,11 +83,10 @@ TEST(RunFolder, TemporaryNamesAreWriteAtomicallysOwn) {
 
 TEST(RunFolder, ResumeNeedsTheCheckpointsOwnRunFolder) {
   TempDir dir;
-  auto options = config::Options("t", {{"seed", "0", ""}, {"data", "", ""}, {"name", "train", ""}});
-  options.parse({"seed=3", "data=my data/it's: here.yaml"});
+  const nlohmann::ordered_json record = {{"seed", "3"}, {"data", "my data/it's: here.yaml"}, {"name", "train"}};
   const auto run = dir.path() / "runs" / "a";
   fs::create_directories(run / "weights");
-  engine::write_args_yaml(run, options);
+  engine::write_args_yaml(run, record);
   engine::LoopState state;
   state.args = {{"seed", "3"}, {"data", "my data/it's: here.yaml"}};  // no name: where a run lives is not its state
   const auto ckpt = (run / "weights" / "last.safetensors").string();

@@ -38,18 +38,18 @@ TEST(TrainOptions, DefaultsAreTheReferences) {
   const auto s = settings({});
   EXPECT_EQ(s.time, 0);
   EXPECT_EQ(s.fraction, "1.0");
-  EXPECT_FALSE(s.single_cls);
-  EXPECT_FALSE(s.rect);
+  EXPECT_FALSE(s.index.single_cls);
+  EXPECT_FALSE(s.loader.rect);
   EXPECT_EQ(s.multi_scale, 0);
-  EXPECT_EQ(s.mask_ratio, 4);
+  EXPECT_EQ(s.loader.mask_ratio, 4);
   EXPECT_EQ(s.cls_pw, 0);
   EXPECT_EQ(s.dropout, 0);
   EXPECT_EQ(s.split, "val");
-  EXPECT_EQ(s.conf, 0.001);  // the reference's conf=None in training validation
-  EXPECT_EQ(s.iou, 0.7);
-  EXPECT_EQ(s.max_det, 300);
+  EXPECT_EQ(s.validator.conf, 0.001);  // the reference's conf=None in training validation
+  EXPECT_EQ(s.validator.iou, 0.7);
+  EXPECT_EQ(s.validator.max_det, 300);
   EXPECT_FALSE(s.save_json);
-  EXPECT_EQ(s.autobatch_fraction, 0);
+  EXPECT_EQ(s.batch_option.autobatch_fraction, 0);
 }
 
 TEST(TrainOptions, BadValuesNameTheirOption) {
@@ -80,13 +80,21 @@ TEST(TrainOptions, BadValuesNameTheirOption) {
 }
 
 TEST(TrainOptions, BatchCountsAndAutoBatchFractions) {
-  EXPECT_EQ(settings({"batch=12"}).batch, 12);
-  EXPECT_EQ(settings({"batch=12"}).autobatch_fraction, 0);
-  EXPECT_EQ(settings({"batch=-1"}).autobatch_fraction, 0.6);  // the reference's default fraction
-  EXPECT_EQ(settings({"batch=0.7"}).autobatch_fraction, 0.7);
-  EXPECT_EQ(settings({"batch=0.7"}).batch, 0);  // resolved by the command before the fit
+  EXPECT_EQ(settings({"batch=12"}).batch(), 12);
+  EXPECT_EQ(settings({"batch=12"}).batch_option.autobatch_fraction, 0);
+  EXPECT_EQ(settings({"batch=-1"}).batch_option.autobatch_fraction, 0.6);  // the reference's default fraction
+  EXPECT_EQ(settings({"batch=0.7"}).batch_option.autobatch_fraction, 0.7);
+  EXPECT_EQ(settings({"batch=0.7"}).batch(), 0);  // resolved by the command before the fit
+  // The batch AutoBatch chooses goes into every binding of batch=, and the record holds it.
+  auto chosen = settings({"batch=-1"});
+  chosen.set_batch(24);
+  EXPECT_EQ(chosen.batch(), 24);
+  EXPECT_EQ(chosen.schedule.batch, 24);
+  EXPECT_EQ(chosen.batch_option.autobatch_fraction, 0);
+  EXPECT_EQ(engine::train_record(chosen, engine::RecordScope::Checkpoint)["batch"], "24");
+  EXPECT_EQ(engine::train_record(settings({"batch=0.7"}), engine::RecordScope::ArgsYaml)["batch"], "0.7");
   EXPECT_EQ(settings({"time=1.5"}).time, 1.5);
-  EXPECT_EQ(settings({"mask_ratio=2", "dropout=0.2"}).mask_ratio, 2);
+  EXPECT_EQ(settings({"mask_ratio=2", "dropout=0.2"}).loader.mask_ratio, 2);
 }
 
 TEST(DatasetFraction, RatiosCountsAndSplitLists) {
@@ -171,7 +179,7 @@ TEST(CfgFile, TheFileFillsOptionsAndTheCommandLineWins) {
   EXPECT_TRUE(o.flag("rect"));
   EXPECT_TRUE(o.given("imgsz"));
   const auto s = engine::TrainSettings::from(o);
-  EXPECT_EQ(s.imgsz, 96);
+  EXPECT_EQ(s.imgsz(), 96);
   EXPECT_EQ(s.frozen, (std::vector<int>{0, 1}));
 }
 

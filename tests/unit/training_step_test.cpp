@@ -58,9 +58,9 @@ TEST(StepRoute, ReasonsOfTheWholeStep) {
 TEST(StepOption, CaptureStepIsParsedAndAnExecutionOption) {
   auto o = engine::train_options();
   o.parse({});
-  EXPECT_FALSE(engine::TrainSettings::from(o).capture_step);
+  EXPECT_FALSE(engine::TrainSettings::from(o).execution.replay.step);
   o.parse({"capture_step=True"});
-  EXPECT_TRUE(engine::TrainSettings::from(o).capture_step);
+  EXPECT_TRUE(engine::TrainSettings::from(o).execution.replay.step);
   EXPECT_TRUE(engine::execution_option("capture_step"));  // left out of checkpoints, as the stage options
 }
 

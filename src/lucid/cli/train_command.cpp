@@ -42,12 +42,12 @@ std::optional<int> start_or_join_world(const engine::TrainSettings& s, const std
   if (member && s.world > 1 && s.world != member->world)
     throw UserError("option world=" + std::to_string(s.world) + ": this process is one of WORLD_SIZE=" +
                     std::to_string(member->world) + " started by a launcher");
-  if (world > 1 && s.autobatch_fraction > 0)
+  if (world > 1 && s.batch_option.autobatch_fraction > 0)
     throw UserError("option batch: AutoBatch (-1 or a fraction) measures one process's GPU memory and is not "
                     "available with " + std::to_string(world) + " training processes (as in the reference); give "
                     "the global batch as a count");
-  if (world > 1 && s.batch % world)
-    throw UserError("option batch=" + std::to_string(s.batch) + ": the global batch is split evenly over the " +
+  if (world > 1 && s.batch() % world)
+    throw UserError("option batch=" + std::to_string(s.batch()) + ": the global batch is split evenly over the " +
                     std::to_string(world) + " processes; use a multiple of " + std::to_string(world));
   if (plan) {
     std::vector<std::string> child{"train"};
@@ -62,20 +62,7 @@ std::optional<int> start_or_join_world(const engine::TrainSettings& s, const std
 
 }  // namespace
 
-// The embedded default dataset: written once per seed into the cache folder.
-std::string default_dataset() {
-  const char* env = std::getenv("LUCID_CACHE_DIR");
-  fs::path base = env && *env ? fs::path(env) : fs::path(std::getenv("HOME") ? std::getenv("HOME") : ".") / ".cache" / "lucid";
-  fs::path dir = base / "synth-v1";
-  if (!fs::exists(dir / "data.yaml")) {
-    data::SynthOptions so;
-    so.out = dir.string();
-    auto report = data::write_synth_dataset(so);
-    std::printf("synthetic dataset: %lld images, %lld instances -> %s\n", static_cast<long long>(report.images),
-                static_cast<long long>(report.instances), dir.string().c_str());
-  }
-  return (dir / "data.yaml").string();
-}
+std::string default_dataset() { return data::ensure_default_synth(); }
 
 namespace {
 
@@ -115,37 +102,21 @@ engine::ModelSource training_model(const engine::TrainSettings& s) {
   return source;
 }
 
+// The training loader (augmented, shuffled) or the validation loader (letterboxed rect batches of
+// twice the batch, as the reference's), from the run's loader options.
 data::LoaderOptions loader_options(const engine::TrainSettings& s, int64_t size, bool train) {
-  data::LoaderOptions o;
+  data::LoaderOptions o = s.loader;
   o.dataset_size = size;
-  o.imgsz = static_cast<int>(s.imgsz);
-  o.batch = static_cast<int>(train ? s.batch : s.batch * 2);
-  o.workers = data::loader_workers(train ? s.workers : std::min<int64_t>(s.workers * 2, 16), o.batch,
+  if (!train) o.batch *= 2;
+  o.workers = data::loader_workers(train ? o.workers : std::min(o.workers * 2, 16), o.batch,
                                    train ? "train loader" : "val loader");
   o.augment = train;
   // rect training: batches in aspect order at their own shapes, unpadded, no shuffling or mosaic
-  // (the reference's training dataset with rect=True).
-  o.shuffle = train && !s.rect;
-  o.rect = !train || s.rect;
+  // (the reference's training dataset with rect=True); validation batches are always rect.
+  o.shuffle = train && !s.loader.rect;
+  o.rect = !train || s.loader.rect;
   o.rect_pad = train ? 0.0 : 0.5;
-  o.mask_ratio = static_cast<int>(s.mask_ratio);
-  o.overlap_mask = s.overlap_mask;
-  o.seed = static_cast<uint64_t>(s.seed);
-  o.aug.mosaic = s.rect ? 0.0 : s.mosaic;
-  o.aug.degrees = s.degrees;
-  o.aug.translate = s.translate;
-  o.aug.scale = s.scale;
-  o.aug.shear = s.shear;
-  o.aug.perspective = s.perspective;
-  o.aug.flipud = s.flipud;
-  o.aug.fliplr = s.fliplr;
-  o.aug.hsv_h = s.hsv_h;
-  o.aug.hsv_s = s.hsv_s;
-  o.aug.hsv_v = s.hsv_v;
-  o.aug.mixup = s.mixup;
-  o.aug.cutmix = s.cutmix;
-  o.aug.copy_paste = s.copy_paste;
-  o.aug.copy_paste_mode = s.copy_paste_mode == "mixup" ? data::CopyPasteMode::MixUp : data::CopyPasteMode::Flip;
+  if (s.loader.rect) o.aug.mosaic = 0.0;
   return o;
 }
 
@@ -199,45 +170,39 @@ int train_command(const std::vector<std::string>& args) {
   fs::path resume_dir;      // the resumed run's folder
   bool finishing = false;  // a finished fit whose final validation and report were not written
   engine::ModelSource model_source;
+  engine::TrainSettings settings;
   if (!options.str("resume").empty() && options.str("resume") != "False") {
     resume = options.str("resume") == "True" ? newest_last_checkpoint(options.str("project")) : options.str("resume");
-    // The run's own options, so it continues exactly as it started.
+    // The run's own options, so it continues exactly as it started (but a new epochs or device).
     auto state = engine::read_checkpoint_state(resume);
     engine::require_resumable(resume);
     resume_dir = engine::resume_run_dir(resume, state);
     engine::refuse_options_ignored_by_resume(options, state.args, resume_dir, resume);
     // The architecture stored in the checkpoint (its weights are restored by the trainer).
     model_source = engine::read_model_source("resume", resume, /*weights=*/false);
-    std::vector<std::string> tokens;
-    for (auto it = state.args.begin(); it != state.args.end(); ++it)
-      if (it.key() != "resume") tokens.push_back(it.key() + "=" + it.value().get<std::string>());
+    const auto run = engine::settings_from_record(state.args, resume);
     // How stages execute is not part of the checkpoint: the resuming command line chooses it.
-    for (const auto& a : args)
-      if (engine::execution_option(a.substr(0, a.find('=')))) tokens.push_back(a);
-    options = engine::train_options();
-    options.parse(tokens);
-    const auto resumed = engine::TrainSettings::from(options);
-    if (engine::fit_finished(state, resumed)) {
+    settings = engine::settings_from_record(state.args, resume, engine::resume_tokens(options));
+    if (settings.epochs != run.epochs && settings.epochs <= state.epoch)
+      throw UserError("option epochs=" + options.str("epochs") + ": " + resume + " has trained " +
+                      std::to_string(state.epoch) + " epochs already; to continue it, epochs= must be more than " +
+                      std::to_string(state.epoch));
+    if (engine::fit_finished(state, settings)) {
       // report.html is the run's last write: without it the fit's final validation is still due.
-      if (fs::exists(resume_dir / "report.html")) throw engine::nothing_to_resume(resume, resumed);
+      if (fs::exists(resume_dir / "report.html")) throw engine::nothing_to_resume(resume, state, settings);
       finishing = true;
     }
   }
   // The complete-fit clock (fit_report.json): before data, model and trainer construction.
   const auto fit_start = std::chrono::steady_clock::now();
-  auto settings = engine::TrainSettings::from(options);
-  // A rounded-up imgsz (warned once above) is the value the run records and uses from here on.
-  if (options.given("imgsz")) options.parse({"imgsz=" + std::to_string(settings.imgsz)});
+  if (resume.empty()) settings = engine::TrainSettings::from(options);
   if (const auto launched = start_or_join_world(settings, args)) return *launched;
   const auto* world = dist::world();
   const torch::Device device = world ? world->device() : util::parse_device(settings.device);
   if (resume.empty()) model_source = training_model(settings);
-  const std::string data_path = settings.data.empty() ? default_dataset() : settings.data;
-  data::IndexOptions io;
-  io.allow_outside_images = options.flag("allow_outside_images");
-  io.fraction = data::DatasetFraction::parse(settings.fraction);
-  io.single_cls = settings.single_cls;
-  if (settings.single_cls) std::printf("Overriding class names with single class.\n");
+  const std::string data_path = settings.synthetic ? default_dataset() : settings.data;
+  data::IndexOptions io = settings.index;
+  if (settings.index.single_cls) std::printf("Overriding class names with single class.\n");
   io.on_problem = [](const data::Problem& p) { std::fprintf(stderr, "warning: %s\n", p.str().c_str()); };
   auto index = data::build_index(data_path, io);
   const auto* train_split = index.find("train");
@@ -246,8 +211,9 @@ int train_command(const std::vector<std::string>& args) {
   if (!val_split && settings.split == "test") throw UserError("option split=test: " + data_path + " has no 'test' split");
   if (!val_split) val_split = train_split;
   const bool disk = settings.cache == "disk";
-  auto train = engine::prepare_split(*train_split, static_cast<int>(settings.imgsz), disk, 0);
-  auto val = engine::prepare_split(*val_split, static_cast<int>(settings.imgsz), disk, 0);
+  const int imgsz = static_cast<int>(settings.imgsz());
+  auto train = engine::prepare_split(*train_split, imgsz, disk, 0);
+  auto val = engine::prepare_split(*val_split, imgsz, disk, 0);
 
   std::vector<int64_t> class_counts(static_cast<size_t>(index.nc()), 0);
   int64_t max_instances = 0;
@@ -257,27 +223,27 @@ int train_command(const std::vector<std::string>& args) {
       if (!inst.crowd) ++class_counts[static_cast<size_t>(inst.cls)], ++n;
     max_instances = std::max(max_instances, n);
   }
-  if (settings.autobatch_fraction > 0) {
+  if (settings.batch_option.autobatch_fraction > 0) {
     // The chosen batch is the run's: args.yaml, checkpoints and a resume carry it.
     engine::AutoBatchRequest ab;
     ab.spec = model_source.spec_for_classes(static_cast<int>(index.nc()));
     ab.device = device;
-    ab.imgsz = static_cast<int64_t>(std::ceil(static_cast<double>(settings.imgsz) * (1.0 + settings.multi_scale) / 32.0)) * 32;
-    ab.fraction = settings.autobatch_fraction;
+    ab.imgsz = static_cast<int64_t>(std::ceil(static_cast<double>(imgsz) * (1.0 + settings.multi_scale) / 32.0)) * 32;
+    ab.fraction = settings.batch_option.autobatch_fraction;
     ab.amp = device.is_cuda() && settings.amp;
     ab.max_num_obj = max_instances * 4;  // 4 for mosaic, as the reference
     ab.dataset_size = train.size();
-    settings.batch = engine::auto_batch(ab);
-    options.parse({"batch=" + std::to_string(settings.batch)});
+    settings.set_batch(engine::auto_batch(ab));
   }
   {
     // The reference warns here (8.4.190 _build_train_pipeline); a batch of one image at 32 px gives
     // BatchNorm one value per channel and the step fails, so it is refused before training.
-    const int64_t final_batch = train.size() % settings.batch ? train.size() % settings.batch : settings.batch;
+    const int64_t batch = settings.batch();
+    const int64_t final_batch = train.size() % batch ? train.size() % batch : batch;
     const int64_t min_imgsz =
-        std::max<int64_t>(32, static_cast<int64_t>(static_cast<double>(settings.imgsz) * (1 - settings.multi_scale))) / 32 * 32;
+        std::max<int64_t>(32, static_cast<int64_t>(static_cast<double>(imgsz) * (1 - settings.multi_scale))) / 32 * 32;
     if (min_imgsz < 64 && final_batch == 1)
-      throw UserError("option batch=" + std::to_string(settings.batch) + ": the last batch of the " +
+      throw UserError("option batch=" + std::to_string(batch) + ": the last batch of the " +
                       std::to_string(train.size()) + " training images holds one image, and training at imgsz=" +
                       std::to_string(min_imgsz) + " gives BatchNorm a single value per channel; change batch, or use "
                       "imgsz and multi_scale that keep every size >= 64");
@@ -285,7 +251,7 @@ int train_command(const std::vector<std::string>& args) {
   auto train_samples = engine::make_sample_source(train);
   auto train_opts = loader_options(settings, train.size(), true);
   if (world) {
-    const int64_t last = train.size() % settings.batch;
+    const int64_t last = train.size() % settings.batch();
     if (last > 0 && last < world->size())
       throw UserError(data_path + ": the last batch of the epoch holds " + std::to_string(last) +
                       " images, fewer than the " + std::to_string(world->size()) +
@@ -293,26 +259,20 @@ int train_command(const std::vector<std::string>& args) {
     train_opts.shard = world->rank();
     train_opts.shards = world->size();
   }
-  if (settings.rect) {
+  if (settings.loader.rect) {
     train_opts.image_sizes = engine::image_sizes(train);
     std::fprintf(stderr, "warning: 'rect=True' is incompatible with DataLoader shuffle, setting shuffle=False\n");
   }
-  if (settings.gpu_augment) train_opts.device_images = engine::upload_prepared(train_samples, train.size(), device);
+  if (settings.execution.gpu_augment) train_opts.device_images = engine::upload_prepared(train_samples, train.size(), device);
   auto train_source = std::make_unique<engine::LoaderSource>(train_samples, train_opts);
-  auto plotted = std::make_unique<PlottedTrainBatches>(std::move(train_source), "", index.names, settings.overlap_mask);
+  auto plotted = std::make_unique<PlottedTrainBatches>(std::move(train_source), "", index.names, settings.loader.overlap_mask);
   auto* plotted_batches = settings.plots ? plotted.get() : nullptr;
   auto val_opts = loader_options(settings, val.size(), false);
   val_opts.image_sizes = engine::image_sizes(val);
   auto val_loader = std::make_shared<data::Loader>(engine::make_sample_source(val), val_opts);
 
-  engine::ValidatorOptions vo;
+  engine::ValidatorOptions vo = settings.validator;
   vo.names = index.names;
-  vo.overlap_mask = settings.overlap_mask;
-  vo.amp = settings.amp;
-  vo.conf = settings.conf;
-  vo.iou = settings.iou;
-  vo.max_det = settings.max_det;
-  vo.single_cls = settings.single_cls;
   auto validator = std::make_shared<engine::Validator>(vo);
   engine::Validate validate = [=](model::SegmentationModel& ema, loss::SegmentationLoss& loss) {
     val_loader->start_epoch(0);
@@ -339,7 +299,7 @@ int train_command(const std::vector<std::string>& args) {
     engine::ModelStart start{
         model_source.spec_for_classes(static_cast<int>(index.nc())),
         model_source.weights.empty() ? nullptr : &model_source.weights};
-    trainer = std::make_unique<engine::Trainer>(options, engine::DatasetInfo{index.nc(), index.names, class_counts},
+    trainer = std::make_unique<engine::Trainer>(settings, engine::DatasetInfo{index.nc(), index.names, class_counts},
                                                 std::move(start), std::move(batches), validate, resume);
     trainer->set_fit_start(fit_start);
     run_dir = trainer->run_dir();
@@ -363,7 +323,7 @@ int train_command(const std::vector<std::string>& args) {
     if (index.format == data::DatasetFormat::Coco) fo.class_map = index.category_ids;
   }
   engine::EvaluateOptions eo;
-  eo.imgsz = static_cast<int>(settings.imgsz);
+  eo.imgsz = imgsz;
   eo.batch = val_opts.batch;
   eo.workers = val_opts.workers;
   eo.plots = settings.plots;
@@ -381,6 +341,10 @@ int train_command(const std::vector<std::string>& args) {
   rc.names = index.names;
   rc.summary = {{"data", data_path},
                 {"model", settings.model},
+                {"epochs", std::to_string(settings.epochs)},
+                {"imgsz", std::to_string(settings.imgsz())},
+                {"batch", std::to_string(settings.batch())},
+                {"device", settings.device},
                 {"final validation", weights.string()},
                 {"speed", engine::Validator(fo).format_speed(final_results.speed)}};
   report::write_report(run_dir.string(), rc);

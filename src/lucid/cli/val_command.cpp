@@ -8,7 +8,9 @@
 #include <limits>
 
 #include "lucid/cli/commands.h"
+#include "lucid/config/fields.h"
 #include "lucid/data/loader.h"
+#include "lucid/data/synth.h"
 #include "lucid/engine/model_source.h"
 #include "lucid/engine/evaluate.h"
 #include "lucid/engine/train_options.h"
@@ -23,62 +25,80 @@ namespace fs = std::filesystem;
 
 namespace {
 
-config::Options val_options() {
-  return config::Options(
-      "val", {{"model", "",
-               "weights: a lucid train checkpoint (weights/best.safetensors), lucid weights (.safetensors) or an "
-               "Ultralytics .pt"},
-              {"data", "", "dataset YAML, folder or COCO JSON (default: the model file's data, else the synthetic set)"},
-              {"split", "val", "split to validate: val or test"},
-              {"imgsz", "", "input size (default: the model file's imgsz, else 640)"},
-              {"batch", "16", "images per batch"},
-              {"conf", "0.001", "confidence threshold"},
-              {"iou", "0.7", "NMS IoU threshold"},
-              {"max_det", "300", "detections per image"},
-              {"agnostic_nms", "False", "class-agnostic NMS"},
-              {"single_cls", "False", "treat all classes as one"},
-              {"end2end", "True", "False: validate an end-to-end model through its one-to-many head and NMS"},
-              {"device", "", "cpu, 0, cuda:0 (default: the GPU when usable)"},
-              {"workers", "4", "loader threads"},
-              {"half", "True", "BF16 autocast on CUDA"},
-              {"save_json", "False", "write predictions.json (COCO results: bbox, RLE segmentation)"},
-              {"plots", "True", "write curves, confusion matrices, val_batch images"},
-              {"verbose", "True", "per-class rows"},
-              {"allow_outside_images", "False", "follow COCO file_name paths that are absolute or lead out of the image folder (..)"},
-              {"project", "runs/segment", "folder of runs"},
-              {"name", "val", "run name (val, val2, ...)"},
-              {"exist_ok", "False", "reuse project/name if it exists"}});
+// The settings of `lucid val`, each option declared once (config/fields.h).
+struct ValSettings {
+  std::string model, data, split, device, project, name;
+  int64_t imgsz = 0;  // 0: the model file's, else 640
+  int64_t batch = 16;
+  int workers = 4;
+  bool save_json = false, plots = true, exist_ok = false;
+  data::IndexOptions index;
+  engine::ValidatorOptions validator;  // conf, iou, max_det, agnostic_nms, single_cls, end2end, amp, verbose
+};
+
+const config::FieldList<ValSettings>& val_fields() {
+  using S = ValSettings;
+  using engine::ValidatorOptions;
+  static const auto* list = [] {
+    auto* f = new config::FieldList<S>("val");
+    f->text("model", "",
+            "weights: a lucid train checkpoint (weights/best.safetensors), lucid weights (.safetensors) or an "
+            "Ultralytics .pt")
+        .to(&S::model);
+    f->text("data", "", "dataset YAML, folder or COCO JSON (default: the model file's data, else the synthetic set)")
+        .to(&S::data);
+    f->choice("split", "val", "split to validate: val or test", {"val", "test"}).to(&S::split);
+    f->integer("imgsz", "", "input size (default: the model file's imgsz, else 640)")
+        .range(1, config::kMaxImgsz)
+        .resolve([](const S&) { return 0LL; })
+        .adjust([](const S&, long long v) { return v == 0 ? v : config::stride_multiple(v); })
+        .to(&S::imgsz);
+    f->integer("batch", "16", "images per batch").range(1, config::kMaxBatch).to(&S::batch);
+    f->number("conf", "0.001", "confidence threshold").fraction().to(&S::validator, &ValidatorOptions::conf);
+    f->number("iou", "0.7", "NMS IoU threshold").fraction().to(&S::validator, &ValidatorOptions::iou);
+    f->integer("max_det", "300", "detections per image").range(1, 1 << 20).to(&S::validator, &ValidatorOptions::max_det);
+    f->flag("agnostic_nms", "False", "class-agnostic NMS").to(&S::validator, &ValidatorOptions::agnostic_nms);
+    f->flag("single_cls", "False", "treat all classes as one").to(&S::validator, &ValidatorOptions::single_cls);
+    f->flag("end2end", "True", "False: validate an end-to-end model through its one-to-many head and NMS")
+        .to(&S::validator, &ValidatorOptions::end2end);
+    f->text("device", "", "cpu, 0, cuda:0 (default: the GPU when usable)").to(&S::device);
+    f->integer("workers", "4", "loader threads").range(0, std::numeric_limits<int>::max()).to(&S::workers);
+    f->flag("half", "True", "BF16 autocast on CUDA").to(&S::validator, &ValidatorOptions::amp);
+    f->flag("save_json", "False", "write predictions.json (COCO results: bbox, RLE segmentation)").to(&S::save_json);
+    f->flag("plots", "True", "write curves, confusion matrices, val_batch images").to(&S::plots);
+    f->flag("verbose", "True", "per-class rows").to(&S::validator, &ValidatorOptions::verbose);
+    f->flag("allow_outside_images", "False",
+            "follow COCO file_name paths that are absolute or lead out of the image folder (..)")
+        .to(&S::index, &data::IndexOptions::allow_outside_images);
+    f->text("project", "runs/segment", "folder of runs").to(&S::project);
+    f->text("name", "val", "run name (val, val2, ...)").to(&S::name);
+    f->flag("exist_ok", "False", "reuse project/name if it exists").to(&S::exist_ok);
+    return f;
+  }();
+  return *list;
 }
 
 }  // namespace
 
 int val_command(const std::vector<std::string>& args) {
-  auto options = val_options();
+  auto options = val_fields().options();
   if (!options.parse_or_help(args)) return 0;
-  const auto checkpoint = options.str("model");
+  const auto settings = val_fields().read(options);
+  const auto& checkpoint = settings.model;
   if (checkpoint.empty()) throw UserError("option model= is required (a weights file: .safetensors or .pt)");
-  const auto split_name = options.str("split");
-  if (split_name != "val" && split_name != "test") throw UserError("option split=" + split_name + ": expected val or test");
-  const auto batch = options.integer("batch", 1, config::kMaxBatch);
-  const auto workers = options.integer("workers", 0, std::numeric_limits<int>::max());
-  const double conf = options.number("conf"), iou = options.number("iou");
-  if (conf < 0 || conf > 1) throw UserError("option conf=" + options.str("conf") + ": expected 0..1");
-  if (iou < 0 || iou > 1) throw UserError("option iou=" + options.str("iou") + ": expected 0..1");
-  const auto max_det = options.integer("max_det");
-  if (max_det < 1) throw UserError("option max_det=" + options.str("max_det") + ": expected a positive integer");
-  const torch::Device device = util::parse_device(options.str("device"));
+  const auto& split_name = settings.split;
+  const torch::Device device = util::parse_device(settings.device);
 
   auto loaded = engine::load_inference_model("model", checkpoint, device);
   const auto& source = loaded.source;
-  const int imgsz = !options.str("imgsz").empty() ? static_cast<int>(config::stride_multiple(options.integer("imgsz", 1, config::kMaxImgsz)))
-                    : source.imgsz > 0             ? static_cast<int>(source.imgsz)
-                                                   : 640;
+  const int imgsz = settings.imgsz > 0 ? static_cast<int>(settings.imgsz)
+                    : source.imgsz > 0  ? static_cast<int>(source.imgsz)
+                                        : 640;
   if (imgsz < 32 || imgsz % 32 != 0) throw UserError("option imgsz=" + std::to_string(imgsz) + ": expected a multiple of 32");
-  std::string data_path = options.str("data").empty() ? source.data : options.str("data");
-  if (data_path.empty()) data_path = default_dataset();
+  std::string data_path = settings.data.empty() ? source.data : settings.data;
+  if (data_path.empty() || data_path == data::default_synth_yaml()) data_path = default_dataset();
 
-  data::IndexOptions io;
-  io.allow_outside_images = options.flag("allow_outside_images");
+  data::IndexOptions io = settings.index;
   io.on_problem = [](const data::Problem& p) { std::fprintf(stderr, "warning: %s\n", p.str().c_str()); };
   auto index = data::build_index(data_path, io);
   const auto* split = index.find(split_name);
@@ -89,30 +109,22 @@ int val_command(const std::vector<std::string>& args) {
   // The model's class names, as the reference's validator prints them; the dataset's where it has none.
   const auto names = source.names.empty() ? index.names : source.names;
 
-  auto run_dir = engine::make_run_dir(options.str("project"), options.str("name"), options.flag("exist_ok"));
+  auto run_dir = engine::make_run_dir(settings.project, settings.name, settings.exist_ok);
   fs::remove(run_dir / "weights");  // an empty folder from make_run_dir; validation writes no weights
 
-  engine::ValidatorOptions vo;
-  vo.conf = conf;
-  vo.iou = iou;
-  vo.max_det = max_det;
-  vo.agnostic_nms = options.flag("agnostic_nms");
-  vo.single_cls = options.flag("single_cls");
-  vo.end2end = options.flag("end2end");
-  vo.amp = options.flag("half");
-  vo.verbose = options.flag("verbose");
+  engine::ValidatorOptions vo = settings.validator;
   vo.speed = true;
   vo.names = names;
   vo.overlap_mask = source.overlap_mask.value_or(true);
-  if (options.flag("save_json")) {
+  if (settings.save_json) {
     vo.save_json = (run_dir / "predictions.json").string();
     if (index.format == data::DatasetFormat::Coco) vo.class_map = index.category_ids;
   }
   engine::EvaluateOptions eo;
   eo.imgsz = imgsz;
-  eo.batch = static_cast<int>(batch);
-  eo.workers = data::loader_workers(workers, batch, "val loader");
-  eo.plots = options.flag("plots");
+  eo.batch = static_cast<int>(settings.batch);
+  eo.workers = data::loader_workers(settings.workers, static_cast<int>(settings.batch), "val loader");
+  eo.plots = settings.plots;
   eo.out_dir = run_dir.string();
   std::printf("lucid val: %s on %s split '%s' (%lld images), imgsz %d, device %s\n", checkpoint.c_str(),
               data_path.c_str(), split_name.c_str(), static_cast<long long>(split->images.size()), imgsz,

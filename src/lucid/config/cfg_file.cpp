@@ -35,7 +35,7 @@ void parse_with_cfg_file(Options& options, const std::vector<std::string>& args,
   const Options declared = options;
   options.parse(args);
   const std::string path = options.str("cfg");
-  if (path.empty()) return;
+  if (path.empty() || path == "None") return;  // None: the run record's "no file"
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) throw UserError("option cfg=" + path + ": cannot read the file");

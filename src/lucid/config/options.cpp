@@ -1,11 +1,14 @@
 #include "lucid/config/options.h"
 
 #include <algorithm>
+#include <charconv>
+#include <limits>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
 
+#include "lucid/config/fields.h"
 #include "lucid/util/error.h"
 
 namespace lucid::config {
@@ -77,27 +80,23 @@ void Options::parse(const std::vector<std::string>& tokens) {
 
 const std::string& Options::str(const std::string& key) const { return values_.at(key); }
 
-long long Options::integer(const std::string& key) const {
-  const auto& v = values_.at(key);
+long long read_integer(const std::string& key, const std::string& v, long long lo, long long hi) {
+  long long x = 0;
+  bool ok = false;
   try {
     size_t used = 0;
-    long long x = std::stoll(v, &used);
-    if (used == v.size()) return x;
+    x = std::stoll(v, &used);
+    ok = used == v.size();
   } catch (const std::exception&) {
   }
-  throw UserError("option " + key + "=" + v + ": expected an integer");
-}
-
-long long Options::integer(const std::string& key, long long lo, long long hi) const {
-  const long long x = integer(key);
+  if (!ok) throw UserError("option " + key + "=" + v + ": expected an integer");
   if (x < lo || x > hi)
-    throw UserError("option " + key + "=" + values_.at(key) + ": expected an integer from " + std::to_string(lo) +
-                    " to " + std::to_string(hi));
+    throw UserError("option " + key + "=" + v + ": expected an integer from " + std::to_string(lo) + " to " +
+                    std::to_string(hi));
   return x;
 }
 
-double Options::number(const std::string& key) const {
-  const auto& v = values_.at(key);
+double read_number(const std::string& key, const std::string& v) {
   try {
     size_t used = 0;
     double x = std::stod(v, &used);
@@ -109,13 +108,48 @@ double Options::number(const std::string& key) const {
   throw UserError("option " + key + "=" + v + ": expected a finite number");
 }
 
-bool Options::flag(const std::string& key) const {
-  auto v = values_.at(key);
+bool read_flag(const std::string& key, const std::string& value) {
+  auto v = value;
   std::transform(v.begin(), v.end(), v.begin(), ::tolower);
   if (v == "true" || v == "1" || v == "yes") return true;
   if (v == "false" || v == "0" || v == "no") return false;
-  throw UserError("option " + key + "=" + values_.at(key) + ": expected True or False");
+  throw UserError("option " + key + "=" + value + ": expected True or False");
 }
+
+std::string format_number(double v) {
+  if (!std::isfinite(v)) return v != v ? "nan" : v > 0 ? "inf" : "-inf";
+  // The shortest digits that read back as v, placed as Python's repr places them: fixed notation
+  // for exponents from -4 to 15 (with ".0" on whole numbers), else scientific.
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+  const std::string sci(buf, r.ptr);
+  const auto e = sci.find('e');
+  const int exp = std::stoi(sci.substr(e + 1));
+  if (exp < -4 || exp >= 16) return sci;
+  std::string mantissa = sci.substr(0, e), sign;
+  if (mantissa[0] == '-') sign = "-", mantissa.erase(0, 1);
+  std::string digits;
+  for (char c : mantissa)
+    if (c != '.') digits += c;
+  const int point = exp + 1;  // digits before the decimal point
+  const int n = static_cast<int>(digits.size());
+  if (point <= 0) return sign + "0." + std::string(static_cast<size_t>(-point), '0') + digits;
+  if (point >= n) return sign + digits + std::string(static_cast<size_t>(point - n), '0') + ".0";
+  return sign + digits.substr(0, static_cast<size_t>(point)) + "." + digits.substr(static_cast<size_t>(point));
+}
+
+long long Options::integer(const std::string& key) const {
+  return read_integer(key, values_.at(key), std::numeric_limits<long long>::min(),
+                      std::numeric_limits<long long>::max());
+}
+
+long long Options::integer(const std::string& key, long long lo, long long hi) const {
+  return read_integer(key, values_.at(key), lo, hi);
+}
+
+double Options::number(const std::string& key) const { return read_number(key, values_.at(key)); }
+
+bool Options::flag(const std::string& key) const { return read_flag(key, values_.at(key)); }
 
 std::string Options::help() const {
   std::ostringstream o;

@@ -287,4 +287,25 @@ SynthReport write_synth_dataset(const SynthOptions& o) {
   return report;
 }
 
+std::string default_synth_yaml() {
+  namespace fs = std::filesystem;
+  const char* env = std::getenv("LUCID_CACHE_DIR");
+  const char* home = std::getenv("HOME");
+  const fs::path base = env && *env ? fs::path(env) : fs::path(home && *home ? home : ".") / ".cache" / "lucid";
+  return fs::absolute(base / "synth-v1" / "data.yaml").lexically_normal().string();
+}
+
+std::string ensure_default_synth() {
+  namespace fs = std::filesystem;
+  const fs::path yaml = default_synth_yaml();
+  if (!fs::exists(yaml)) {
+    SynthOptions so;
+    so.out = yaml.parent_path().string();
+    const auto report = write_synth_dataset(so);
+    std::printf("synthetic dataset: %lld images, %lld instances -> %s\n", static_cast<long long>(report.images),
+                static_cast<long long>(report.instances), so.out.c_str());
+  }
+  return yaml.string();
+}
+
 }  // namespace lucid::data

@@ -40,4 +40,11 @@ struct SynthReport {
 //   annotations/instances_{train,val}.json, coco.yaml                         (COCO, same images)
 SynthReport write_synth_dataset(const SynthOptions& options);
 
+// The embedded default dataset of `lucid train` without data=: the synthetic set with default
+// SynthOptions, its YAML at <cache>/synth-v1/data.yaml (cache: $LUCID_CACHE_DIR, else
+// ~/.cache/lucid), as an absolute path.
+std::string default_synth_yaml();
+// Writes the default dataset where it is missing (printing what it wrote); returns its YAML.
+std::string ensure_default_synth();
+
 }  // namespace lucid::data

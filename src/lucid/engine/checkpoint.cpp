@@ -23,6 +23,7 @@ nlohmann::ordered_json to_json(const LoopState& s) {
   j["epochs_without_improvement"] = s.epochs_without_improvement;
   j["names"] = s.names;
   j["train_args"] = s.args;
+  j["optimizer"] = s.optimizer;
   return j;
 }
 
@@ -64,6 +65,7 @@ LoopState from_json(const nlohmann::ordered_json& j, const std::string& path) {
     if (!it.value().is_string())
       throw UserError(path + ": checkpoint state 'train_args' value '" + it.key() + "' is not a string");
   s.args = j["train_args"];
+  if (j.contains("optimizer")) s.optimizer = j["optimizer"];  // checked where it is used
   return s;
 }
 

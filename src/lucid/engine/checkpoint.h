@@ -22,6 +22,9 @@ struct LoopState {
   int64_t epochs_without_improvement = 0;
   nlohmann::ordered_json args;   // the run's options
   nlohmann::ordered_json names;  // class names
+  // The optimizer chosen at the run's start ({name, lr, momentum, auto}); null in checkpoints
+  // written before it was recorded.
+  nlohmann::ordered_json optimizer;
 };
 
 // What a checkpoint keeps: everything to resume (weights/last), or only what validation,

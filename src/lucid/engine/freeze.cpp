@@ -30,7 +30,7 @@ bool in_layers(const std::string& name, const std::vector<int>& layers) {
 
 std::vector<int> parse_freeze(const std::string& spec) {
   std::vector<int> layers;
-  if (spec.empty()) return layers;
+  if (spec.empty() || spec == "None") return layers;  // None: the reference's default
   if (spec.find(',') == std::string::npos) {
     const int n = parse_index(spec, spec);
     for (int i = 0; i < n; ++i) layers.push_back(i);

@@ -9,7 +9,7 @@
 
 namespace lucid::engine {
 
-// The layer indices of a freeze option ("" -> none); errors name the option.
+// The layer indices of a freeze option ("" or None: none); errors name the option.
 std::vector<int> parse_freeze(const std::string& spec);
 
 // requires_grad off for every parameter of the layers (names "model.<i>.").

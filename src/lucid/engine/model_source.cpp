@@ -117,20 +117,12 @@ void read_training_checkpoint(ModelSource& s, const model::SafetensorsHeader& he
   auto state = read_checkpoint_state(s.file);
   for (const auto& n : state.names) s.names.push_back(n.get<std::string>());
   s.train_args = state.args;
-  // The run's settings, its defaults resolved as `lucid train` resolved them.
-  auto options = train_options();
-  std::vector<std::string> tokens;
-  for (auto it = state.args.begin(); it != state.args.end(); ++it) {
-    if (!options.values().count(it.key())) continue;
-    if (!it.value().is_string())
-      throw UserError(s.file + ": checkpoint state 'train_args." + it.key() + "' is not a string");
-    tokens.push_back(it.key() + "=" + it.value().get<std::string>());
-  }
-  options.parse(tokens);
-  const auto settings = TrainSettings::from(options);
-  s.imgsz = settings.imgsz;
+  // The run's settings, resolved as `lucid train` resolved them (records of older runs hold "" for
+  // defaults).
+  const auto settings = settings_from_record(state.args, s.file);
+  s.imgsz = settings.imgsz();
   s.data = settings.data;
-  s.overlap_mask = settings.overlap_mask;
+  s.overlap_mask = settings.loader.overlap_mask;
   const int nc = static_cast<int>(s.names.size());
   auto yaml = header.metadata.find("yaml");
   if (yaml != header.metadata.end())

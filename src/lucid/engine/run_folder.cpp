@@ -10,6 +10,7 @@
 #include <fstream>
 #include <set>
 
+#include "lucid/engine/train_options.h"
 #include "lucid/util/error.h"
 #include "lucid/util/files.h"
 
@@ -40,6 +41,13 @@ std::string yaml_scalar(const std::string& v) {
 }
 
 std::string args_line(const std::string& key, const std::string& value) { return key + ": " + yaml_scalar(value); }
+
+// A resume may record a new value of these (epochs, device) before its first checkpoint: args.yaml
+// then holds it while the checkpoint still holds the old one.
+bool may_change_on_resume(const std::string& key) {
+  const auto* f = train_fields().find(key);
+  return f && f->role == config::Role::Adjustable;
+}
 
 }  // namespace
 
@@ -98,10 +106,37 @@ int remove_interrupted_writes(const fs::path& run_dir) {
   return removed;
 }
 
-void write_args_yaml(const fs::path& run_dir, const config::Options& options) {
+void write_args_yaml(const fs::path& run_dir, const nlohmann::ordered_json& record) {
   util::write_atomically((run_dir / kArgsFile).string(), [&](std::ostream& out) {
-    for (const auto& spec : options.specs()) out << args_line(spec.key, options.str(spec.key)) << "\n";
+    for (auto it = record.begin(); it != record.end(); ++it) out << args_line(it.key(), it.value().get<std::string>()) << "\n";
   });
+}
+
+bool update_args_yaml(const fs::path& run_dir, const nlohmann::ordered_json& record) {
+  std::ifstream in(run_dir / kArgsFile);
+  std::vector<std::string> lines;
+  std::set<std::string> seen;
+  bool changed = false;
+  for (std::string line; std::getline(in, line);) {
+    const auto key = line.substr(0, line.find(": "));
+    if (const auto it = record.find(key); it != record.end()) {
+      seen.insert(key);
+      const auto want = args_line(key, it->get<std::string>());
+      changed |= want != line;
+      line = want;
+    }
+    lines.push_back(line);
+  }
+  for (auto it = record.begin(); it != record.end(); ++it)
+    if (!seen.count(it.key())) {
+      lines.push_back(args_line(it.key(), it.value().get<std::string>()));
+      changed = true;
+    }
+  if (changed)
+    util::write_atomically((run_dir / kArgsFile).string(), [&](std::ostream& out) {
+      for (const auto& l : lines) out << l << "\n";
+    });
+  return changed;
 }
 
 fs::path resume_run_dir(const std::string& checkpoint, const LoopState& state) {
@@ -118,7 +153,7 @@ fs::path resume_run_dir(const std::string& checkpoint, const LoopState& state) {
   std::set<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.insert(line);
   for (auto it = state.args.begin(); it != state.args.end(); ++it)
-    if (!lines.count(args_line(it.key(), it.value().get<std::string>())))
+    if (!may_change_on_resume(it.key()) && !lines.count(args_line(it.key(), it.value().get<std::string>())))
       throw refuse((run / kArgsFile).string() + " is another run's: its " + it.key() + " differs");
   return run;
 }

@@ -31,11 +31,15 @@ class RunFolderLock {
 // its weights/; returns how many. Call with the folder's lock held.
 int remove_interrupted_writes(const std::filesystem::path& run_dir);
 
-// args.yaml: every option of the run as started, one `key: value` line each.
-void write_args_yaml(const std::filesystem::path& run_dir, const config::Options& options);
+// args.yaml: every option of the run (its record, engine/train_options.h), one `key: value` line each.
+void write_args_yaml(const std::filesystem::path& run_dir, const nlohmann::ordered_json& record);
+// Rewrites the lines of args.yaml whose value `record` changes (a resume's new epochs or device, or
+// the resolved values of a run recorded before they were), keeping the others; writes nothing and
+// returns false when nothing changes.
+bool update_args_yaml(const std::filesystem::path& run_dir, const nlohmann::ordered_json& record);
 
 // The run folder a checkpoint resumes into: <run>/weights/<file> where <run>/args.yaml holds the
-// checkpoint's options. Anything else (a checkpoint copied elsewhere, or into another run's folder)
+// checkpoint's options (but epochs and device, which a resume may change). Anything else (a checkpoint copied elsewhere, or into another run's folder)
 // is refused, naming the checkpoint and how to start a new run from its weights.
 std::filesystem::path resume_run_dir(const std::string& checkpoint, const LoopState& state);
 

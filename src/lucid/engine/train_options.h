@@ -1,61 +1,111 @@
-// The options of `lucid train` (reference names and defaults) and their typed view.
+// The options of `lucid train` (reference names and defaults), declared once in train_fields():
+// each goes into the components' own option structs that TrainSettings is made of. The command-line
+// table, --help, args.yaml and the checkpoint's run record (train_args) are generated from that list.
 #pragma once
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "lucid/config/fields.h"
 #include "lucid/config/options.h"
+#include "lucid/data/dataset.h"
+#include "lucid/data/loader.h"
+#include "lucid/engine/validator.h"
+#include "lucid/loss/segmentation_loss.h"
+#include "lucid/optim/schedule.h"
+#include "lucid/replay/route.h"
 
 namespace lucid::engine {
 
+// The optimizer as named on the command line (optim::choose_optimizer turns it into one).
+struct OptimizerSettings {
+  std::string name = "auto";  // auto, SGD, AdamW or MuSGD
+  double lr0 = 0.01, momentum = 0.937, weight_decay = 0.0005;
+  int64_t nbs = 64;  // nominal batch size: gradient accumulation and weight-decay scaling
+};
+
+// How the fit's stages execute; not what it computes (checkpoints leave it out).
+struct ExecutionSettings {
+  replay::ReplayOptions replay;  // capture_network, capture_segment_heads, capture_optimizer, capture_step
+  bool stage_times = false;
+  bool gpu_augment = false;  // training pixels rendered on the device (data::render_batch)
+};
+
+// batch=: a count of images, or -1 / a fraction in (0, 1): AutoBatch fills that fraction of the GPU
+// memory (engine/autobatch.h; -1 is the reference's 0.6). The command resolves a fraction into a
+// count before the fit, so the record holds the batch the run used.
+struct BatchOption {
+  int64_t count = 0;                // 0 while AutoBatch is still to choose
+  double autobatch_fraction = 0;    // 0 for a count
+};
+
+// A run's settings, resolved: `epochs`, `imgsz`, `batch`, `device` and `data` hold the values the
+// run uses (data as an absolute path; the synthetic dataset's YAML when data= is not given).
+struct TrainSettings {
+  std::string data, model, pretrained, device, cache, freeze;
+  std::string copy_paste_mode;  // as given (flip or mixup); loader.aug holds it as data::CopyPasteMode
+  bool synthetic = false;   // data is the embedded synthetic dataset
+  std::vector<int> frozen;  // the layers freeze names
+  int64_t epochs = 0, seed = 0, patience = 0, save_period = 0, close_mosaic = 0;
+  bool deterministic = true, amp = true, val = true, plots = true;
+  std::string project, name, resume;
+  bool exist_ok = false;
+  int64_t world = 1;            // processes started for device=cpu (dist/launcher.h)
+  bool sync_bn = false;         // data parallel: global BatchNorm statistics
+  int64_t dist_timeout = 1800;  // seconds, every collective
+  std::string cfg;              // the options file the command line was completed from (config/cfg_file.h)
+  double time = 0;              // hours; > 0 overrides epochs (engine/time_budget.h)
+  BatchOption batch_option;     // as given; loader.batch and schedule.batch hold its count
+  std::string fraction;         // as given; index.fraction holds it as data::DatasetFraction
+  double multi_scale = 0, cls_pw = 0, dropout = 0;
+  std::string split;            // the split validated during and after the fit: val or test
+  bool save_json = false;       // the final validation writes predictions.json
+
+  data::IndexOptions index;         // allow_outside_images, fraction, single_cls
+  data::LoaderOptions loader;       // imgsz, batch, workers, seed, overlap_mask, rect, mask_ratio, aug (mosaic, hsv_*, ...)
+  loss::LossOptions loss;           // box, cls, dfl, overlap_mask, epochs
+  OptimizerSettings optimizer;      // optimizer, lr0, momentum, weight_decay, nbs
+  optim::ScheduleOptions schedule;  // epochs, lrf, cos_lr, warmup_*, momentum, nbs, batch
+  ValidatorOptions validator;       // overlap_mask, amp, conf, iou, max_det, single_cls
+  ExecutionSettings execution;
+
+  int64_t imgsz() const { return loader.imgsz; }
+  int64_t batch() const { return loader.batch; }
+  // Sets the batch AutoBatch chose (every binding of batch=, so the record holds it).
+  void set_batch(int64_t count);
+
+  static TrainSettings from(const config::Options& options);  // reads every field; errors name the option
+};
+
+// Every option of `lucid train`, in the order of --help and of args.yaml.
+const config::FieldList<TrainSettings>& train_fields();
 config::Options train_options();
 
-// Options that choose how a run executes, not what it computes (stage replay, stage times, where
-// the augmented images are rendered):
-// checkpoints leave them out, and a resumed run takes them from its own command line.
+// The run record: each option's resolved value as text, in declared order. args.yaml holds all of
+// them; a checkpoint (train_args) leaves out the execution and location options, so runs that
+// differ only in how or where they run write the same bytes.
+enum class RecordScope { ArgsYaml, Checkpoint };
+nlohmann::ordered_json train_record(const TrainSettings& settings, RecordScope scope);
+
+// Settings from a run record (a checkpoint's train_args, strings), with `overrides` (key=value)
+// applied on top; keys no longer declared are skipped, values that are not text are errors naming `file`.
+TrainSettings settings_from_record(const nlohmann::ordered_json& record, const std::string& file,
+                                   const std::vector<std::string>& overrides = {});
+
+// The options a checkpoint leaves out (capture_*, stage_times, gpu_augment): a resumed run takes
+// them from its own command line.
 bool execution_option(const std::string& key);
 
 // resume= continues a run with its own options (run_args, from its checkpoint) in its own folder
-// (run_dir): an option given beside it with another value, or a project/name naming another
-// folder, would be ignored, so it is an error naming the option. Execution options stay the
-// resuming command's choice; project= finds the run for resume=True.
+// (run_dir). Beside it, an adjustable option (epochs, time, device) sets a new value; any other option
+// given with another value than the run's (compared as resolved: imgsz=650 is imgsz=672, a relative
+// data= the absolute path), or a project/name naming another folder, is an error naming the option.
+// Execution options stay the resuming command's choice; project= finds the run for resume=True.
 void refuse_options_ignored_by_resume(const config::Options& options, const nlohmann::ordered_json& run_args,
                                       const std::filesystem::path& run_dir, const std::string& checkpoint);
 
-struct TrainSettings {
-  std::string data, model, pretrained, device, optimizer, project, name, resume, cache;
-  int64_t epochs, imgsz, batch, workers, seed, nbs, close_mosaic, patience, save_period;
-  double lr0, lrf, momentum, weight_decay, warmup_epochs, warmup_momentum, warmup_bias_lr;
-  double box, cls, dfl, hsv_h, hsv_s, hsv_v, degrees, translate, scale, shear, perspective, flipud, fliplr, mosaic;
-  bool cos_lr, overlap_mask, val, amp, deterministic, exist_ok, plots;
-  double mixup = 0.0, cutmix = 0.0, copy_paste = 0.0;  // mix augmentations (data/mix.h)
-  std::string copy_paste_mode = "flip";                // flip or mixup
-  bool gpu_augment;  // training pixels rendered on the device (data::render_batch)
-  bool capture_network, capture_segment_heads, capture_optimizer;  // stage replay, all off by default
-  bool capture_step;  // whole-step replay (replay/step_recorder.h), off by default
-  bool stage_times;
-  int64_t world = 1;          // processes started for device=cpu (dist/launcher.h)
-  bool sync_bn = false;       // data parallel: global BatchNorm statistics
-  int64_t dist_timeout = 1800;  // seconds, every collective
-  std::string freeze;
-  std::vector<int> frozen;  // the layers freeze names
-  std::string cfg;  // the options file the command line was completed from (config/cfg_file.h)
-  double time = 0;  // hours; > 0 overrides epochs (engine/time_budget.h)
-  // batch=-1 or a fraction in (0, 1): the fraction of GPU memory AutoBatch fills (engine/autobatch.h);
-  // 0 for a batch given as a count. The command resolves it into `batch` before the fit.
-  double autobatch_fraction = 0;
-  std::string fraction;  // data::DatasetFraction's text
-  bool single_cls = false, rect = false;
-  double multi_scale = 0, cls_pw = 0, dropout = 0;
-  int64_t mask_ratio = 4;
-  // Validation during and after the fit.
-  std::string split;
-  double conf = 0.001, iou = 0.7;
-  int64_t max_det = 300;
-  bool save_json = false;
-
-  static TrainSettings from(const config::Options& o);  // validates ranges; errors name the key
-};
+// What a resuming command line sets on top of the run's record: its adjustable and execution options.
+std::vector<std::string> resume_tokens(const config::Options& options);
 
 }  // namespace lucid::engine

@@ -53,28 +53,50 @@ bool fit_finished(const LoopState& state, const TrainSettings& settings) {
   return state.epoch >= settings.epochs || (state.epoch > 0 && early_stop_due(state, settings.patience));
 }
 
-UserError nothing_to_resume(const std::string& checkpoint, const TrainSettings& settings) {
+UserError nothing_to_resume(const std::string& checkpoint, const LoopState& state, const TrainSettings& settings) {
+  const std::string restart = " Start a new training without resuming, e.g. lucid train model=" + checkpoint;
+  if (state.epoch < settings.epochs)
+    return UserError(checkpoint + ": stopped early after " + std::to_string(state.epoch) + " epochs (no improvement in " +
+                     "the last " + std::to_string(settings.patience) + "), nothing to resume." + restart);
   return UserError(checkpoint + ": training to " + std::to_string(settings.epochs) +
-                   " epochs is finished, nothing to resume. Start a new training without resuming, e.g. lucid train "
-                   "model=" + checkpoint);
+                   " epochs is finished, nothing to resume; resume with epochs=N (more than " +
+                   std::to_string(state.epoch) + ") to train it further." + restart);
 }
 
-Trainer::Trainer(const config::Options& options, DatasetInfo dataset, ModelStart start,
+namespace {
+
+// The optimizer a run chose at its start, as its checkpoints record it: optimizer=auto's choice
+// depends on the planned iterations, so a resume that changes epochs keeps the run's optimizer.
+nlohmann::ordered_json choice_record(const optim::OptimizerChoice& c) {
+  return {{"name", optim::kind_name(c.kind)}, {"lr", c.lr}, {"momentum", c.momentum}, {"auto", c.auto_chosen}};
+}
+
+optim::OptimizerChoice choice_from_record(const nlohmann::ordered_json& j, const std::string& checkpoint) {
+  const bool ok = j.is_object() && j.contains("name") && j["name"].is_string() && j.contains("lr") &&
+                  j["lr"].is_number() && j.contains("momentum") && j["momentum"].is_number() && j.contains("auto") &&
+                  j["auto"].is_boolean() && std::isfinite(j["lr"].get<double>()) &&
+                  std::isfinite(j["momentum"].get<double>());
+  if (!ok) throw UserError(checkpoint + ": checkpoint state 'optimizer' is not {name, lr, momentum, auto}");
+  auto c = optim::choose_optimizer(j["name"].get<std::string>(), j["lr"].get<double>(), j["momentum"].get<double>(), 1, 0);
+  c.auto_chosen = j["auto"].get<bool>();
+  return c;
+}
+
+}  // namespace
+
+Trainer::Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart start,
                  std::unique_ptr<BatchSource> train, Validate validate, const std::string& resume_from)
-    : s_(TrainSettings::from(options)), dataset_(std::move(dataset)), train_(std::move(train)),
-      validate_(std::move(validate)) {
+    : s_(settings), dataset_(std::move(dataset)), train_(std::move(train)), validate_(std::move(validate)) {
   // Where a run lives, and how its stages execute, is not part of what it computes: checkpoints
   // leave it out, so runs that differ only in those write the same bytes (args.yaml keeps
   // everything).
-  for (const auto& spec : options.specs())
-    if (spec.key != "project" && spec.key != "name" && spec.key != "exist_ok" && spec.key != "resume" &&
-        !execution_option(spec.key))
-      args_[spec.key] = options.str(spec.key);
+  args_ = train_record(s_, RecordScope::Checkpoint);
   const auto* world = dist::world();
   primary_ = dist::primary();
   device_ = world ? world->device() : util::parse_device(s_.device);
   autocast_ = device_.is_cuda() && s_.amp;
-  hsv_ = s_.hsv_h != 0 || s_.hsv_s != 0 || s_.hsv_v != 0;
+  const auto& aug = s_.loader.aug;
+  hsv_ = aug.hsv_h != 0 || aug.hsv_s != 0 || aug.hsv_v != 0;
   if (s_.deterministic) {
     at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
     at::globalContext().setDeterministicCuDNN(true);
@@ -96,12 +118,7 @@ Trainer::Trainer(const config::Options& options, DatasetInfo dataset, ModelStart
   if (!world && s_.sync_bn) dist::use_sync_batch_norm(nullptr);
   freeze_layers(*model_, s_.frozen);
 
-  loss::LossOptions lo;
-  lo.box = s_.box;
-  lo.cls = s_.cls;
-  lo.dfl = s_.dfl;
-  lo.overlap_mask = s_.overlap_mask;
-  lo.epochs = s_.epochs;
+  loss::LossOptions lo = s_.loss;
   if (s_.cls_pw > 0) lo.class_weights = loss::class_weights(dataset_.class_counts, s_.cls_pw);
   loss_ = std::make_unique<loss::SegmentationLoss>(loss::loss_options_for(*model_, lo));
   if (!lo.class_weights.empty()) {
@@ -111,11 +128,17 @@ Trainer::Trainer(const config::Options& options, DatasetInfo dataset, ModelStart
     std::printf("Class weights: [%s]\n", w.c_str());
   }
 
-  const int64_t accumulate = std::max<int64_t>(std::llround(static_cast<double>(s_.nbs) / s_.batch), 1);
-  const double decay = s_.weight_decay * static_cast<double>(s_.batch * accumulate) / static_cast<double>(s_.nbs);
-  const int64_t per_epoch = (train_->size() + std::max(s_.batch, s_.nbs) - 1) / std::max(s_.batch, s_.nbs);
-  auto choice = optim::choose_optimizer(s_.optimizer, s_.lr0, s_.momentum, dataset_.nc, per_epoch * s_.epochs);
-  if (choice.auto_chosen) s_.warmup_bias_lr = 0.0;
+  const auto& o = s_.optimizer;
+  const int64_t batch = s_.batch();
+  const int64_t accumulate = std::max<int64_t>(std::llround(static_cast<double>(o.nbs) / batch), 1);
+  const double decay = o.weight_decay * static_cast<double>(batch * accumulate) / static_cast<double>(o.nbs);
+  const int64_t per_epoch = (train_->size() + std::max(batch, o.nbs) - 1) / std::max(batch, o.nbs);
+  const auto resumed = resume_from.empty() ? LoopState{} : read_checkpoint_state(resume_from);
+  auto choice = resumed.optimizer.is_null()
+                    ? optim::choose_optimizer(o.name, o.lr0, o.momentum, dataset_.nc, per_epoch * s_.epochs)
+                    : choice_from_record(resumed.optimizer, resume_from);
+  schedule_ = s_.schedule;
+  if (choice.auto_chosen) schedule_.warmup_bias_lr = 0.0;  // as the reference's auto (the record keeps the option)
   optimizer_ = std::make_unique<optim::Optimizer>(
       choice.kind, optim::build_param_groups(*model_, choice.kind, choice.lr, choice.momentum, decay));
   for (size_t g = 0; g < optimizer_->groups().size(); ++g)
@@ -124,26 +147,32 @@ Trainer::Trainer(const config::Options& options, DatasetInfo dataset, ModelStart
   state_.accumulate = accumulate;
   state_.args = args_;
   state_.names = dataset_.names;
+  state_.optimizer = choice_record(choice);
   std::printf("optimizer: %s(lr=%g, momentum=%g) with %zu parameter groups, weight_decay=%g\n",
               optim::kind_name(choice.kind).c_str(), choice.lr, choice.momentum, optimizer_->groups().size(), decay);
 
   if (!resume_from.empty()) {
     state_ = load_checkpoint(resume_from, *model_, &*ema_->model(), optimizer_.get());
-    state_.args = args_;  // the same options, in their declared order
+    run_dir_ = resume_run_dir(resume_from, state_);  // by the checkpoint's own record
+    state_.args = args_;  // the run's options, in their declared order, with a new epochs or device
+    state_.optimizer = choice_record(choice);
     if (parallel_) parallel_->keep_primary_gradients(model_->parameters());
     ema_->set_updates(state_.ema_updates);
-    run_dir_ = resume_run_dir(resume_from, state_);
     if (primary_) {
       lock_ = std::make_unique<RunFolderLock>(run_dir_);
       remove_interrupted_writes(run_dir_);
       restore_logs(resume_from);
+      // args.yaml follows the record where a resume changed it (epochs, device); otherwise it is kept.
+      if (update_args_yaml(run_dir_, args_))
+        std::printf("%s: updated to %s\n", (run_dir_ / "args.yaml").string().c_str(), args_.dump().c_str());
     }
-    std::printf("resuming %s from epoch %lld\n", resume_from.c_str(), static_cast<long long>(state_.epoch + 1));
+    std::printf("resuming %s from epoch %lld of %lld\n", resume_from.c_str(), static_cast<long long>(state_.epoch + 1),
+                static_cast<long long>(s_.epochs));
   } else if (primary_) {
     run_dir_ = make_run_dir(s_.project, s_.name, s_.exist_ok);
     lock_ = std::make_unique<RunFolderLock>(run_dir_);
     remove_interrupted_writes(run_dir_);
-    write_args_yaml(run_dir_, options);  // a resumed run keeps the args.yaml it started with
+    write_args_yaml(run_dir_, train_record(s_, RecordScope::ArgsYaml));
   }
   if (parallel_) run_dir_ = parallel_->from_primary("run_dir", run_dir_.string());
 }
@@ -215,19 +244,9 @@ void Trainer::write_results_row(int64_t epoch, double seconds, const std::array<
 }
 
 ValidationResult Trainer::fit() {
-  if (fit_finished(state_, s_)) throw nothing_to_resume(run_dir_.string(), s_);
+  if (fit_finished(state_, s_)) throw nothing_to_resume(run_dir_.string(), state_, s_);
   const int64_t nb = train_->batches_per_epoch();
-  optim::ScheduleOptions so;
-  so.epochs = s_.epochs;
-  so.lrf = s_.lrf;
-  so.cos_lr = s_.cos_lr;
-  so.warmup_epochs = s_.warmup_epochs;
-  so.warmup_momentum = s_.warmup_momentum;
-  so.warmup_bias_lr = s_.warmup_bias_lr;
-  so.momentum = s_.momentum;
-  so.nbs = s_.nbs;
-  so.batch = s_.batch;
-  optim::Schedule sched(so, nb);
+  optim::Schedule sched(schedule_, nb);
   sched.restore(state_.accumulate);
   loss_->set_epoch(state_.epoch);
   const auto names = loss_->item_names();
@@ -257,7 +276,7 @@ ValidationResult Trainer::fit() {
   step_settings.device = device_;
   step_settings.autocast = autocast_;
   step_settings.hsv = hsv_;
-  step_settings.replay = {s_.capture_network, s_.capture_segment_heads, s_.capture_optimizer, s_.capture_step};
+  step_settings.replay = s_.execution.replay;
   // Data parallel: gradients all-reduced as backward produces them, or (replay) at the update.
   std::unique_ptr<dist::GradientSync> gradient_sync;
   if (parallel_) {
@@ -269,7 +288,7 @@ ValidationResult Trainer::fit() {
   }
   auto step = std::make_unique<TrainingStep>(model_, *loss_, *optimizer_, ema_.get(), step_settings);
   std::optional<util::StageClock> stage_clock;
-  if (s_.stage_times) stage_clock.emplace(device_.is_cuda());
+  if (s_.execution.stage_times) stage_clock.emplace(device_.is_cuda());
   // The fit report, written with the final epoch's checkpoints.
   auto write_report = [&] {
     // The complete fit ends here, with the final epoch's commit (this report and weights/last) left;
@@ -317,7 +336,7 @@ ValidationResult Trainer::fit() {
     sched.begin_epoch(*optimizer_, epoch);
     mosaic_closed = mosaic_closed || (s_.close_mosaic > 0 && epoch >= s_.epochs - s_.close_mosaic);
     // close_mosaic and rect turn mosaic, mixup, cutmix and copy_paste off (rect batches have no mosaic).
-    train_->start_epoch(epoch, !s_.rect && !mosaic_closed);
+    train_->start_epoch(epoch, !s_.loader.rect && !mosaic_closed);
     train_mode(*model_, s_.frozen);
     Progress progress(header, nb);
     std::array<double, 5> mean{};
@@ -362,7 +381,7 @@ ValidationResult Trainer::fit() {
       sched.begin_batch(*optimizer_, epoch, ni);
       auto x = step->input(batch->images, batch->hsv_gains);
       if (s_.multi_scale > 0)
-        x = multi_scale_resize(x, multi_scale_size(s_.imgsz, s_.multi_scale, 32, static_cast<uint64_t>(s_.seed), epoch, i), 32);
+        x = multi_scale_resize(x, multi_scale_size(s_.imgsz(), s_.multi_scale, 32, static_cast<uint64_t>(s_.seed), epoch, i), 32);
       // Warmup still changes the accumulation count; the stage recordings start once it is fixed.
       step->set_accumulation_fixed(sched.accumulation_fixed(ni));
       if (gradient_sync) gradient_sync->set_final_micro_step(ni - state_.last_opt_step >= sched.accumulate());
@@ -422,6 +441,8 @@ ValidationResult Trainer::fit() {
       // A stopped fit records the epochs it trained, so that its checkpoint is a finished run.
       s_.epochs = stop ? epoch + 1 : end.epochs;
       args_["epochs"] = state_.args["epochs"] = std::to_string(s_.epochs);
+      // args.yaml follows the checkpoint's epochs (rewritten only when the count changed).
+      if (primary_) update_args_yaml(run_dir_, args_);
       sched.set_epochs(s_.epochs, nb);
       loss_->set_epochs(s_.epochs);
     }

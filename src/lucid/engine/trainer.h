@@ -49,8 +49,10 @@ struct ModelStart {
 
 class Trainer {
  public:
-  // options: the parsed `lucid train` options (written to args.yaml and into checkpoints).
-  Trainer(const config::Options& options, DatasetInfo dataset, ModelStart model, std::unique_ptr<BatchSource> train,
+  // settings: the run's resolved settings (their record goes to args.yaml and into checkpoints).
+  // resume_from: a weights/last checkpoint whose run continues with these settings (a new epochs
+  // or device, adjusted on resume, is recorded; see docs/cli.md).
+  Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart model, std::unique_ptr<BatchSource> train,
           Validate validate, const std::string& resume_from = "");
 
   // Trains to the last epoch; returns the final validation result. A run whose checkpoint is
@@ -79,6 +81,7 @@ class Trainer {
 
   std::chrono::steady_clock::time_point fit_start_ = std::chrono::steady_clock::now();  // first member: set first
   TrainSettings s_;
+  optim::ScheduleOptions schedule_;  // s_.schedule, with optimizer=auto's warmup_bias_lr
   nlohmann::ordered_json args_;
   DatasetInfo dataset_;
   std::unique_ptr<BatchSource> train_;
@@ -108,7 +111,8 @@ bool early_stop_due(const LoopState& state, int64_t patience);
 // Whether a checkpoint's fit is over (all epochs trained, or stopped early): nothing to resume.
 bool fit_finished(const LoopState& state, const TrainSettings& settings);
 
-// The refusal to resume a finished fit, as the reference words it.
-UserError nothing_to_resume(const std::string& checkpoint, const TrainSettings& settings);
+// The refusal to resume a finished fit, as the reference words it (or that it stopped early),
+// with how to extend it (epochs=).
+UserError nothing_to_resume(const std::string& checkpoint, const LoopState& state, const TrainSettings& settings);
 
 }  // namespace lucid::engine

@@ -17,18 +17,22 @@ bool cuda_usable() {
   return usable;
 }
 
-torch::Device parse_device(const std::string& spec) {
-  if (spec.empty()) return cuda_usable() ? torch::Device("cuda:0") : torch::Device(torch::kCPU);
-  if (spec == "cpu") return torch::Device(torch::kCPU);
+std::string device_name(const std::string& spec) {
+  if (spec.empty()) return cuda_usable() ? "cuda:0" : "cpu";
+  if (spec == "cpu") return spec;
   std::string s = spec;
-  if (!s.empty() && std::isdigit(static_cast<unsigned char>(s[0]))) s = "cuda:" + s;
-  torch::Device d(torch::kCPU);
+  if (std::isdigit(static_cast<unsigned char>(s[0]))) s = "cuda:" + s;
   try {
-    d = torch::Device(s);
+    return torch::Device(s).str();
   } catch (const std::exception&) {
-    throw UserError("device=" + spec + ": expected cpu, cuda, cuda:N or N");
+    throw UserError("option device=" + spec + ": expected cpu, cuda, cuda:N or N");
   }
-  if (d.is_cuda() && !cuda_usable()) throw UserError("device=" + spec + ": no usable CUDA device on this machine");
+}
+
+torch::Device parse_device(const std::string& spec) {
+  const torch::Device d(device_name(spec));
+  if (d.is_cuda() && !cuda_usable())
+    throw UserError("option device=" + spec + ": no usable CUDA device on this machine");
   return d;
 }
 

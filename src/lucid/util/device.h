@@ -13,6 +13,10 @@ bool cuda_usable();
 // default of every command's device option). A CUDA device that is not usable is a UserError.
 torch::Device parse_device(const std::string& spec);
 
+// The canonical name of a device option ("cpu", "cuda", "cuda:N"; "0" is "cuda:0"; empty: the device
+// parse_device picks), without asking whether it is usable: what a run record holds.
+std::string device_name(const std::string& spec);
+
 }  // namespace lucid::util
 
 namespace lucid::util {
