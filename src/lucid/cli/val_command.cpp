@@ -14,6 +14,7 @@
 #include "lucid/engine/train_options.h"
 #include "lucid/engine/trainer.h"
 #include "lucid/report/run_report.h"
+#include "lucid/util/cpu_threads.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
 
@@ -67,6 +68,7 @@ int val_command(const std::vector<std::string>& args) {
   const auto max_det = options.integer("max_det");
   if (max_det < 1) throw UserError("option max_det=" + options.str("max_det") + ": expected a positive integer");
   const torch::Device device = util::parse_device(options.str("device"));
+  if (device.is_cpu()) util::use_reference_cpu_threads();
 
   auto loaded = engine::load_inference_model("model", checkpoint, device);
   const auto& source = loaded.source;

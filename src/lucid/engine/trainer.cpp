@@ -1,6 +1,7 @@
 #include "lucid/engine/trainer.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -13,6 +14,7 @@
 #include "lucid/model/transfer.h"
 #include "lucid/optim/schedule.h"
 #include "lucid/util/trace.h"
+#include "lucid/util/cpu_threads.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
 #include "lucid/util/files.h"
@@ -50,8 +52,13 @@ Trainer::Trainer(const config::Options& options, DatasetInfo dataset, ModelStart
   device_ = util::parse_device(s_.device);
   autocast_ = device_.is_cuda() && s_.amp;
   hsv_ = s_.hsv_h != 0 || s_.hsv_s != 0 || s_.hsv_v != 0;
+  if (device_.is_cpu()) util::use_reference_cpu_threads();
   if (s_.deterministic) {
     at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
+    // Not PyTorch's fill of every new tensor with NaN that comes with it: a debugging aid costing a
+    // write of each allocation (most of deterministic=True's time on the CPU), and lucid reads no
+    // memory it has not written (the same-seed byte tests hold without it).
+    if (!std::getenv("LUCID_TMP_FILL")) at::globalContext().setDeterministicFillUninitializedMemory(false);
     at::globalContext().setDeterministicCuDNN(true);
     at::globalContext().setBenchmarkCuDNN(false);
   }
