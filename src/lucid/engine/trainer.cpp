@@ -1,7 +1,6 @@
 #include "lucid/engine/trainer.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -58,7 +57,7 @@ Trainer::Trainer(const config::Options& options, DatasetInfo dataset, ModelStart
     // Not PyTorch's fill of every new tensor with NaN that comes with it: a debugging aid costing a
     // write of each allocation (most of deterministic=True's time on the CPU), and lucid reads no
     // memory it has not written (the same-seed byte tests hold without it).
-    if (!std::getenv("LUCID_TMP_FILL")) at::globalContext().setDeterministicFillUninitializedMemory(false);
+    at::globalContext().setDeterministicFillUninitializedMemory(false);
     at::globalContext().setDeterministicCuDNN(true);
     at::globalContext().setBenchmarkCuDNN(false);
   }
