@@ -84,6 +84,7 @@ void run_loss(const Inputs& in, model::NamedTensors& out) {
     o.reg_max = cfg_int(in, c, "reg_max");
     o.end2end = cfg_int(in, c, "end2end") != 0;
     o.overlap_mask = cfg_int(in, c, "overlap") != 0;
+    o.mask_assignment = cfg_int(in, c, "mask_assign") != 0;
     o.epochs = cfg_int(in, c, "epochs");
     o.strides = cfg_strides(in, c);
     loss::SegmentationLoss criterion(o);

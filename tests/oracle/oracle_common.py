@@ -16,6 +16,16 @@ def run(cmd):
     return r.stdout
 
 
+def one_to_one(model):
+    """Selects the one-to-one head of an end-to-end reference model for inference (the reference's
+    nms=False), lucid's inference path; 8.4.190 builds such models on the one-to-many head + NMS.
+    Other models are left as they are. Returns the model."""
+    head = model.model[-1]
+    if getattr(head, "one2one_cv2", None) is not None:
+        head.end2end = True
+    return model
+
+
 class Comparison:
     """Collects relative differences, max|a-b| / max|ref|, per named tensor."""
 

@@ -3,7 +3,7 @@ and E2ELoss for yolo26) and lucid's, FP32 on the CPU, fed the same fixed random 
 same targets (an image without instances, a crowded image of overlapping instances, tiny boxes that
 exercise the small-object expansion, large and border boxes; an all-empty batch; masks at another
 size than the prototypes), in overlap and per-instance mask modes, for yolo26n-seg (end2end, reg_max
-1, semantic term) and yolo11n-seg (reg_max 16).
+1, semantic term, mask-aware assignment: SegTaskAlignedAssigner) and yolo11n-seg (reg_max 16).
 
 Asserts: every loss term (total, per branch, logged items) within 1e-5 relative; identical
 assignments (fg mask, target_gt_idx, target labels) and soft target scores within 1e-5; gradients of
@@ -24,7 +24,7 @@ warnings.filterwarnings("ignore")
 from ultralytics.cfg import get_cfg  # noqa: E402
 from ultralytics.nn.tasks import SegmentationModel  # noqa: E402
 from ultralytics.utils import LOGGER  # noqa: E402
-from ultralytics.utils.tal import TaskAlignedAssigner  # noqa: E402
+from ultralytics.utils.tal import SegTaskAlignedAssigner, TaskAlignedAssigner  # noqa: E402
 
 LOGGER.setLevel("WARNING")
 
@@ -270,8 +270,9 @@ def reference_loss(yaml, e2e, overlap, epochs, updates, preds, feats, batch):
 # ---------------------------------------------------------------- loss cases
 
 MODELS = {
-    "yolo26n-seg": dict(yaml="yolo26n-seg.yaml", e2e=True, reg_max=1),
-    "yolo11n-seg": dict(yaml="yolo11n-seg.yaml", e2e=False, reg_max=16),
+    # mask_assign: the reference assigns yolo26-seg with SegTaskAlignedAssigner (mask IoU in the overlap)
+    "yolo26n-seg": dict(yaml="yolo26n-seg.yaml", e2e=True, reg_max=1, mask_assign=True),
+    "yolo11n-seg": dict(yaml="yolo11n-seg.yaml", e2e=False, reg_max=16, mask_assign=False),
 }
 
 
@@ -284,6 +285,11 @@ def loss_cases():
     square = make_targets(g, ["tiny", "single", "large"], 160, 160)
     cases = []
     for name, m in MODELS.items():
+        branch = build_criterion(m["yaml"], True, 10, 0)[1]
+        branch = getattr(branch, "one2many", branch)
+        if isinstance(branch.assigner, SegTaskAlignedAssigner) != m["mask_assign"]:
+            sys.exit(f"{name}: the reference assigns with {type(branch.assigner).__name__}, "
+                     f"the test expects mask_assign={m['mask_assign']}")
         for overlap in (True, False):
             cases.append((f"{name} crowded/tiny/empty overlap={overlap}", name, m, overlap, full, h, w, 3))
         cases.append((f"{name} no instances", name, m, True, empty, h, w, 0))
@@ -310,7 +316,7 @@ def loss_cases():
         for key in ("batch_idx", "cls", "bboxes", "masks", "sem_masks"):
             inputs[f"{c}.{key}"] = batch[key]
         cfg = {"nc": NC, "reg_max": m["reg_max"], "end2end": int(m["e2e"]), "overlap": int(overlap),
-               "epochs": epochs, "updates": updates}
+               "epochs": epochs, "updates": updates, "mask_assign": int(m["mask_assign"])}
         for key, v in cfg.items():
             inputs[f"{c}.cfg.{key}"] = torch.tensor([v], dtype=torch.int64)
         inputs[f"{c}.cfg.strides"] = torch.tensor(STRIDES, dtype=torch.float64)

@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).parent))
-from oracle_common import BUILD_DIR, SOURCE_DIR, Comparison, run  # noqa: E402
+from oracle_common import BUILD_DIR, SOURCE_DIR, Comparison, one_to_one, run  # noqa: E402
 
 warnings.filterwarnings("ignore")
 from ultralytics.nn.tasks import SegmentationModel  # noqa: E402
@@ -108,6 +108,7 @@ def main():
             # Reference -> lucid: an Ultralytics checkpoint, converted by the interchange script.
             torch.manual_seed(0)
             ref = SegmentationModel(f"{name}.yaml", verbose=False)
+            one_to_one(ref)
             perturb(ref, 1)
             torch.save({"model": ref}, tmp / "ref.pt")
             run([sys.executable, CONVERT, "to-safetensors", tmp / "ref.pt", tmp / "ref.safetensors"])
@@ -119,7 +120,7 @@ def main():
             run([TOOL, f"{name}.yaml", tmp / "lucid.safetensors", tmp / "inputs.safetensors", tmp / "ours2.safetensors",
                  "--create", "7"])
             run([sys.executable, CONVERT, "to-pt", f"{name}.yaml", tmp / "lucid.safetensors", tmp / "lucid.pt", "--fp32"])
-            back = torch.load(tmp / "lucid.pt", weights_only=False)["model"].float()
+            back = one_to_one(torch.load(tmp / "lucid.pt", weights_only=False)["model"].float())
             for p in back.parameters():
                 p.requires_grad_(True)
             expected = reference_outputs(back, inputs)

@@ -46,7 +46,8 @@ def main():
         worst = {"score": 0.0, "box": 0.0, "iou": 1.0}
         failures, compared = [], 0
         for path in sorted(src.glob("*.jpg")):
-            res = model.predict(str(path), imgsz=128, conf=CONF, retina_masks=True, device="cpu", verbose=False)[0]
+            res = model.predict(str(path), imgsz=128, conf=CONF, retina_masks=True, device="cpu", verbose=False,
+                                nms=False)[0]  # the one-to-one head, lucid's path
             ref = []
             if res.boxes is not None and len(res.boxes):
                 for k in range(len(res.boxes)):

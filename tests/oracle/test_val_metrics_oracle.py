@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).parent))
-from oracle_common import BUILD_DIR, SOURCE_DIR, run  # noqa: E402
+from oracle_common import BUILD_DIR, SOURCE_DIR, one_to_one, run  # noqa: E402
 
 warnings.filterwarnings("ignore")
 import torchvision  # noqa: E402,F401  (the reference NMS uses torchvision when it is imported)
@@ -473,6 +473,7 @@ def check_validator(tmp):
     for name, seed in (("yolo26n-seg", 3), ("yolo11n-seg", 4)):
         torch.manual_seed(seed)
         model = SegmentationModel(f"{name}.yaml", nc=len(NAMES), verbose=False)
+        one_to_one(model)
         perturb(model, seed)
         calibrate(model, [smooth_images(rng, 4) for _ in range(2)])
         torch.save({"model": model}, tmp / "ref.pt")

@@ -6,7 +6,10 @@ the synthetic dataset (CPU):
 - `lucid val` on weights/best.safetensors prints the same table (all and per-class rows) as the
   training's final validation of those weights;
 - save_json on COCO data writes the dataset's own image and category ids, RLE masks of the image
-  size, and `lucid coco-eval` accepts the file;
+  size and boxes in the same original pixels (each mask inside its box), and `lucid coco-eval`
+  accepts the file;
+- the synthetic set's YAML form and its COCO form, validated with the same weights, give the same
+  table;
 - `lucid predict` writes drawn images that differ from the source inside a detection, YOLO txt lines
   (class, normalised outline, score with save_conf) and a COCO-style JSON; retina_masks masks have
   the image size; bad sources, unreadable images and unknown options fail with one line naming them.
@@ -115,6 +118,27 @@ def main():
               "RLE masks have the image size; bbox is xywh")
         ce = run(["coco-eval", f"gt={tmp / 'val.json'}", f"dt={project / 'valjson' / 'predictions.json'}", "iou=segm"], env)
         check("Average Precision" in ce.stdout, "lucid coco-eval reads the results file")
+        # Boxes and masks of the results file are both in original pixels (the synthetic images are
+        # larger than imgsz): each non-empty mask lies inside its box, up to 2 px.
+        from pycocotools import mask as mask_utils
+        inside = []
+        for p in preds:
+            if mask_utils.area(p["segmentation"]) == 0:
+                continue
+            mx, my, mw, mh = mask_utils.toBbox(p["segmentation"]).tolist()
+            x, y, w, h = p["bbox"]
+            inside.append(mx >= x - 2 and my >= y - 2 and mx + mw <= x + w + 2 and my + mh <= y + h + 2)
+        check(len(inside) > 0 and sum(inside) >= 0.95 * len(inside),
+              f"results-file masks lie inside their boxes ({sum(inside)} of {len(inside)})")
+
+        # The same data in two forms: the synthetic set's YAML and COCO forms give the same table.
+        forms = {}
+        for form in ("data.yaml", "coco.yaml"):
+            v = run(["val", f"model={best}", f"data={synth / form}", "plots=False", "device=cpu", f"project={project}",
+                     f"name=form-{form}"], env)
+            forms[form] = table_rows(v.stdout)
+        check(forms["data.yaml"] == forms["coco.yaml"] and len(forms["data.yaml"]) == 4,
+              f"YAML and COCO forms of the synthetic set validate alike: {forms['data.yaml'][:1]} / {forms['coco.yaml'][:1]}")
 
         # Predict.
         src = tmp / "src"

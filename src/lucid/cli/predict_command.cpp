@@ -28,6 +28,7 @@
 #include "lucid/engine/trainer.h"
 #include "lucid/metrics/rle.h"
 #include "lucid/plot/annotate.h"
+#include "lucid/util/cpu_threads.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
 #include "lucid/util/files.h"
@@ -243,6 +244,7 @@ int predict_command(const std::vector<std::string>& args) {
   const auto& sources = stream.paths();
   const auto out_names = output_names(sources);
   const torch::Device device = util::parse_device(options.str("device"));
+  if (device.is_cpu()) util::use_reference_cpu_threads();
   auto loaded = engine::load_network("model", checkpoint, device, po.amp);
   if (options.str("imgsz").empty()) po.imgsz = loaded.imgsz > 0 ? static_cast<int>(loaded.imgsz) : 640;
   if (loaded.fixed_imgsz && po.imgsz != loaded.imgsz)

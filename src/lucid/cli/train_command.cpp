@@ -273,6 +273,7 @@ int train_command(const std::vector<std::string>& args) {
 
   engine::ValidatorOptions vo = settings.validator;
   vo.names = index.names;
+  vo.batches = val_loader->batches_per_epoch();
   auto validator = std::make_shared<engine::Validator>(vo);
   engine::Validate validate = [=](model::SegmentationModel& ema, loss::SegmentationLoss& loss) {
     val_loader->start_epoch(0);

@@ -16,6 +16,7 @@
 #include "lucid/engine/train_options.h"
 #include "lucid/engine/trainer.h"
 #include "lucid/report/run_report.h"
+#include "lucid/util/cpu_threads.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
 
@@ -88,6 +89,7 @@ int val_command(const std::vector<std::string>& args) {
   if (checkpoint.empty()) throw UserError("option model= is required (a weights file: .safetensors or .pt)");
   const auto& split_name = settings.split;
   const torch::Device device = util::parse_device(settings.device);
+  if (device.is_cpu()) util::use_reference_cpu_threads();
 
   auto loaded = engine::load_inference_model("model", checkpoint, device);
   const auto& source = loaded.source;

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "lucid/data/resize.h"
 #include "lucid/model/model.h"
 #include "lucid/plot/annotate.h"
 #include "lucid/plot/charts.h"
@@ -19,7 +20,8 @@ ValBatchSource val_batches(data::Loader& loader, const PreparedSplit& split) {
     files.push_back(fs::path(rec.path).stem().string());
     ids.push_back(rec.coco_id);
   }
-  return [&loader, files = std::move(files), ids = std::move(ids)](ValBatch& vb) {
+  const int imgsz = static_cast<int>(loader.options().imgsz);
+  return [&loader, imgsz, files = std::move(files), ids = std::move(ids)](ValBatch& vb) {
     auto b = loader.next();
     if (!b) return false;
     vb.images = b->images;
@@ -30,7 +32,11 @@ ValBatchSource val_batches(data::Loader& loader, const PreparedSplit& split) {
       ValImage im;
       im.orig_h = b->orig_sizes[i].first;
       im.orig_w = b->orig_sizes[i].second;
-      im.letterbox.gain = b->letterbox[i].ratio;
+      // Input pixels per original pixel: the prepared image's resize (its height over the original
+      // one) times the letterbox ratio, as the reference's ratio_pad (8.4.190).
+      const auto prepared = data::long_side_size(static_cast<int>(im.orig_w), static_cast<int>(im.orig_h), imgsz);
+      im.letterbox.gain =
+          static_cast<double>(prepared.second) / static_cast<double>(im.orig_h) * b->letterbox[i].ratio;
       im.letterbox.pad_w = b->letterbox[i].left;
       im.letterbox.pad_h = b->letterbox[i].top;
       const auto index = static_cast<size_t>(b->indices[i]);
@@ -114,6 +120,7 @@ ValResults evaluate(model::SegmentationModelImpl& model, const torch::Device& de
     else
       plot::skip_warning();
   }
+  vo.batches = loader.batches_per_epoch();
   Validator validator(vo);
   auto next = val_batches(loader, prepared);
   auto r = validator.run(model, device, next, nullptr, log);

@@ -19,6 +19,7 @@
 #include "lucid/model/transfer.h"
 #include "lucid/optim/schedule.h"
 #include "lucid/util/trace.h"
+#include "lucid/util/cpu_threads.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
 #include "lucid/util/files.h"
@@ -97,8 +98,13 @@ Trainer::Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart 
   autocast_ = device_.is_cuda() && s_.amp;
   const auto& aug = s_.loader.aug;
   hsv_ = aug.hsv_h != 0 || aug.hsv_s != 0 || aug.hsv_v != 0;
+  if (device_.is_cpu()) util::use_reference_cpu_threads();
   if (s_.deterministic) {
     at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
+    // Not PyTorch's fill of every new tensor with NaN that comes with it: a debugging aid costing a
+    // write of each allocation (most of deterministic=True's time on the CPU), and lucid reads no
+    // memory it has not written (the same-seed byte tests hold without it).
+    at::globalContext().setDeterministicFillUninitializedMemory(false);
     at::globalContext().setDeterministicCuDNN(true);
     at::globalContext().setBenchmarkCuDNN(false);
   }
@@ -138,6 +144,7 @@ Trainer::Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart 
                     ? optim::choose_optimizer(o.name, o.lr0, o.momentum, dataset_.nc, per_epoch * s_.epochs)
                     : choice_from_record(resumed.optimizer, resume_from);
   schedule_ = s_.schedule;
+  schedule_.timed = s_.time > 0;
   if (choice.auto_chosen) schedule_.warmup_bias_lr = 0.0;  // as the reference's auto (the record keeps the option)
   optimizer_ = std::make_unique<optim::Optimizer>(
       choice.kind, optim::build_param_groups(*model_, choice.kind, choice.lr, choice.momentum, decay));

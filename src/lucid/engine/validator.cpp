@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "lucid/engine/progress.h"
 #include "lucid/metrics/rle.h"
 #include "lucid/model/model.h"
 #include "lucid/util/device.h"
@@ -127,7 +129,11 @@ ValResults Validator::run(model::SegmentationModelImpl& model, const torch::Devi
   const bool cuda = device.is_cuda();
   const bool native = !o.save_json.empty();
   const int64_t nc = model.nc();
-  if (log) *log << header() << "\n";
+  std::optional<Progress> progress;
+  if (log == &std::cout && o.batches > 0)
+    progress.emplace(header(), o.batches, Progress::Style::kHeaderInline);
+  else if (log)
+    *log << header() << "\n";
 
   NmsOptions nms;
   nms.conf = o.conf;
@@ -284,7 +290,9 @@ ValResults Validator::run(model::SegmentationModelImpl& model, const torch::Devi
     ++batch_number;
     tick(t_post, t0);
     ++res.batches;
+    if (progress) progress->update(res.batches, "");
   }
+  if (progress) progress->finish();
 
   res.metrics = stats.compute();
   if (loss_sum.defined() && res.batches > 0) {

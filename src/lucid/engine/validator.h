@@ -11,7 +11,7 @@
 //
 // What it prints follows the reference: the header
 //   Class Images Instances Box(P R mAP50 mAP50-95) Mask(P R mAP50 mAP50-95)
-// (%22s then 10 x %11s), the "all" row (images, instances, 8 numbers as %11.3g), per-class rows when
+// (%22s then 10 x %11s; with a batch count, the line a progress bar is drawn on), the "all" row (images, instances, 8 numbers as %11.3g), per-class rows when
 // verbose and nc > 1, and optionally the per-image speed line.
 #pragma once
 #include <array>
@@ -61,6 +61,9 @@ struct ValidatorOptions {
   bool amp = true;           // BF16 autocast for the forward pass on CUDA
   bool verbose = false;      // per-class rows (when nc > 1)
   bool speed = false;        // time the phases (synchronising the device) and print the speed line
+  // Batches to come, for the progress bar drawn after the header when the log is std::cout (on a
+  // terminal; engine/progress.h); 0: no bar.
+  int64_t batches = 0;
   std::vector<std::string> names;  // class names; empty: the class ids
   // COCO results file (written atomically at the end); empty: none. Writing it switches masks to
   // native resolution, which also changes the mask metrics, as in the reference.

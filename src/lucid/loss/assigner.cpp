@@ -1,5 +1,7 @@
 #include "lucid/loss/assigner.h"
 
+#include <algorithm>
+
 #include "lucid/loss/boxes.h"
 
 namespace lucid::loss {
@@ -11,10 +13,10 @@ TaskAlignedAssigner::TaskAlignedAssigner(AssignerOptions options) : options_(std
 
 Tensor TaskAlignedAssigner::candidates_in_gts(const Tensor& anchor_points, const Tensor& gt_bboxes,
                                               const Tensor& mask_gt) const {
-  // Small-object expansion: a GT side shorter than the smallest stride becomes the second stride,
-  // around the same centre. Every GT goes through xywh and back, as in the reference (rounding).
-  const double small = options_.strides.front();
+  // Small-object expansion: a GT side shorter than the second stride becomes that stride, around the
+  // same centre. Every GT goes through xywh and back, as in the reference (rounding).
   const double widened = options_.strides.size() > 1 ? options_.strides[1] : options_.strides[0];
+  const double small = widened;
   auto xywh = xyxy_to_xywh(gt_bboxes);
   auto wh = xywh.narrow(-1, 2, 2);
   auto expand = ((wh < small) * mask_gt).to(torch::kBool);
@@ -38,7 +40,8 @@ Tensor TaskAlignedAssigner::topk_mask(const Tensor& metrics, const Tensor& mask_
 
 Assignment TaskAlignedAssigner::operator()(const Tensor& pd_scores, const Tensor& pd_bboxes,
                                            const Tensor& anchor_points, const Tensor& gt_labels,
-                                           const Tensor& gt_bboxes, const Tensor& mask_gt) const {
+                                           const Tensor& gt_bboxes, const Tensor& mask_gt,
+                                           const MaskQuality* masks) const {
   torch::NoGradGuard no_grad;
   const int64_t bs = pd_scores.size(0), na = pd_scores.size(1), m = gt_bboxes.size(1);
   const int64_t nc = options_.num_classes;
@@ -63,6 +66,17 @@ Assignment TaskAlignedAssigner::operator()(const Tensor& pd_scores, const Tensor
   auto ciou = box_ciou_xyxy(gt_bboxes.unsqueeze(2), pd_bboxes.unsqueeze(1)).squeeze(-1).clamp_min(0);
   auto overlaps = torch::where(cand, ciou, torch::zeros({}, ciou.options()));
   auto align_metric = bbox_scores.pow(options_.alpha) * overlaps.pow(options_.beta);
+  if (masks) {
+    // Mask IoU for each GT's 3 * topk best candidates by the box metric (eps keeps zero-metric
+    // candidates selectable), then overlap = (CIoU + mask IoU) / 2 and the metric again.
+    auto dense = torch::where(cand, align_metric + options_.eps, torch::zeros({}, align_metric.options()));
+    auto top = std::get<1>(dense.topk(std::min(3 * options_.topk, na), -1, /*largest=*/true));
+    auto selected = torch::zeros_like(cand).scatter_(-1, top, true) & cand;
+    auto miou = torch::zeros_like(ciou).scatter_(-1, top, mask_ious(*masks, top, pd_bboxes));
+    miou = torch::where(selected, miou, torch::zeros({}, miou.options()));
+    overlaps = torch::where(cand, (ciou + miou) / 2, torch::zeros({}, ciou.options()));
+    align_metric = bbox_scores.pow(options_.alpha) * overlaps.pow(options_.beta);
+  }
 
   auto mask_pos = topk_mask(align_metric, mask_gt) * in_gts * mask_gt;  // float (B, M, A)
 
@@ -96,6 +110,36 @@ Assignment TaskAlignedAssigner::operator()(const Tensor& pd_scores, const Tensor
   out.target_scores = one_hot * norm;
   out.target_gt_idx = gt_idx;
   return out;
+}
+
+Tensor TaskAlignedAssigner::mask_ious(const MaskQuality& mq, const Tensor& top, const Tensor& pd_bboxes) {
+  const int64_t bs = top.size(0), m = top.size(1), k = top.size(2);
+  const int64_t nm = mq.proto.size(1), mh = mq.proto.size(2), mw = mq.proto.size(3), px = mh * mw;
+  auto proto = mq.proto.flatten(2);        // (B, nm, P)
+  auto gt = mq.gt_masks.flatten(2);        // (B, M, P) bool
+  auto gt_area = gt.sum(-1, true);         // (B, M, 1) int64
+  auto fopts = pd_bboxes.options();
+  auto cols = torch::arange(mw, fopts).view({1, 1, 1, mw});
+  auto rows = torch::arange(mh, fopts).view({1, 1, mh, 1});
+  const int64_t per_gt = std::max<int64_t>(bs * k * px, 1);
+  const int64_t step = std::clamp<int64_t>(mq.chunk_elements / per_gt, 1, std::max<int64_t>(m, 1));
+  std::vector<Tensor> parts;
+  for (int64_t g0 = 0; g0 < m; g0 += step) {
+    const int64_t c = std::min(step, m - g0);
+    auto idx = top.narrow(1, g0, c).reshape({bs, c * k});
+    auto coef = mq.coefs.gather(1, idx.unsqueeze(-1).expand({bs, c * k, nm}));
+    auto pred = coef.matmul(proto).gt(0).view({bs, c * k, mh, mw});
+    // Cropped to the predicted box at prototype resolution, as the reference's crop_mask.
+    auto box = (pd_bboxes.gather(1, idx.unsqueeze(-1).expand({bs, c * k, 4})) * mq.scale).unsqueeze(-1).unsqueeze(-1);
+    auto b = box.unbind(2);  // 4 x (B, c k, 1, 1)
+    pred = pred & (cols >= b[0]) & (cols < b[2]) & (rows >= b[1]) & (rows < b[3]);
+    pred = pred.view({bs, c, k, px});
+    auto g = gt.narrow(1, g0, c).unsqueeze(2);  // (B, c, 1, P)
+    auto inter = (pred & g).sum(-1);            // (B, c, k) int64, exact
+    auto uni = gt_area.narrow(1, g0, c) + pred.sum(-1) - inter;
+    parts.push_back(inter.to(fopts.dtype()) / uni.clamp_min(1).to(fopts.dtype()));
+  }
+  return torch::cat(parts, 1);
 }
 
 }  // namespace lucid::loss

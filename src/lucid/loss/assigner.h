@@ -1,6 +1,7 @@
 // Task-aligned assignment of ground-truth instances to anchors (TOOD), with the reference's details:
-// candidate anchors lie strictly inside the GT box, GT sides shorter than the smallest stride are
-// widened to the second stride first (small-object expansion); alignment t = score^alpha * CIoU^beta;
+// candidate anchors lie strictly inside the GT box, GT sides shorter than the second stride are
+// widened to it first (small-object expansion); alignment t = score^alpha * overlap^beta with
+// overlap = CIoU, or for YOLO26-seg (MaskQuality given) the mean of CIoU and the predicted mask's IoU;
 // top-k per GT; an anchor claimed by several GTs goes to the GT of highest CIoU among all GTs; with
 // topk2 < topk only each GT's best topk2 anchors survive; soft targets are t rescaled so that each
 // GT's best anchor scores its best CIoU.
@@ -23,6 +24,19 @@ struct AssignerOptions {
   std::vector<double> strides{8, 16, 32};
 };
 
+// The reference's SegTaskAlignedAssigner (YOLO26-seg): for each GT's 3 * topk best candidates by the
+// box alignment metric (score^alpha * CIoU^beta + eps), the IoU of the anchor's binarised predicted
+// mask, cropped to its predicted box, with the GT mask at prototype resolution; other candidates get
+// mask IoU 0. The overlap is then (CIoU + mask IoU) / 2 for every stage after the metric. Masks are
+// decoded in chunks of GTs of at most `chunk_elements` mask pixels; shapes follow from (B, M, A, Hm, Wm).
+struct MaskQuality {
+  Tensor coefs;     // (B, A, nm) mask coefficients
+  Tensor proto;     // (B, nm, Hm, Wm) prototypes
+  Tensor gt_masks;  // (B, M, Hm, Wm) bool GT masks at prototype resolution
+  float scale = 0.25f;  // prototype pixels per input pixel (Hm / input height, in FP32 as the reference)
+  int64_t chunk_elements = int64_t{1} << 24;
+};
+
 struct Assignment {
   Tensor target_labels;  // (B, A) int64 class of the assigned GT (clamped >= 0; meaningless on background)
   Tensor target_bboxes;  // (B, A, 4) xyxy pixels of the assigned GT
@@ -39,13 +53,16 @@ class TaskAlignedAssigner {
   // gt_labels (B, M, 1); gt_bboxes (B, M, 4) xyxy pixels; mask_gt (B, M, 1) 1 for real GTs.
   // Runs without gradient.
   Assignment operator()(const Tensor& pd_scores, const Tensor& pd_bboxes, const Tensor& anchor_points,
-                        const Tensor& gt_labels, const Tensor& gt_bboxes, const Tensor& mask_gt) const;
+                        const Tensor& gt_labels, const Tensor& gt_bboxes, const Tensor& mask_gt,
+                        const MaskQuality* masks = nullptr) const;
 
   const AssignerOptions& options() const { return options_; }
 
   // The stages, exposed for tests. (B, M, A) results.
   Tensor candidates_in_gts(const Tensor& anchor_points, const Tensor& gt_bboxes, const Tensor& mask_gt) const;
   Tensor topk_mask(const Tensor& metrics, const Tensor& mask_gt) const;
+  // (B, M, k) IoU of the predicted mask of anchor top[b, g, j] with GT g's mask; pd_bboxes in pixels.
+  static Tensor mask_ious(const MaskQuality& masks, const Tensor& top, const Tensor& pd_bboxes);
 
  private:
   AssignerOptions options_;

@@ -54,7 +54,7 @@ Tensor box_ciou_xyxy(const Tensor& box1, const Tensor& box2, double eps) {
   Tensor alpha;
   {
     torch::NoGradGuard no_grad;
-    alpha = v / (v - p.iou + (1 + eps));
+    alpha = v / (1.0 - p.iou + v + eps);  // the reference 8.4.190 order of terms
   }
   return p.iou - (rho2 / c2 + v * alpha);
 }

@@ -69,6 +69,7 @@ LossOptions loss_options_for(const model::SegmentationModelImpl& model, LossOpti
   base.reg_max = model.spec().reg_max;
   base.strides = model.strides();
   base.end2end = model.end2end();
+  base.mask_assignment = model.head()->options().proto26;
   return base;
 }
 
@@ -138,6 +139,30 @@ SegmentationLoss::Prepared SegmentationLoss::prepare(const model::BranchOutputs&
   return p;
 }
 
+MaskQuality SegmentationLoss::mask_quality(const Prepared& p, const PaddedTargets& gt) const {
+  if (!gt.masks.defined()) throw UserError("loss targets: masks are missing");
+  MaskQuality q;
+  q.coefs = p.pred_coefs.detach();
+  q.proto = p.proto.detach();
+  q.chunk_elements = options_.mask_chunk_elements;
+  const int64_t mh = q.proto.size(2), mw = q.proto.size(3), m = gt.capacity();
+  q.scale = static_cast<float>(mh) / static_cast<float>(p.height);
+  // GT masks at prototype resolution (nearest, as the reference resizes them), one plane per slot.
+  auto masks = gt.masks;
+  const bool resize = masks.size(-2) != mh || masks.size(-1) != mw;
+  if (gt.overlap) {
+    auto map = masks.to(torch::kFloat).unsqueeze(0);
+    if (resize) map = torch::upsample_nearest2d(map, {mh, mw});
+    auto ids = torch::arange(1, m + 1, map.options()).view({1, m, 1, 1});
+    q.gt_masks = map.squeeze(0).unsqueeze(1) == ids;
+  } else {
+    auto planes = masks.to(torch::kFloat).reshape({1, -1, masks.size(-2), masks.size(-1)});
+    if (resize) planes = torch::upsample_nearest2d(planes, {mh, mw});
+    q.gt_masks = planes.view({masks.size(0), m, mh, mw}) > 0.5;
+  }
+  return q;
+}
+
 BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, const std::vector<Tensor>& feats,
                                          const PaddedTargets& gt, const TaskAlignedAssigner& assigner) const {
   auto p = prepare(branch, feats);
@@ -146,8 +171,11 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
   const int64_t bs = p.pred_scores.size(0), na = p.pred_scores.size(1), nc = p.pred_scores.size(2);
   const int64_t capacity = gt.capacity();
 
+  std::optional<MaskQuality> quality;
+  if (options_.mask_assignment && capacity > 0) quality = mask_quality(p, gt);
   auto a = assigner(p.pred_scores.detach().sigmoid(), p.pred_bboxes.detach() * p.stride_tensor,
-                    p.anchor_points * p.stride_tensor, gt.labels, gt.boxes, gt.valid);
+                    p.anchor_points * p.stride_tensor, gt.labels, gt.boxes, gt.valid,
+                    quality ? &*quality : nullptr);
   auto num_fg = a.fg_mask.sum();
   auto score_sum = a.target_scores.sum();
   Tensor batch_size;  // defined in data-parallel training: the global batch's

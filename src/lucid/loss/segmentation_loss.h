@@ -47,6 +47,9 @@ struct LossOptions {
   std::vector<double> strides{8, 16, 32};
   bool end2end = false;
   bool overlap_mask = true;
+  // YOLO26-seg (Segment26 head): mask-aware assignment, the reference's SegTaskAlignedAssigner
+  // (assigner.h, MaskQuality); YOLOv8/11-seg assign on boxes alone.
+  bool mask_assignment = false;
   double box = 7.5, cls = 0.5, dfl = 1.5;  // gains (seg and sem use the box gain)
   int64_t epochs = 100;                    // for the end2end weight schedule
   int64_t topk = 10;                       // one-to-many assigner
@@ -56,7 +59,7 @@ struct LossOptions {
   int64_t mask_chunk_elements = int64_t{1} << 24;
 };
 
-// nc, reg_max, strides and end2end of a built model; the rest from `base`.
+// nc, reg_max, strides, end2end and mask_assignment of a built model; the rest from `base`.
 LossOptions loss_options_for(const model::SegmentationModelImpl& model, LossOptions base = {});
 
 constexpr int kLossTerms = 5;
@@ -108,6 +111,7 @@ class SegmentationLoss {
  private:
   struct Prepared;  // a branch's predictions as FP32 (B, A, C) and its decoded boxes
   Prepared prepare(const model::BranchOutputs& branch, const std::vector<Tensor>& feats) const;
+  MaskQuality mask_quality(const Prepared& p, const PaddedTargets& gt) const;
   BranchLoss branch_loss(const model::BranchOutputs& branch, const std::vector<Tensor>& feats,
                          const PaddedTargets& gt, const TaskAlignedAssigner& assigner) const;
 

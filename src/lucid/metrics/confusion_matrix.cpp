@@ -46,32 +46,30 @@ void ConfusionMatrix::add_image(const torch::Tensor& det_boxes, const torch::Ten
     auto iou = box_iou(gt_boxes.to(boxes.device(), torch::kFloat32), boxes.to(torch::kFloat32))
                    .to(torch::kCPU)
                    .contiguous();
-    const float* v = iou.data_ptr<float>();
-    struct Pair {
-      int64_t gt, det;
-      float iou;
-    };
-    std::vector<Pair> pairs;
-    const int64_t n = static_cast<int64_t>(dc.size());
-    for (int64_t i = 0; i < static_cast<int64_t>(gc.size()); ++i)
-      for (int64_t j = 0; j < n; ++j)
-        if (v[i * n + j] > iou_) pairs.push_back({i, j, v[i * n + j]});
-    auto by_iou = [](const Pair& a, const Pair& b) { return a.iou > b.iou; };
-    // Highest IoU per detection, then highest IoU per truth.
-    std::stable_sort(pairs.begin(), pairs.end(), by_iou);
-    std::vector<uint8_t> seen_det(dc.size(), 0), seen_gt(gc.size(), 0);
-    std::vector<Pair> per_det;
-    for (const auto& p : pairs)
-      if (!seen_det[p.det]) {
-        seen_det[p.det] = 1;
-        per_det.push_back(p);
-      }
-    for (const auto& p : per_det)
-      if (!seen_gt[p.gt]) {
-        seen_gt[p.gt] = 1;
-        gt_match[p.gt] = p.det;
-        det_matched[p.det] = 1;
-      }
+    auto conf_t = det_conf.reshape({-1}).index({keep.to(det_conf.device())}).to(torch::kCPU, torch::kFloat32).contiguous();
+    std::vector<float> v(iou.data_ptr<float>(), iou.data_ptr<float>() + iou.numel());
+    const float* conf = conf_t.data_ptr<float>();
+    const int64_t n = static_cast<int64_t>(dc.size()), g = static_cast<int64_t>(gc.size());
+    // Greedy one-to-one matching (the reference 8.4.190): detections with some IoU above the
+    // threshold, in descending confidence (stable), each claims its best unclaimed truth.
+    std::vector<int64_t> order;
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < g; ++i)
+        if (v[i * n + j] > iou_) {
+          order.push_back(j);
+          break;
+        }
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return conf[a] > conf[b]; });
+    for (const int64_t j : order) {
+      int64_t best = 0;
+      for (int64_t i = 1; i < g; ++i)
+        if (v[i * n + j] > v[best * n + j]) best = i;
+      if (!(v[best * n + j] > iou_)) continue;
+      gt_match[best] = j;
+      std::fill(v.begin() + best * n, v.begin() + (best + 1) * n, 0.0f);
+    }
+    for (int64_t i = 0; i < g; ++i)
+      if (gt_match[i] >= 0) det_matched[gt_match[i]] = 1;
   }
   for (size_t i = 0; i < gc.size(); ++i) {
     if (gt_match[i] >= 0)

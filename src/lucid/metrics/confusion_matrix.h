@@ -1,7 +1,8 @@
 // The reference's detection confusion matrix (ultralytics ConfusionMatrix, task detect/segment):
 // (nc + 1) x (nc + 1) counts, rows = predicted class, columns = true class, the last row and column
 // = background. Per image, detections with conf > the validator's conf are matched to ground-truth
-// boxes with IoU > 0.45 (pairs by descending IoU, one per detection, then one per ground truth); a
+// boxes with IoU > 0.45 (greedy and one-to-one: in descending confidence each detection claims its
+// best unclaimed truth, as the reference 8.4.190; 8.4.114 paired by descending IoU instead); a
 // matched pair counts at (predicted class, true class), an unmatched truth at (background, class),
 // an unmatched detection at (class, background).
 #pragma once

@@ -109,28 +109,29 @@ Tensor match_predictions(const Tensor& pred_cls, const Tensor& true_cls, const T
   auto same = tc.unsqueeze(1) == pc.unsqueeze(0);
   auto m = (iou.to(torch::kCPU, torch::kFloat32) * same).contiguous();
   const float* v = m.data_ptr<float>();
-  // Each prediction's best ground truth (largest IoU; among equal IoUs the later label, as the
-  // reference's reversed ascending sort leaves them). It does not depend on the threshold.
-  std::vector<int64_t> best(d, -1);
-  std::vector<float> best_iou(d, 0.0f);
-  for (int64_t j = 0; j < d; ++j) {
-    for (int64_t i = 0; i < l; ++i) {
-      const float x = v[i * d + j];
-      if (best[j] < 0 || x >= best_iou[j]) {
-        best[j] = i;
-        best_iou[j] = x;
-      }
-    }
-  }
+  // Greedy, as the reference 8.4.190: detections in their order (descending confidence) with some
+  // IoU at or above the lowest threshold, each taking, per threshold, its best ground truth not
+  // yet claimed at that threshold (the first among equal IoUs); correct when that IoU reaches the
+  // threshold, which then claims the ground truth.
   auto acc = correct.accessor<bool, 2>();
-  std::vector<uint8_t> taken(l);
   const auto& thr = iou_thresholds();
-  for (int t = 0; t < kIouThresholds; ++t) {
-    std::fill(taken.begin(), taken.end(), 0);
-    for (int64_t j = 0; j < d; ++j) {  // ascending prediction index wins each ground truth
-      if (!(best_iou[j] >= thr[t]) || taken[best[j]]) continue;
-      taken[best[j]] = 1;
-      acc[j][t] = true;
+  const float lowest = *std::min_element(thr.begin(), thr.end());
+  std::vector<uint8_t> claimed(static_cast<size_t>(l * kIouThresholds), 0);
+  for (int64_t j = 0; j < d; ++j) {
+    bool any = false;
+    for (int64_t i = 0; i < l && !any; ++i) any = v[i * d + j] >= lowest;
+    if (!any) continue;
+    for (int t = 0; t < kIouThresholds; ++t) {
+      int64_t k = 0;
+      float best = -1.0f;
+      for (int64_t i = 0; i < l; ++i) {
+        const float x = claimed[static_cast<size_t>(i * kIouThresholds + t)] ? 0.0f : v[i * d + j];
+        if (x > best) best = x, k = i;
+      }
+      if (best >= thr[t]) {
+        acc[j][t] = true;
+        claimed[static_cast<size_t>(k * kIouThresholds + t)] = 1;
+      }
     }
   }
   return correct;

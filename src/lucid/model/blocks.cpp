@@ -171,9 +171,9 @@ Tensor C2fImpl::forward(const Tensor& x) {
   return cv2(torch::cat(parts, 1));
 }
 
-SPPFImpl::SPPFImpl(int64_t c1, int64_t c2, int64_t k, int64_t n, bool shortcut) : n_(n) {
+SPPFImpl::SPPFImpl(int64_t c1, int64_t c2, int64_t k, int64_t n, bool shortcut, bool cv1_act) : n_(n) {
   auto c_ = c1 / 2;
-  cv1 = register_module("cv1", Conv(c1, c_, 1, 1, 1, false));
+  cv1 = register_module("cv1", Conv(c1, c_, 1, 1, 1, cv1_act));
   cv2 = register_module("cv2", Conv(c_ * (n + 1), c2, 1, 1));
   m = register_module("m", torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(k).stride(1).padding(k / 2)));
   add_ = shortcut && c1 == c2;

@@ -165,7 +165,8 @@ TORCH_MODULE(C2f);
 
 class SPPFImpl : public torch::nn::Module {
  public:
-  SPPFImpl(int64_t c1, int64_t c2, int64_t k = 5, int64_t n = 3, bool shortcut = false);
+  // cv1_act: cv1 with the shared SiLU (YOLOv8/11 rows) instead of none (YOLO26).
+  SPPFImpl(int64_t c1, int64_t c2, int64_t k = 5, int64_t n = 3, bool shortcut = false, bool cv1_act = false);
   Tensor forward(const Tensor& x);
 
  private:

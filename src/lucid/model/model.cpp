@@ -231,7 +231,10 @@ SegmentationModelImpl::SegmentationModelImpl(const config::ModelSpec& spec) : sp
           return {b.ptr(), single_input(b)};
         }
         if (m == "SPPF") {
-          SPPF s(c1, c2, as_int(a, 2, 5, reader), as_int(a, 3, 3, reader), as_bool(a, 4, false, reader));
+          // Rows of at most [c2, k] (YOLOv8/11) are the activated SPPF; longer rows (YOLO26) leave cv1
+          // unactivated, as the reference's parse_model.
+          SPPF s(c1, c2, as_int(a, 2, 5, reader), as_int(a, 3, 3, reader), as_bool(a, 4, false, reader),
+                 /*cv1_act=*/a.size() <= 3);
           return {s.ptr(), single_input(s)};
         }
         if (m == "C2f") {

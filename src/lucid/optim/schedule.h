@@ -1,7 +1,10 @@
 // Learning-rate and momentum schedule of the reference trainer: linear or cosine decay per epoch
 // (lf), warmup over the first iterations (lr from 0, or warmup_bias_lr for biases; momentum from
-// warmup_momentum; gradient accumulation ramping from 1 to nbs / batch).
+// warmup_momentum; gradient accumulation ramping from 1 to round(nbs / batch), capped at the run's
+// batch count). Warmup covers iterations 0 ... nw inclusive, so iteration nw and every later one use
+// the targets exactly (the reference 8.4.190; 8.4.114 stopped at nw - 1 and kept those values).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include "lucid/optim/optimizer.h"
@@ -18,6 +21,7 @@ struct ScheduleOptions {
   double momentum = 0.937;  // the target of the momentum warmup
   int64_t nbs = 64;
   int64_t batch = 16;
+  bool timed = false;  // time= is set: the nominal accumulation is not capped at the run's batch count
 };
 
 // numpy.interp for two points, in the same arithmetic.
@@ -43,13 +47,15 @@ class Schedule {
   // the accumulation reached so far stays), as the reference's re-estimate does.
   void set_epochs(int64_t epochs, int64_t batches_per_epoch);
 
-  // The state that carries across iterations (momentum and accumulation keep their last warmup
-  // values after warmup, as in the reference); saved in checkpoints.
-  void restore(int64_t accumulate) { accumulate_ = accumulate; }
+  // The accumulation in effect, saved in checkpoints (a function of the iteration alone: warmup sets
+  // it per batch and leaves it at the nominal value); never above the capped nominal value.
+  void restore(int64_t accumulate) { accumulate_ = std::min(accumulate, nominal_); }
+  int64_t nominal_accumulate() const { return nominal_; }
 
  private:
   ScheduleOptions o_;
   int64_t warmup_;
+  int64_t nominal_;
   int64_t accumulate_;
 };
 
