@@ -2,6 +2,7 @@
 
 #include "lucid/util/trace.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -209,42 +210,64 @@ void Optimizer::prepare_update() {
 void Optimizer::orthogonalize() {
   if (kind_ != Kind::MuSGD) return;
   torch::NoGradGuard no_grad;
-  // Matrices transposed to rows <= cols, bucketed by (rows, scale) and zero-padded on columns so
-  // each bucket is one batched Newton-Schulz, as the reference batches them.
+  // As the reference batches them: each update flattened to (rows, columns) in its own memory order
+  // (a view for contiguous and channels_last kernels: permuted columns come out permuted alike),
+  // bucketed by (columns, scale, dtype), each bucket sorted by descending rows and split where the
+  // rows span more than 16x, each part zero-padded on rows into one batched Newton-Schulz. The
+  // padded shapes decide the BF16 rounding, so they must be the reference's.
   struct Item {
     Slot* slot;
     torch::Tensor m;
-    bool transpose;
+    bool aliases_update;  // m is a view of the update (else a row-major copy)
+  };
+  struct Bucket {
+    int64_t cols;
+    double scale;
+    torch::ScalarType dtype;
+    std::vector<Item> items;
   };
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     if (!groups_[gi].use_muon) continue;
-    // Buckets are per group: padding widths, and with them the rounding, follow the group.
-    std::vector<std::pair<std::pair<int64_t, double>, std::vector<Item>>> buckets;
+    std::vector<Bucket> buckets;  // per group, in parameter order
     for (auto& s : slots_[gi]) {
       if (!s.param.grad().defined()) continue;
-      auto u = s.update;
-      auto mtx = u.dim() > 2 ? u.reshape({u.size(0), -1}) : u;
-      bool transpose = mtx.size(0) > mtx.size(1);
-      if (transpose) mtx = mtx.transpose(0, 1);
-      double scale = std::sqrt(std::max(1.0, static_cast<double>(u.size(-2)) / static_cast<double>(u.size(-1))));
-      std::pair<int64_t, double> key{mtx.size(0), scale};
-      auto it = std::find_if(buckets.begin(), buckets.end(), [&](const auto& b) { return b.first == key; });
-      if (it == buckets.end()) {
-        buckets.push_back({key, {}});
-        it = std::prev(buckets.end());
-      }
-      it->second.push_back({&s, mtx, transpose});
+      const auto& u = s.update;
+      const bool dense = u.is_contiguous();
+      const bool nhwc = !dense && u.dim() == 4 && u.is_contiguous(at::MemoryFormat::ChannelsLast);
+      auto m = nhwc ? u.permute({0, 2, 3, 1}).flatten(1) : u.dim() > 2 ? u.flatten(1) : u.contiguous();
+      // pow(x, 0.5) as the reference's `** 0.5`.
+      const double scale =
+          std::pow(std::max(1.0, static_cast<double>(u.size(-2)) / static_cast<double>(u.size(-1))), 0.5);
+      auto it = std::find_if(buckets.begin(), buckets.end(), [&](const Bucket& b) {
+        return b.cols == m.size(1) && b.scale == scale && b.dtype == m.scalar_type();
+      });
+      if (it == buckets.end()) it = buckets.insert(buckets.end(), Bucket{m.size(1), scale, m.scalar_type(), {}});
+      it->items.push_back({&s, m, dense || nhwc});
     }
-    for (auto& [key, items] : buckets) {
-      int64_t n = 0;
-      for (const auto& it : items) n = std::max(n, it.m.size(1));
-      std::vector<torch::Tensor> padded;
-      for (const auto& it : items) padded.push_back(torch::constant_pad_nd(it.m, {0, n - it.m.size(1)}));
-      auto x = newton_schulz(torch::stack(padded)).to(items.front().slot->param.scalar_type()).mul_(key.second);
-      for (size_t j = 0; j < items.size(); ++j) {
-        auto o = x[static_cast<int64_t>(j)].slice(1, 0, items[j].m.size(1));
-        auto& s = *items[j].slot;
-        s.update.copy_((items[j].transpose ? o.t() : o).reshape(s.param.sizes()));
+    for (auto& b : buckets) {
+      auto& items = b.items;
+      std::stable_sort(items.begin(), items.end(),
+                       [](const Item& x, const Item& y) { return x.m.size(0) > y.m.size(0); });
+      for (size_t start = 0, j = 1; j <= items.size(); ++j) {
+        if (j < items.size() && items[start].m.size(0) <= 16 * items[j].m.size(0)) continue;
+        const auto n = static_cast<int64_t>(j - start);
+        auto x = torch::zeros({n, items[start].m.size(0), b.cols}, items[start].m.options());
+        std::vector<torch::Tensor> rows, sources;
+        for (size_t k = start; k < j; ++k) {
+          rows.push_back(x[static_cast<int64_t>(k - start)].slice(0, 0, items[k].m.size(0)));
+          sources.push_back(items[k].m);
+        }
+        torch::_foreach_add_(rows, sources);  // the reference's fill (a signed zero becomes +0)
+        x = newton_schulz(x).contiguous().to(items[start].slot->param.grad().scalar_type()).mul_(b.scale);
+        for (size_t k = start; k < j; ++k) {
+          auto o = x[static_cast<int64_t>(k - start)].slice(0, 0, items[k].m.size(0));
+          auto& s = *items[k].slot;
+          if (items[k].aliases_update)
+            items[k].m.copy_(o);
+          else
+            s.update.copy_(o.reshape(s.param.sizes()));
+        }
+        start = j;
       }
     }
   }
