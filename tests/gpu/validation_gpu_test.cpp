@@ -103,7 +103,7 @@ TEST(ValidationGpu, ValidatorRunsUnderBf16Autocast) {
       b.targets.bboxes = torch::rand({nl, 4}) * 0.4 + 0.1;
       b.targets.masks = torch::randint(0, 6, {bs, H / 4, W / 4}, torch::kUInt8);
       b.targets.sem_masks = torch::zeros({bs, H / 4, W / 4}, torch::kInt64);
-      b.info.assign(bs, engine::ValImage{480, 640, {1.0, 0, 80}, "x.jpg"});
+      b.info.assign(bs, engine::ValImage{480, 640, {1.0, 1.0, 0, 80}, "x.jpg"});
       return true;
     };
     engine::ValidatorOptions o;
@@ -118,9 +118,9 @@ TEST(ValidationGpu, ValidatorRunsUnderBf16Autocast) {
     ASSERT_EQ(r.losses.size(), 5u);
     for (double x : r.losses) EXPECT_TRUE(std::isfinite(x));
     for (double x : r.mean_results()) EXPECT_TRUE(x >= 0.0 && x <= 1.0);
-    // The one-to-many head with NMS (random weights: many candidates).
+    // The one-to-one head of an end-to-end model (nms=False).
     if (m->end2end()) {
-      o.end2end = false;
+      o.nms = false;
       n = 0;
       t0 = std::chrono::steady_clock::now();
       auto r2 = engine::Validator(o).run(*m, dev, source, nullptr, &log);

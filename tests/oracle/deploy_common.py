@@ -45,9 +45,10 @@ def letterbox(paths, imgsz, auto):
 
 
 def lucid_outputs(model, inputs, tmp):
-    """lucid's network (deploy_oracle_tool, as `lucid predict` loads model) on each input: [(pred, proto)]."""
+    """lucid's network (deploy_oracle_tool, as `lucid predict nms=False` loads model: an end-to-end
+    model through its one-to-one head, the head lucid's export carries) on each input: [(pred, proto)]."""
     save_file({f"x{k}": x.contiguous() for k, x in enumerate(inputs)}, tmp / "inputs.safetensors")
-    run([TOOL, model, tmp / "inputs.safetensors", tmp / "lucid_out.safetensors"])
+    run([TOOL, model, tmp / "inputs.safetensors", tmp / "lucid_out.safetensors", "False"])
     out = load_file(tmp / "lucid_out.safetensors")
     return [(out[f"{k}.pred"], out[f"{k}.proto"]) for k in range(len(inputs))]
 
@@ -104,9 +105,11 @@ def boundary_conf(preds, conf, margin=2e-4):
 
 
 def lucid_predictions(model, source, imgsz, tmp, name, env, conf, extra=()):
-    """`lucid predict` (retina masks, predictions.json) -> {file name: [(score, class, xyxy, mask)]}."""
+    """`lucid predict nms=False` (the one-to-one head of an end-to-end model, as lucid's export carries
+    it; retina masks, predictions.json) -> {file name: [(score, class, xyxy, mask)]}."""
     run([LUCID, "predict", f"model={model}", f"source={source}", f"imgsz={imgsz}", f"conf={conf}", "device=cpu",
-         "retina_masks=True", "save=False", "save_json=True", f"project={tmp / 'runs'}", f"name={name}", *extra])
+         "retina_masks=True", "save=False", "save_json=True", "nms=False", f"project={tmp / 'runs'}", f"name={name}",
+         *extra])
     out = {}
     for p in json.loads((tmp / "runs" / name / "predictions.json").read_text()):
         b = p["bbox"]

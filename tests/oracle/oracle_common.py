@@ -18,8 +18,9 @@ def run(cmd):
 
 def one_to_one(model):
     """Selects the one-to-one head of an end-to-end reference model for inference (the reference's
-    nms=False), lucid's inference path; 8.4.190 builds such models on the one-to-many head + NMS.
-    Other models are left as they are. Returns the model."""
+    nms=False): the model-level decode lucid's model_oracle_tool writes; 8.4.190 builds such models
+    on the one-to-many head + NMS, lucid's and its default for validation and prediction. Other
+    models are left as they are. Returns the model."""
     head = model.model[-1]
     if getattr(head, "one2one_cv2", None) is not None:
         head.end2end = True

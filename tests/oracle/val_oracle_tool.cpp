@@ -6,16 +6,18 @@
 //   val_oracle_tool nms IN OUT       pred.k (B, 4+nc+nm, A); options.k = [conf, iou, max_det, agnostic,
 //                                    multi_label, nc, max_nms]. Writes out.k.b (n, 6+nm).
 //   val_oracle_tool masks IN OUT     protos.k (nm,mh,mw), coefs.k (N,nm), boxes.k (N,4), shape.k (2),
-//                                    orig.k (2), ratio_pad.k (3: gain, pad_w, pad_h). Writes
-//                                    proto.k, native.k (uint8), boxes_scaled.k, masks_scaled.k.
-//   val_oracle_tool validate MODEL.yaml NC WEIGHTS BATCHES OUT [--one2many] [--json PATH]
+//                                    orig.k (2), ratio_pad.k (4: gain_h, gain_w, pad_w, pad_h). Writes
+//                                    proto.k, native.k (uint8), boxes_scaled.k, masks_scaled.k,
+//                                    native_orig.k (process_mask_native at orig from boxes_scaled).
+//   val_oracle_tool validate MODEL.yaml NC WEIGHTS BATCHES OUT [--nms None|True|False] [--json PATH]
 //                                    runs the Validator (CPU, FP32) over batches img.b, batch_idx.b, cls.b,
-//                                    bboxes.b, masks.b (overlap maps), orig.b (B,2), letterbox.b (B,3: gain,
-//                                    pad_w, pad_h); image files are "<1000 + global index>.jpg". Writes
+//                                    bboxes.b, masks.b (overlap maps), orig.b (B,2), letterbox.b (B,4: gain_h,
+//                                    gain_w, pad_w, pad_h); image files are "<1000 + global index>.jpg". Writes
 //                                    results (8), fitness, counts (images, instances); prints the table.
 #include <iostream>
 
 #include "lucid/config/model_yaml.h"
+#include "lucid/config/nms_option.h"
 #include "lucid/engine/validator.h"
 #include "lucid/model/model.h"
 
@@ -100,12 +102,14 @@ void run_masks(const std::map<std::string, Tensor>& in, model::NamedTensors& out
     auto rp = in.at("ratio_pad." + key).to(torch::kFloat64);
     const std::array<int64_t, 2> shape{shape_t[0].item<int64_t>(), shape_t[1].item<int64_t>()};
     const std::array<int64_t, 2> orig{orig_t[0].item<int64_t>(), orig_t[1].item<int64_t>()};
-    engine::Letterbox lb{rp[0].item<double>(), rp[1].item<double>(), rp[2].item<double>()};
+    engine::Letterbox lb{rp[0].item<double>(), rp[1].item<double>(), rp[2].item<double>(), rp[3].item<double>()};
     out.emplace_back("proto." + key, engine::process_mask(protos, coefs, boxes, shape));
     auto native = engine::process_mask_native(protos, coefs, boxes, shape);
     out.emplace_back("native." + key, native);
-    out.emplace_back("boxes_scaled." + key, engine::scale_boxes(boxes, lb, orig));
+    auto scaled = engine::scale_boxes(boxes, lb, orig);
+    out.emplace_back("boxes_scaled." + key, scaled);
     out.emplace_back("masks_scaled." + key, engine::scale_masks(native, lb, orig).to(torch::kUInt8));
+    out.emplace_back("native_orig." + key, engine::process_mask_native(protos, coefs, scaled, orig));
   }
 }
 
@@ -116,8 +120,8 @@ int run_validate(int argc, char** argv) {
   engine::ValidatorOptions o;
   for (int i = 7; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--one2many")
-      o.end2end = false;
+    if (a == "--nms" && i + 1 < argc)
+      o.nms = config::read_nms("--nms", argv[++i]);
     else if (a == "--json" && i + 1 < argc)
       o.save_json = argv[++i];
     else
@@ -142,7 +146,7 @@ int run_validate(int argc, char** argv) {
       engine::ValImage v;
       v.orig_h = orig[i][0].item<int64_t>();
       v.orig_w = orig[i][1].item<int64_t>();
-      v.letterbox = {lb[i][0].item<double>(), lb[i][1].item<double>(), lb[i][2].item<double>()};
+      v.letterbox = {lb[i][0].item<double>(), lb[i][1].item<double>(), lb[i][2].item<double>(), lb[i][3].item<double>()};
       v.file = "images/" + std::to_string(1000 + global++) + ".jpg";
       batch.info.push_back(v);
     }

@@ -4,7 +4,9 @@ the synthetic dataset (CPU):
   train_batch0..2.jpg, val_batch0_labels/pred.jpg (valid PNG/JPEG files) and report.html, whose
   links all name files that exist;
 - `lucid val` on weights/best.safetensors prints the same table (all and per-class rows) as the
-  training's final validation of those weights;
+  training's final validation of those weights (both through the one-to-many head and NMS, the
+  reference's nms=None); nms=False (the one-to-one head) gives another, end2end=True the same as
+  nms=False with a deprecation warning;
 - save_json on COCO data writes the dataset's own image and category ids, RLE masks of the image
   size and boxes in the same original pixels (each mask inside its box), and `lucid coco-eval`
   accepts the file;
@@ -91,6 +93,16 @@ def main():
         check(any(float(v) > 0 for v in b[0].split()[3:]), "the table has nonzero metrics (the comparison means something)")
         check("Speed:" in va.stdout, "lucid val prints the speed line")
         check((project / "val" / "report.html").exists(), "lucid val writes report.html")
+        # nms=False: the end-to-end model's one-to-one head; the deprecated end2end=True is the same,
+        # with the reference's warning naming both.
+        o2o = run(["val", f"model={best}", "batch=16", "device=cpu", "plots=False", "nms=False", f"project={project}",
+                   "name=val-o2o"], env)
+        dep = run(["val", f"model={best}", "batch=16", "device=cpu", "plots=False", "end2end=True", f"project={project}",
+                   "name=val-e2e"], env)
+        check(table_rows(dep.stdout) == table_rows(o2o.stdout), "end2end=True validates as nms=False")
+        check("'end2end=True' is deprecated" in dep.stderr and "Use 'nms=False' instead" in dep.stderr,
+              "end2end= warns, naming nms=")
+        check(table_rows(o2o.stdout) != b, "nms=False (one-to-one head) gives another table than the default (NMS)")
         if plots:
             check((project / "val" / "MaskPR_curve.png").exists() and (project / "val" / "val_batch0_pred.jpg").exists(),
                   "lucid val plots=True writes curves and batch images")

@@ -114,14 +114,16 @@ TEST(Predict, LetterboxPadsToTheStride) {
   auto a = engine::predict_letterbox(480, 640, 640);
   EXPECT_EQ(a.height, 480);
   EXPECT_EQ(a.width, 640);
-  EXPECT_DOUBLE_EQ(a.box.pad_h, 0);
+  EXPECT_DOUBLE_EQ(a.pad_h, 0);
   auto b = engine::predict_letterbox(500, 375, 640);  // r = 1.28 -> 640 x 480
   EXPECT_EQ(b.height, 640);
   EXPECT_EQ(b.width, 480);
   auto c = engine::predict_letterbox(100, 330, 320);  // r ~ 0.97 -> 97 x 320, padded to 128
   EXPECT_EQ(c.width, 320);
   EXPECT_EQ(c.height, 128);
-  EXPECT_DOUBLE_EQ(c.box.pad_h, 15.5);
+  EXPECT_DOUBLE_EQ(c.pad_h, 15.5);
+  EXPECT_EQ(c.resized_h, 97);
+  EXPECT_EQ(c.resized_w, 320);
 }
 
 TEST(Predict, MaskOutlineOfSquareRingAndComponents) {

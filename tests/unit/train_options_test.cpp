@@ -7,6 +7,7 @@
 
 #include "data_test_util.h"
 #include "lucid/config/cfg_file.h"
+#include "lucid/config/nms_option.h"
 #include "lucid/data/dataset.h"
 #include "lucid/data/fraction.h"
 #include "lucid/data/image_io.h"
@@ -50,6 +51,8 @@ TEST(TrainOptions, DefaultsAreTheReferences) {
   EXPECT_EQ(s.validator.max_det, 300);
   EXPECT_FALSE(s.save_json);
   EXPECT_EQ(s.batch_option.autobatch_fraction, 0);
+  EXPECT_FALSE(s.validator.nms.has_value());  // nms=None: validation through the one-to-many head and NMS
+  EXPECT_EQ(engine::train_record(s, engine::RecordScope::Checkpoint)["nms"], "None");
 }
 
 TEST(TrainOptions, BadValuesNameTheirOption) {
@@ -77,6 +80,25 @@ TEST(TrainOptions, BadValuesNameTheirOption) {
   expect_user_error([] { settings({"single_cls=maybe"}); }, {"single_cls=maybe"});
   expect_user_error([] { settings({"rect=2"}); }, {"rect=2"});
   expect_user_error([] { settings({"save_json=x"}); }, {"save_json=x"});
+  expect_user_error([] { settings({"nms=maybe"}); }, {"nms=maybe", "None, True or False"});
+}
+
+TEST(NmsOption, TheReferencesValuesAndTheDeprecatedEnd2end) {
+  namespace config = lucid::config;
+  EXPECT_EQ(settings({"nms=False"}).validator.nms, std::optional<bool>(false));
+  EXPECT_EQ(settings({"nms=true"}).validator.nms, std::optional<bool>(true));
+  EXPECT_EQ(settings({"nms=None"}).validator.nms, std::nullopt);
+  EXPECT_EQ(engine::train_record(settings({"nms=False"}), engine::RecordScope::ArgsYaml)["nms"], "False");
+  // end2end=True is nms=False whatever nms says; end2end=False keeps only nms=True.
+  using Args = std::vector<std::string>;
+  EXPECT_EQ(config::map_deprecated_end2end({"epochs=3", "end2end=True"}), (Args{"epochs=3", "nms=False"}));
+  EXPECT_EQ(config::map_deprecated_end2end({"nms=True", "end2end=True"}), (Args{"nms=True", "nms=False"}));
+  EXPECT_EQ(config::map_deprecated_end2end({"end2end=False"}), (Args{"nms=None"}));
+  EXPECT_EQ(config::map_deprecated_end2end({"end2end=False", "nms=True"}), (Args{"nms=True", "nms=True"}));
+  EXPECT_EQ(config::map_deprecated_end2end({"end2end=False", "nms=False"}), (Args{"nms=False", "nms=None"}));
+  EXPECT_EQ(config::map_deprecated_end2end({"end2end=None", "imgsz=64"}), (Args{"imgsz=64"}));
+  EXPECT_EQ(config::map_deprecated_end2end({"imgsz=64"}), (Args{"imgsz=64"}));
+  expect_user_error([] { config::map_deprecated_end2end({"end2end=maybe"}); }, {"end2end=maybe"});
 }
 
 TEST(TrainOptions, BatchCountsAndAutoBatchFractions) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "lucid/config/model_yaml.h"
 #include "lucid/engine/postprocess.h"
 #include "lucid/engine/validator.h"
 #include "lucid/metrics/detection_metrics.h"
@@ -262,7 +263,7 @@ TEST(Masks, NativeUpsamplesBeforeCropping) {
 }
 
 TEST(Masks, ScaleBoxesAndMasksToOriginal) {
-  engine::Letterbox lb{0.5, 4, 2};  // original 20x12 (h x w) -> 10x6, padded left 4, top 2
+  engine::Letterbox lb{0.5, 0.5, 4, 2};  // original 20x12 (h x w) -> 10x6, padded left 4, top 2
   auto b = engine::scale_boxes(boxes_of({{4, 2, 10, 12}, {0, 0, 20, 20}}), lb, {20, 12});
   EXPECT_FLOAT_EQ(b[0][0].item<float>(), 0.0f);
   EXPECT_FLOAT_EQ(b[0][2].item<float>(), 12.0f);
@@ -273,6 +274,49 @@ TEST(Masks, ScaleBoxesAndMasksToOriginal) {
   auto s = engine::scale_masks(masks, lb, {20, 12});
   ASSERT_EQ(s.sizes(), (std::vector<int64_t>{1, 20, 12}));
   EXPECT_GT(s.min().item<float>(), 0.9999f);
+}
+
+TEST(Masks, EachAxisGoesBackWithItsOwnRoundedGain) {
+  // 7x5 (h x w) in a 16x16 input: ratio 16/7, sides 16 and round(11.43) = 11, padded left
+  // round(2.5 - 0.1) = 2. The x gain is 11/5, not the ratio.
+  const auto lb = engine::fitted_letterbox({16, 16}, {7, 5});
+  EXPECT_DOUBLE_EQ(lb.gain_h, 16.0 / 7);
+  EXPECT_DOUBLE_EQ(lb.gain_w, 11.0 / 5);
+  EXPECT_EQ(lb.pad_w, 2);
+  EXPECT_EQ(lb.pad_h, 0);
+  auto b = engine::scale_boxes(boxes_of({{2, 0, 13, 16}, {7.5f, 8, 8.6f, 12}}), lb, {7, 5});
+  EXPECT_NEAR(b[0][2].item<float>(), 5.0f, 1e-5);  // the image's right edge
+  EXPECT_NEAR(b[0][3].item<float>(), 7.0f, 1e-5);
+  EXPECT_NEAR(b[1][0].item<float>(), 2.5f, 1e-5);
+  EXPECT_NEAR(b[1][1].item<float>(), 3.5f, 1e-5);
+  // Validation's ratio_pad: gains per axis, bottom padding one more than the top (3 rows of the
+  // 10 high input): the cut holds round(h * gain_h) rows from the top padding, not input - top.
+  engine::Letterbox val{0.5, 0.5, 0, 1};
+  auto m = torch::zeros({1, 10, 6});
+  m[0].slice(0, 1, 7).fill_(1);  // the 6 image rows
+  auto s = engine::scale_masks(m, val, {12, 12});
+  EXPECT_GT(s.min().item<float>(), 0.9999f);
+}
+
+TEST(Postprocess, NmsSelectsTheHeadAsTheReference) {
+  EXPECT_FALSE(engine::uses_one_to_one(true, std::nullopt));  // None: one-to-many head and NMS
+  EXPECT_FALSE(engine::uses_one_to_one(true, true));
+  EXPECT_TRUE(engine::uses_one_to_one(true, false));
+  EXPECT_FALSE(engine::uses_one_to_one(false, false));  // no one-to-one head
+  // An end-to-end model's one-to-many decode for NMS is centre and size, from its corners.
+  torch::manual_seed(0);
+  model::SegmentationModel m(config::load_model_spec("yolo26n-seg.yaml", 2));
+  m->eval();
+  torch::NoGradGuard no_grad;
+  auto out = m->forward(torch::rand({1, 3, 64, 64}));
+  auto dense = engine::one_to_many_dense(*m, out);
+  model::HeadOutputs o2m = out;
+  o2m.one2one.reset();
+  auto corners = m->head()->decode_dense(o2m, m->strides());
+  ASSERT_EQ(dense.sizes(), corners.sizes());
+  EXPECT_TRUE(torch::allclose(engine::xywh2xyxy(dense.narrow(1, 0, 4).transpose(1, 2)),
+                              corners.narrow(1, 0, 4).transpose(1, 2), 1e-5, 1e-4));
+  EXPECT_TRUE(torch::equal(dense.narrow(1, 4, dense.size(1) - 4), corners.narrow(1, 4, corners.size(1) - 4)));
 }
 
 // ------------------------------------------------------------------------------ IoU, matching
@@ -408,7 +452,7 @@ TEST(Validator, RunsOnTinyBatchesAndPrintsReferenceLayout) {
       b.targets.masks[0].slice(0, 4, 12).slice(1, 6, 18).fill_(1);
       b.targets.masks[0].slice(0, 3, 6).slice(1, 5, 9).fill_(2);
       b.targets.sem_masks = torch::zeros({2, H / 4, W / 4}, torch::kInt64);
-      b.info = {{100, 150, {1.5, 0, 0}, "dir/000000000042.jpg"}, {128, 192, {0.5, 0, 0}, "dir/b.jpg"}};
+      b.info = {{100, 150, {1.5, 1.5, 0, 0}, "dir/000000000042.jpg"}, {128, 192, {0.5, 0.5, 0, 0}, "dir/b.jpg"}};
       (void)which;
     };
     int n = 0;

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "lucid/cli/commands.h"
+#include "lucid/config/nms_option.h"
 #include "lucid/data/dataset.h"
 #include "lucid/data/video.h"
 #include "lucid/engine/detection_crop.h"
@@ -55,6 +56,7 @@ config::Options predict_options() {
                   {"batch", "1", "images (or video frames) per forward"},
                   {"vid_stride", "1", "predict every N-th video frame"},
                   {"agnostic_nms", "False", "class-agnostic NMS"},
+                  {"nms", "None", std::string(config::kNmsHelp) + "; a compiled package runs the head it was compiled with"},
                   {"retina_masks", "False", "masks at the original image resolution"},
                   {"device", "", "cpu, 0, cuda:0 (default: the GPU when usable)"},
                   {"half", "True", "BF16 autocast on CUDA"},
@@ -203,7 +205,8 @@ long long positive(const config::Options& options, const std::string& key, long 
 
 }  // namespace
 
-int predict_command(const std::vector<std::string>& args) {
+int predict_command(const std::vector<std::string>& command_line) {
+  const auto args = config::map_deprecated_end2end(command_line);
   auto options = predict_options();
   if (!options.parse_or_help(args)) return 0;
   const auto checkpoint = options.str("model");
@@ -218,6 +221,7 @@ int predict_command(const std::vector<std::string>& args) {
   po.max_det = options.integer("max_det");
   if (po.max_det < 1) throw UserError("option max_det=" + options.str("max_det") + ": expected a positive integer");
   po.agnostic_nms = options.flag("agnostic_nms");
+  po.nms = config::read_nms("nms", options.str("nms"));
   po.classes = parse_classes(options.str("classes"));
   po.retina_masks = options.flag("retina_masks");
   po.amp = options.flag("half");
@@ -245,7 +249,12 @@ int predict_command(const std::vector<std::string>& args) {
   const auto out_names = output_names(sources);
   const torch::Device device = util::parse_device(options.str("device"));
   if (device.is_cpu()) util::use_reference_cpu_threads();
-  auto loaded = engine::load_network("model", checkpoint, device, po.amp);
+  auto loaded = engine::load_network("model", checkpoint, device, po.amp, po.nms);
+  if (loaded.model)
+    config::warn_without_one_to_one(po.nms, loaded.model->end2end(), checkpoint);
+  else if (options.given("nms") && loaded.network->end2end() != (po.nms == std::optional<bool>(false)))
+    std::fprintf(stderr, "warning: nms=%s: %s is compiled with its %s, which it runs\n", options.str("nms").c_str(),
+                 checkpoint.c_str(), loaded.network->end2end() ? "one-to-one head" : "one-to-many head for NMS");
   if (options.str("imgsz").empty()) po.imgsz = loaded.imgsz > 0 ? static_cast<int>(loaded.imgsz) : 640;
   if (loaded.fixed_imgsz && po.imgsz != loaded.imgsz)
     throw UserError("option imgsz=" + options.str("imgsz") + ": model=" + checkpoint + " is compiled for imgsz=" +

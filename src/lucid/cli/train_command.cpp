@@ -10,6 +10,7 @@
 
 #include "lucid/cli/commands.h"
 #include "lucid/config/cfg_file.h"
+#include "lucid/config/nms_option.h"
 #include "lucid/engine/autobatch.h"
 #include "lucid/data/synth.h"
 #include "lucid/dist/launcher.h"
@@ -162,7 +163,8 @@ class PlottedTrainBatches : public engine::BatchSource {
 
 }  // namespace
 
-int train_command(const std::vector<std::string>& args) {
+int train_command(const std::vector<std::string>& command_line) {
+  const auto args = config::map_deprecated_end2end(command_line);
   auto options = engine::train_options();
   if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) return options.parse_or_help(args), 0;
   config::parse_with_cfg_file(options, args, [](const config::Options& o) { engine::TrainSettings::from(o); });
@@ -200,6 +202,7 @@ int train_command(const std::vector<std::string>& args) {
   const auto* world = dist::world();
   const torch::Device device = world ? world->device() : util::parse_device(settings.device);
   if (resume.empty()) model_source = training_model(settings);
+  config::warn_without_one_to_one(settings.validator.nms, model_source.require_spec().end2end, settings.model);
   const std::string data_path = settings.synthetic ? default_dataset() : settings.data;
   data::IndexOptions io = settings.index;
   if (settings.index.single_cls) std::printf("Overriding class names with single class.\n");

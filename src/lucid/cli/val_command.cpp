@@ -9,6 +9,7 @@
 
 #include "lucid/cli/commands.h"
 #include "lucid/config/fields.h"
+#include "lucid/config/nms_option.h"
 #include "lucid/data/loader.h"
 #include "lucid/data/synth.h"
 #include "lucid/engine/model_source.h"
@@ -34,7 +35,7 @@ struct ValSettings {
   int workers = 4;
   bool save_json = false, plots = true, exist_ok = false;
   data::IndexOptions index;
-  engine::ValidatorOptions validator;  // conf, iou, max_det, agnostic_nms, single_cls, end2end, amp, verbose
+  engine::ValidatorOptions validator;  // conf, iou, max_det, agnostic_nms, single_cls, nms, amp, verbose
 };
 
 const config::FieldList<ValSettings>& val_fields() {
@@ -60,8 +61,8 @@ const config::FieldList<ValSettings>& val_fields() {
     f->integer("max_det", "300", "detections per image").range(1, 1 << 20).to(&S::validator, &ValidatorOptions::max_det);
     f->flag("agnostic_nms", "False", "class-agnostic NMS").to(&S::validator, &ValidatorOptions::agnostic_nms);
     f->flag("single_cls", "False", "treat all classes as one").to(&S::validator, &ValidatorOptions::single_cls);
-    f->flag("end2end", "True", "False: validate an end-to-end model through its one-to-many head and NMS")
-        .to(&S::validator, &ValidatorOptions::end2end);
+    f->value<std::optional<bool>>("nms", "None", config::kNmsHelp, config::read_nms, config::format_nms, {"maybe"})
+        .to(&S::validator, &ValidatorOptions::nms);
     f->text("device", "", "cpu, 0, cuda:0 (default: the GPU when usable)").to(&S::device);
     f->integer("workers", "4", "loader threads").range(0, std::numeric_limits<int>::max()).to(&S::workers);
     f->flag("half", "True", "BF16 autocast on CUDA").to(&S::validator, &ValidatorOptions::amp);
@@ -81,7 +82,8 @@ const config::FieldList<ValSettings>& val_fields() {
 
 }  // namespace
 
-int val_command(const std::vector<std::string>& args) {
+int val_command(const std::vector<std::string>& command_line) {
+  const auto args = config::map_deprecated_end2end(command_line);
   auto options = val_fields().options();
   if (!options.parse_or_help(args)) return 0;
   const auto settings = val_fields().read(options);
@@ -115,6 +117,7 @@ int val_command(const std::vector<std::string>& args) {
   fs::remove(run_dir / "weights");  // an empty folder from make_run_dir; validation writes no weights
 
   engine::ValidatorOptions vo = settings.validator;
+  config::warn_without_one_to_one(vo.nms, loaded.model->end2end(), checkpoint);
   vo.speed = true;
   vo.names = names;
   vo.overlap_mask = source.overlap_mask.value_or(true);

@@ -32,11 +32,12 @@ ValBatchSource val_batches(data::Loader& loader, const PreparedSplit& split) {
       ValImage im;
       im.orig_h = b->orig_sizes[i].first;
       im.orig_w = b->orig_sizes[i].second;
-      // Input pixels per original pixel: the prepared image's resize (its height over the original
-      // one) times the letterbox ratio, as the reference's ratio_pad (8.4.190).
+      // Input pixels per original pixel on each axis: the prepared image's resize (each side rounded
+      // on its own) times the letterbox ratio, as the reference's ratio_pad (8.4.190).
       const auto prepared = data::long_side_size(static_cast<int>(im.orig_w), static_cast<int>(im.orig_h), imgsz);
-      im.letterbox.gain =
-          static_cast<double>(prepared.second) / static_cast<double>(im.orig_h) * b->letterbox[i].ratio;
+      const double ratio = b->letterbox[i].ratio;
+      im.letterbox.gain_h = static_cast<double>(prepared.second) / static_cast<double>(im.orig_h) * ratio;
+      im.letterbox.gain_w = static_cast<double>(prepared.first) / static_cast<double>(im.orig_w) * ratio;
       im.letterbox.pad_w = b->letterbox[i].left;
       im.letterbox.pad_h = b->letterbox[i].top;
       const auto index = static_cast<size_t>(b->indices[i]);

@@ -21,11 +21,11 @@ NetworkOutputs EagerNetwork::run(const Tensor& images, int64_t max_det, bool agn
   };
   out.one2many = to_fp32(out.one2many);
   if (out.one2one) out.one2one = to_fp32(*out.one2one);
-  auto pred = model_.end2end() ? model_.decode(out, max_det, agnostic) : model_.head()->decode_dense(out, model_.strides());
+  auto pred = one_to_one_ ? model_.decode(out, max_det, agnostic) : one_to_many_dense(model_, out);
   return {pred, out.primary().proto};
 }
 
-bool EagerNetwork::end2end() const { return model_.end2end(); }
+bool EagerNetwork::end2end() const { return one_to_one_; }
 int64_t EagerNetwork::nc() const { return model_.nc(); }
 
 std::vector<Tensor> network_detections(const Network& network, const NetworkOutputs& out, NmsOptions options) {
@@ -35,7 +35,8 @@ std::vector<Tensor> network_detections(const Network& network, const NetworkOutp
   return non_max_suppression(out.pred, options);
 }
 
-LoadedNetwork load_network(const std::string& option, const std::string& path, const torch::Device& device, bool amp) {
+LoadedNetwork load_network(const std::string& option, const std::string& path, const torch::Device& device, bool amp,
+                           const std::optional<bool>& nms) {
   LoadedNetwork out;
   if (is_compiled_package(path)) {
     auto compiled = std::make_unique<CompiledModel>(option, path, device);
@@ -51,7 +52,7 @@ LoadedNetwork load_network(const std::string& option, const std::string& path, c
   for (int64_t c = static_cast<int64_t>(out.names.size()); c < out.model->nc(); ++c)
     out.names.push_back("class" + std::to_string(c));
   out.imgsz = loaded.source.imgsz;
-  out.network = std::make_unique<EagerNetwork>(*out.model, device, amp);
+  out.network = std::make_unique<EagerNetwork>(*out.model, device, amp, nms);
   return out;
 }
 

@@ -1,15 +1,18 @@
 // The segmentation network as prediction sees it: a batch of letterboxed images in, the head's
 // export outputs out. The same layout is what `lucid export format=onnx|aoti` writes
 // (docs/deploy.md), so one letterbox and postprocess serve the eager model and a compiled package:
-//   pred   end-to-end heads (yolo26): (B, k, 6 + nm) rows x1 y1 x2 y2 score class coef..., the
-//          one-to-one top-k (k = min(max_det, anchors)); NMS heads (yolov8, yolo11): (B, 4 + nc + nm, A)
-//          cx cy w h, class scores after the sigmoid, mask coefficients
+//   pred   the one-to-one head of an end-to-end model (yolo26 with nms=False; an end-to-end
+//          package): (B, k, 6 + nm) rows x1 y1 x2 y2 score class coef..., the one-to-one top-k
+//          (k = min(max_det, anchors)); else the one-to-many head (yolov8, yolo11, and yolo26 by
+//          default, as the reference's nms=None): (B, 4 + nc + nm, A) cx cy w h, class scores after
+//          the sigmoid, mask coefficients
 //   proto  mask prototypes (B, nm, H/4, W/4)
 // in input pixels, FP32, on the network's device.
 #pragma once
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +32,7 @@ class Network {
   // images (B, 3, H, W) FP32 in [0, 1] on device(); max_det and agnostic shape the end-to-end top-k
   // where the network computes it (a compiled package has its own, fixed at export).
   virtual NetworkOutputs run(const Tensor& images, int64_t max_det, bool agnostic) = 0;
+  // Whether pred holds the one-to-one head's rows (else the one-to-many head's dense output).
   virtual bool end2end() const = 0;
   virtual int64_t nc() const = 0;
   virtual torch::Device device() const = 0;
@@ -37,11 +41,13 @@ class Network {
   virtual int pad_multiple(int imgsz) const = 0;
 };
 
-// The eager LibTorch model (BF16 autocast on CUDA when amp).
+// The eager LibTorch model (BF16 autocast on CUDA when amp), through the head the reference's nms
+// selects (uses_one_to_one: the one-to-many head unless nms=False on an end-to-end model).
 class EagerNetwork : public Network {
  public:
-  EagerNetwork(model::SegmentationModelImpl& model, const torch::Device& device, bool amp)
-      : model_(model), device_(device), amp_(amp) {}
+  EagerNetwork(model::SegmentationModelImpl& model, const torch::Device& device, bool amp,
+               const std::optional<bool>& nms = std::nullopt)
+      : model_(model), device_(device), amp_(amp), one_to_one_(uses_one_to_one(model.end2end(), nms)) {}
   NetworkOutputs run(const Tensor& images, int64_t max_det, bool agnostic) override;
   bool end2end() const override;
   int64_t nc() const override;
@@ -52,6 +58,7 @@ class EagerNetwork : public Network {
   model::SegmentationModelImpl& model_;
   torch::Device device_;
   bool amp_;
+  bool one_to_one_;
 };
 
 // Detections per image, rows [x1 y1 x2 y2 score class coef...] in input pixels: the end-to-end
@@ -59,7 +66,8 @@ class EagerNetwork : public Network {
 std::vector<Tensor> network_detections(const Network& network, const NetworkOutputs& out, NmsOptions options);
 
 // A network from a weights file of any kind lucid reads, or a compiled package (.pt2), with the
-// class names (the file's, else "class<i>") and the input size it records (0: none).
+// class names (the file's, else "class<i>") and the input size it records (0: none). nms selects the
+// head of a weights file's model (EagerNetwork); a package runs the head it was compiled with.
 struct LoadedNetwork {
   model::SegmentationModel model{nullptr};  // the eager model network runs (unset for a package)
   std::unique_ptr<Network> network;
@@ -67,6 +75,7 @@ struct LoadedNetwork {
   int64_t imgsz = 0;
   bool fixed_imgsz = false;  // a compiled package: imgsz is the only input size it takes
 };
-LoadedNetwork load_network(const std::string& option, const std::string& path, const torch::Device& device, bool amp);
+LoadedNetwork load_network(const std::string& option, const std::string& path, const torch::Device& device, bool amp,
+                           const std::optional<bool>& nms = std::nullopt);
 
 }  // namespace lucid::engine

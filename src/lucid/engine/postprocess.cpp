@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "lucid/model/model.h"
 
@@ -35,19 +36,6 @@ Tensor resize_bilinear(const Tensor& maps, int64_t h, int64_t w) {
                             .mode(torch::kBilinear)
                             .align_corners(false))
       .squeeze(0);
-}
-
-// The reference's scale_masks without ratio_pad: the letterbox of `to` inside the maps' size is cut
-// out and resized (a no-op cut when the size is an exact multiple).
-Tensor scale_maps_to(const Tensor& maps, int64_t to_h, int64_t to_w) {
-  const int64_t h = maps.size(1), w = maps.size(2);
-  if (h == to_h && w == to_w) return maps.to(torch::kFloat32);
-  const double gain = std::min(static_cast<double>(h) / to_h, static_cast<double>(w) / to_w);
-  const double pad_w = static_cast<double>(w - py_round(to_w * gain)) / 2;
-  const double pad_h = static_cast<double>(h - py_round(to_h * gain)) / 2;
-  const int64_t top = py_round(pad_h - 0.1), left = py_round(pad_w - 0.1);
-  const int64_t bottom = h - py_round(pad_h + 0.1), right = w - py_round(pad_w + 0.1);
-  return resize_bilinear(maps.slice(1, top, bottom).slice(2, left, right), to_h, to_w);
 }
 
 }  // namespace
@@ -187,24 +175,31 @@ std::vector<Tensor> select_end2end(const Tensor& rows, double conf, int64_t max_
   return out;
 }
 
+bool uses_one_to_one(bool has_one_to_one, const std::optional<bool>& nms) {
+  return has_one_to_one && nms.has_value() && !*nms;
+}
+
+Tensor one_to_many_dense(const model::SegmentationModelImpl& model, const model::HeadOutputs& out) {
+  model::HeadOutputs o2m = out;
+  o2m.one2one.reset();
+  auto dense = model.head()->decode_dense(o2m, model.strides());
+  if (!model.end2end()) return dense;
+  // An end-to-end head decodes corners; the reference's decode for NMS takes centre and size from
+  // the same corners before the stride, a power of two, scales them, which is the same in floats.
+  auto x1y1 = dense.narrow(1, 0, 2), x2y2 = dense.narrow(1, 2, 2);
+  return torch::cat({(x1y1 + x2y2) / 2, x2y2 - x1y1, dense.narrow(1, 4, dense.size(1) - 4)}, 1);
+}
+
 std::vector<Tensor> postprocess(const model::SegmentationModelImpl& model, const model::HeadOutputs& out,
-                                NmsOptions options, bool use_one2many) {
-  if (model.end2end() && !use_one2many) {
+                                NmsOptions options, bool one_to_one) {
+  if (one_to_one) {
+    TORCH_CHECK(model.end2end(), "postprocess: the one-to-one head of a model without one");
     auto rows = model.decode(out, options.max_det, options.agnostic);
     return select_end2end(rows, options.conf, options.max_det, options.classes);
   }
-  Tensor dense;
-  if (model.end2end()) {
-    model::HeadOutputs o2m = out;
-    o2m.one2one.reset();
-    dense = model.head()->decode_dense(o2m, model.strides());  // xyxy for end2end heads
-    options.xywh = false;
-  } else {
-    dense = model.head()->decode_dense(out, model.strides());
-    options.xywh = true;
-  }
   options.nc = model.nc();
-  return non_max_suppression(dense, options);
+  options.xywh = true;
+  return non_max_suppression(one_to_many_dense(model, out), options);
 }
 
 Tensor crop_mask(Tensor masks, const Tensor& boxes) {
@@ -229,6 +224,15 @@ Tensor process_mask(const Tensor& protos, const Tensor& coefs, const Tensor& box
   return crop_mask(logits.gt(0.0).to(torch::kUInt8), boxes.to(torch::kFloat32) * ratios.unsqueeze(0));
 }
 
+Tensor process_mask_upsampled(const Tensor& protos, const Tensor& coefs, const Tensor& boxes,
+                              std::array<int64_t, 2> shape) {
+  const int64_t c = protos.size(0), mh = protos.size(1), mw = protos.size(2);
+  auto u8 = torch::TensorOptions().dtype(torch::kUInt8).device(coefs.device());
+  if (coefs.size(0) == 0) return torch::zeros({0, shape[0], shape[1]}, u8);
+  auto logits = coefs.to(torch::kFloat32).matmul(protos.to(torch::kFloat32).view({c, -1})).view({-1, mh, mw});
+  return crop_mask(resize_bilinear(logits, shape[0], shape[1]).gt(0.0).to(torch::kUInt8), boxes.to(torch::kFloat32));
+}
+
 Tensor process_mask_native(const Tensor& protos, const Tensor& coefs, const Tensor& boxes,
                            std::array<int64_t, 2> shape) {
   const int64_t c = protos.size(0), mh = protos.size(1), mw = protos.size(2);
@@ -239,12 +243,21 @@ Tensor process_mask_native(const Tensor& protos, const Tensor& coefs, const Tens
 }
 
 Tensor native_masks(const Tensor& logits, const Tensor& boxes, std::array<int64_t, 2> shape) {
-  const int64_t h = shape[0], w = shape[1], n = logits.size(0);
+  const int64_t h = shape[0], w = shape[1], n = logits.size(0), mh = logits.size(1), mw = logits.size(2);
   if (n == 0) return torch::zeros({0, h, w}, logits.options().dtype(torch::kUInt8));
-  const int64_t step = std::max<int64_t>(1, 32'000'000 / (h * w));
+  // The input (4x the prototypes) holds the target letterboxed with padding `pad` on some axis;
+  // upsampling by f first makes the half padding a whole number of pixels, so the cut is exact.
+  const double gain = std::min(4.0 * mh / h, 4.0 * mw / w);
+  const int64_t pad = (4 * mh - std::max<int64_t>(py_round(h * gain), 1)) | (4 * mw - std::max<int64_t>(py_round(w * gain), 1));
+  const int64_t f = 4 / std::gcd<int64_t>(4, pad | (pad / 2));
+  const Letterbox lb = fitted_letterbox({f * mh, f * mw}, shape);
+  const int64_t step = std::max<int64_t>(1, 16'000'000 / (h * w + f * f * mh * mw));
   std::vector<Tensor> parts;
-  for (int64_t i = 0; i < n; i += step)
-    parts.push_back(scale_maps_to(logits.narrow(0, i, std::min(step, n - i)), h, w).gt(0.0).to(torch::kUInt8));
+  for (int64_t i = 0; i < n; i += step) {
+    auto chunk = logits.narrow(0, i, std::min(step, n - i)).to(torch::kFloat32);
+    if (f > 1) chunk = resize_bilinear(chunk, f * mh, f * mw);
+    parts.push_back(scale_masks(chunk, lb, shape).gt(0.0).to(torch::kUInt8));
+  }
   return crop_mask(parts.size() == 1 ? parts[0] : torch::cat(parts), boxes.to(torch::kFloat32));
 }
 
@@ -267,15 +280,26 @@ std::vector<MaskWindow> mask_windows(const Tensor& masks) {
   return out;
 }
 
+Letterbox fitted_letterbox(std::array<int64_t, 2> input, std::array<int64_t, 2> orig) {
+  const double gain = std::min(static_cast<double>(input[0]) / orig[0], static_cast<double>(input[1]) / orig[1]);
+  const int64_t new_h = std::max<int64_t>(py_round(orig[0] * gain), 1), new_w = std::max<int64_t>(py_round(orig[1] * gain), 1);
+  Letterbox lb;
+  lb.gain_h = static_cast<double>(new_h) / orig[0];
+  lb.gain_w = static_cast<double>(new_w) / orig[1];
+  lb.pad_w = static_cast<double>(py_round(static_cast<double>(input[1] - new_w) / 2 - 0.1));
+  lb.pad_h = static_cast<double>(py_round(static_cast<double>(input[0] - new_h) / 2 - 0.1));
+  return lb;
+}
+
 Tensor scale_boxes(const Tensor& boxes, const Letterbox& lb, std::array<int64_t, 2> orig) {
+  // Column by column with scalars, as the reference's in-place updates.
   auto b = boxes.to(torch::kFloat32).clone();
-  auto pad = torch::tensor({lb.pad_w, lb.pad_h, lb.pad_w, lb.pad_h}, torch::TensorOptions().dtype(torch::kFloat32))
-                 .to(b.device());
-  b = (b - pad) / lb.gain;
-  b.select(-1, 0).clamp_(0, static_cast<double>(orig[1]));
-  b.select(-1, 1).clamp_(0, static_cast<double>(orig[0]));
-  b.select(-1, 2).clamp_(0, static_cast<double>(orig[1]));
-  b.select(-1, 3).clamp_(0, static_cast<double>(orig[0]));
+  for (int64_t k = 0; k < 4; ++k) {
+    auto col = b.select(-1, k);
+    col.sub_(k % 2 == 0 ? lb.pad_w : lb.pad_h);
+    col.div_(k % 2 == 0 ? lb.gain_w : lb.gain_h);
+  }
+  for (int64_t k = 0; k < 4; ++k) b.select(-1, k).clamp_(0, static_cast<double>(orig[k % 2 == 0 ? 1 : 0]));
   return b;
 }
 
@@ -283,7 +307,8 @@ Tensor scale_masks(const Tensor& masks, const Letterbox& lb, std::array<int64_t,
   const int64_t h = masks.size(1), w = masks.size(2);
   if (h == orig[0] && w == orig[1]) return masks.to(torch::kFloat32);
   const int64_t top = py_round(lb.pad_h - 0.1), left = py_round(lb.pad_w - 0.1);
-  const int64_t bottom = h - py_round(lb.pad_h + 0.1), right = w - py_round(lb.pad_w + 0.1);
+  const int64_t bottom = top + std::max<int64_t>(py_round(orig[0] * lb.gain_h), 1);
+  const int64_t right = left + std::max<int64_t>(py_round(orig[1] * lb.gain_w), 1);
   return resize_bilinear(masks.slice(1, top, bottom).slice(2, left, right), orig[0], orig[1]);
 }
 

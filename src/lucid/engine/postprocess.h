@@ -1,8 +1,9 @@
 // Turning decoded model outputs into detections, as the reference's validator and predictor do:
-// - non-maximum suppression for one-to-many heads (candidates above conf, multi-label rows, top
+// - non-maximum suppression over the one-to-many head (candidates above conf, multi-label rows, top
 //   max_nms by confidence, class-aware through a per-class coordinate offset, greedy IoU
 //   suppression with torchvision's rule, first max_det kept);
-// - the end-to-end selection for one-to-one heads (the model's top-k rows, keep score > conf);
+// - the end-to-end selection for the one-to-one head of an end-to-end model when nms=False (the
+//   model's top-k rows, keep score > conf);
 // - instance masks from prototypes and coefficients, at prototype resolution or upsampled to the
 //   input, cropped to their boxes;
 // - mapping boxes and masks from the letterboxed input back to the original image.
@@ -12,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace lucid::model {
@@ -49,10 +51,20 @@ std::vector<Tensor> non_max_suppression(const Tensor& prediction, const NmsOptio
 std::vector<Tensor> select_end2end(const Tensor& rows, double conf, int64_t max_det = 300,
                                    const std::vector<int64_t>& classes = {});
 
-// Detections of a batch: end-to-end selection for end2end heads unless use_one2many, else NMS over
-// the one-to-many decode. options.nc is taken from the model.
+// The reference's nms option (8.4.190) for validation and prediction: unset (None, the default) or
+// True: the one-to-many head and NMS (True embeds NMS only on export); False: the NMS-free
+// one-to-one head of an end-to-end model. Whether a model with (or without) a one-to-one head
+// runs through it.
+bool uses_one_to_one(bool has_one_to_one, const std::optional<bool>& nms);
+
+// The one-to-many head decoded at every anchor: (B, 4 + nc + nm, A), boxes xywh (centre, size) as
+// the reference's head decodes them for NMS, also for end-to-end models; scores after the sigmoid.
+Tensor one_to_many_dense(const model::SegmentationModelImpl& model, const model::HeadOutputs& out);
+
+// Detections of a batch: the end-to-end selection of the one-to-one head when one_to_one (an
+// end-to-end model), else NMS over the one-to-many decode. options.nc is taken from the model.
 std::vector<Tensor> postprocess(const model::SegmentationModelImpl& model, const model::HeadOutputs& out,
-                                NmsOptions options, bool use_one2many = false);
+                                NmsOptions options, bool one_to_one);
 
 // Zeroes mask pixels outside their boxes: keeps columns x1 <= x < x2 and rows y1 <= y < y2 (pixel
 // indices compared with the box coordinates). masks (N, H, W), boxes (N, 4) in mask pixels. In place
@@ -64,27 +76,44 @@ Tensor crop_mask(Tensor masks, const Tensor& boxes);
 // to the prototype grid.
 Tensor process_mask(const Tensor& protos, const Tensor& coefs, const Tensor& boxes, std::array<int64_t, 2> shape);
 
-// Binary masks (N, H, W) uint8 at input resolution: mask logits upsampled bilinearly to shape
-// (in chunks bounded by pixel count), > 0, then cropped to boxes in input pixels.
+// Binary masks (N, H, W) uint8 at input resolution (the reference's upsample=True): mask logits
+// upsampled bilinearly to shape, > 0, then cropped to boxes in input pixels (cropping after the
+// upsampling, so no bilinear edge spreads out of a box).
+Tensor process_mask_upsampled(const Tensor& protos, const Tensor& coefs, const Tensor& boxes,
+                              std::array<int64_t, 2> shape);
+
+// Binary masks (N, h, w) uint8 at a target size shape = {h, w} (the input, or the original image
+// with boxes mapped to it), as the reference's process_mask_native (8.4.190): the logits upsampled
+// by the smallest factor f (1, 2 or 4) that puts the input's letterbox padding on whole pixels,
+// the letterbox of shape cut out of them and resized bilinearly to shape (in chunks bounded by
+// pixel count), > 0, cropped to boxes in target pixels.
 Tensor process_mask_native(const Tensor& protos, const Tensor& coefs, const Tensor& boxes,
                            std::array<int64_t, 2> shape);
 // The same from the mask logits (N, mh, mw) = coefficients times prototypes: each mask depends on
 // its own row alone, so rows may be done a chunk at a time.
 Tensor native_masks(const Tensor& logits, const Tensor& boxes, std::array<int64_t, 2> shape);
 
-// Where the original image sits in the letterboxed input: input = original * gain + pad.
+// Where the original image sits in the letterboxed input, as the reference's ratio_pad: input x =
+// original x * gain_w + pad_w, input y = original y * gain_h + pad_h, a gain per axis (each side of
+// the image is resized and rounded on its own) and the left and top padding in whole input pixels.
 struct Letterbox {
-  double gain = 1.0;
-  double pad_w = 0.0, pad_h = 0.0;  // left and top padding in input pixels
+  double gain_h = 1.0, gain_w = 1.0;
+  double pad_w = 0.0, pad_h = 0.0;
 };
 
-// Boxes (N, 4) xyxy from input pixels to original-image pixels (pad removed, divided by gain,
-// clipped to the image of size orig = {h, w}). Returns a new tensor.
+// The letterbox the reference's scale_boxes assumes without a ratio_pad: the original image of size
+// orig = {h, w} fitted into an input of size input = {H, W} (one ratio, each side rounded, at least
+// 1 pixel; the gains those sides over the original ones) and centred (padding round(pad - 0.1)).
+Letterbox fitted_letterbox(std::array<int64_t, 2> input, std::array<int64_t, 2> orig);
+
+// Boxes (N, 4) xyxy from input pixels to original-image pixels (pad removed, divided by the gain of
+// each axis, clipped to the image of size orig = {h, w}). Returns a new tensor.
 Tensor scale_boxes(const Tensor& boxes, const Letterbox& lb, std::array<int64_t, 2> orig);
 
-// Masks (N, H, W) of the input to the original image: the padding cut (top/left round(pad - 0.1),
-// bottom/right size - round(pad + 0.1)), bilinear resize to orig = {h, w}. Returns FP32 values; the
-// reference's saved masks take the integer part (.byte()).
+// Masks (N, H, W) of the input to the original image, as the reference's scale_masks: the image's
+// part of the input cut out (from the top/left padding, round(orig side * gain) pixels) and resized
+// bilinearly to orig = {h, w}; unchanged (as FP32) when already of that size. Returns FP32 values;
+// the reference's saved masks take the integer part (.byte()), drawn ones > 0.5.
 Tensor scale_masks(const Tensor& masks, const Letterbox& lb, std::array<int64_t, 2> orig);
 
 // One instance's mask at image resolution, kept as the smallest window of the image holding all of

@@ -10,32 +10,28 @@
 
 namespace lucid::engine {
 
-namespace F = torch::nn::functional;
-
 PredictLetterbox predict_letterbox(int orig_h, int orig_w, int imgsz, int stride) {
-  const double r = std::min(static_cast<double>(imgsz) / orig_h, static_cast<double>(imgsz) / orig_w);
-  const int uw = static_cast<int>(std::nearbyint(orig_w * r)), uh = static_cast<int>(std::nearbyint(orig_h * r));
-  const double dw = static_cast<double>((imgsz - uw) % stride) / 2, dh = static_cast<double>((imgsz - uh) % stride) / 2;
-  const int top = static_cast<int>(std::nearbyint(dh - 0.1)), bottom = static_cast<int>(std::nearbyint(dh + 0.1));
-  const int left = static_cast<int>(std::nearbyint(dw - 0.1)), right = static_cast<int>(std::nearbyint(dw + 0.1));
   PredictLetterbox lb;
-  lb.height = uh + top + bottom;
-  lb.width = uw + left + right;
-  lb.box.gain = r;
-  lb.box.pad_w = dw;
-  lb.box.pad_h = dh;
+  lb.ratio = std::min(static_cast<double>(imgsz) / orig_h, static_cast<double>(imgsz) / orig_w);
+  lb.resized_w = std::max(static_cast<int>(std::nearbyint(orig_w * lb.ratio)), 1);
+  lb.resized_h = std::max(static_cast<int>(std::nearbyint(orig_h * lb.ratio)), 1);
+  lb.pad_w = static_cast<double>((imgsz - lb.resized_w) % stride) / 2;
+  lb.pad_h = static_cast<double>((imgsz - lb.resized_h) % stride) / 2;
+  const int top = static_cast<int>(std::nearbyint(lb.pad_h - 0.1)), bottom = static_cast<int>(std::nearbyint(lb.pad_h + 0.1));
+  const int left = static_cast<int>(std::nearbyint(lb.pad_w - 0.1)), right = static_cast<int>(std::nearbyint(lb.pad_w + 0.1));
+  lb.height = lb.resized_h + top + bottom;
+  lb.width = lb.resized_w + left + right;
   return lb;
 }
 
 namespace {
 
-// The letterboxed input of one image (H, W, 3) uint8: bilinear resize by the letterbox gain, placed
+// The letterboxed input of one image (H, W, 3) uint8: bilinear resize to the resized size, placed
 // at the rounded padding on 114 grey.
 Tensor letterboxed_input(const data::Image& image, const PredictLetterbox& lb) {
-  const int h0 = image.height, w0 = image.width;
-  const int uw = static_cast<int>(std::nearbyint(w0 * lb.box.gain)), uh = static_cast<int>(std::nearbyint(h0 * lb.box.gain));
-  const data::Image resized = (uw != w0 || uh != h0) ? data::resize_linear(image, uw, uh) : image;
-  const int top = static_cast<int>(std::nearbyint(lb.box.pad_h - 0.1)), left = static_cast<int>(std::nearbyint(lb.box.pad_w - 0.1));
+  const int uw = lb.resized_w, uh = lb.resized_h;
+  const data::Image resized = (uw != image.width || uh != image.height) ? data::resize_linear(image, uw, uh) : image;
+  const int top = static_cast<int>(std::nearbyint(lb.pad_h - 0.1)), left = static_cast<int>(std::nearbyint(lb.pad_w - 0.1));
   auto input = torch::full({lb.height, lb.width, 3}, 114, torch::kUInt8);
   auto src = torch::from_blob(const_cast<uint8_t*>(resized.pixels.data()), {uh, uw, resized.channels}, torch::kUInt8);
   input.narrow(0, top, uh).narrow(1, left, uw).copy_(src.narrow(2, 0, 3));
@@ -45,39 +41,23 @@ Tensor letterboxed_input(const data::Image& image, const PredictLetterbox& lb) {
 // The prediction of one image from its detections `det` (rows of postprocess) and prototypes.
 Prediction image_prediction(const Tensor& det, const Tensor& proto, const PredictLetterbox& lb, int h0, int w0,
                             const PredictOptions& o) {
-  const int top = static_cast<int>(std::nearbyint(lb.box.pad_h - 0.1)), left = static_cast<int>(std::nearbyint(lb.box.pad_w - 0.1));
+  const std::array<int64_t, 2> input{lb.height, lb.width}, orig{h0, w0};
+  // The reference maps boxes and masks back without a ratio_pad: the letterbox of the original size
+  // in the input's, each side rounded on its own.
+  const Letterbox back = fitted_letterbox(input, orig);
   auto boxes_in = det.narrow(1, 0, 4);
   auto coefs = det.narrow(1, 6, det.size(1) - 6);
-  const std::array<int64_t, 2> orig{h0, w0};
-  // Boxes go back with the padding rounded as it was applied (the reference's scale_boxes); masks
-  // with the unrounded padding (its scale_masks rounds each side itself).
-  Letterbox applied = lb.box;
-  applied.pad_w = left;
-  applied.pad_h = top;
-  auto boxes = scale_boxes(boxes_in, applied, orig);
+  auto boxes = scale_boxes(boxes_in, back, orig);
   const int64_t n = det.size(0);
-  // The mask logits of every detection at prototype resolution. Without retina_masks they are
-  // cropped there and upsampled to the input, > 0 (all detections at once: the input is at most
-  // imgsz square).
+  // retina_masks: the mask logits at prototype resolution, brought to the original image by
+  // native_masks. Otherwise the masks at input resolution, all detections at once (the input is at
+  // most imgsz square), then scaled back as the reference draws them.
   Tensor logits, in_masks;
-  if (n > 0) {
+  if (o.retina_masks && n > 0) {
     const int64_t c = proto.size(0), mh = proto.size(1), mw = proto.size(2);
-    logits = o.retina_masks ? coefs.to(torch::kFloat32).matmul(proto.to(torch::kFloat32).view({c, -1})).view({-1, mh, mw})
-                            : coefs.matmul(proto.view({c, -1})).view({-1, mh, mw});
+    logits = coefs.to(torch::kFloat32).matmul(proto.to(torch::kFloat32).view({c, -1})).view({-1, mh, mw});
   }
-  if (!o.retina_masks && n > 0) {
-    const int64_t mh = proto.size(1), mw = proto.size(2);
-    const float wr = static_cast<float>(mw) / lb.width, hr = static_cast<float>(mh) / lb.height;
-    auto ratios = torch::tensor({wr, hr, wr, hr}).to(det.device());
-    logits = crop_mask(logits, boxes_in * ratios);
-    in_masks = F::interpolate(logits.unsqueeze(0), F::InterpolateFuncOptions()
-                                                       .size(std::vector<int64_t>{lb.height, lb.width})
-                                                       .mode(torch::kBilinear)
-                                                       .align_corners(false))
-                   .squeeze(0)
-                   .gt(0.0)
-                   .to(torch::kUInt8);
-  }
+  if (!o.retina_masks) in_masks = process_mask_upsampled(proto, coefs, boxes_in, input);
   // At the original resolution a chunk of detections at a time, each mask kept as its window; every
   // mask is computed on its own, so the chunk size does not change a pixel.
   const int64_t chunk = std::max<int64_t>(1, o.mask_chunk_pixels / std::max<int64_t>(int64_t(h0) * w0, 1));
@@ -85,9 +65,8 @@ Prediction image_prediction(const Tensor& det, const Tensor& proto, const Predic
   windows.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; i += chunk) {
     const int64_t k = std::min(chunk, n - i);
-    Tensor masks = o.retina_masks
-                       ? native_masks(logits.narrow(0, i, k), boxes.narrow(0, i, k), orig)
-                       : scale_masks(in_masks.narrow(0, i, k), lb.box, orig).gt(0.5).to(torch::kUInt8);
+    Tensor masks = o.retina_masks ? native_masks(logits.narrow(0, i, k), boxes.narrow(0, i, k), orig)
+                                  : scale_masks(in_masks.narrow(0, i, k), back, orig).gt(0.5).to(torch::kUInt8);
     for (auto& w : mask_windows(masks)) windows.push_back(std::move(w));
   }
   // Detections whose mask is empty are dropped, as in the reference.
@@ -138,7 +117,9 @@ std::vector<Prediction> predict_images(Network& network, std::span<const data::I
     for (size_t i : members) inputs.push_back(letterboxed_input(images[i], lbs[i]));
     auto x = torch::stack(inputs).permute({0, 3, 1, 2}).to(network.device()).to(torch::kFloat32).div_(255);
     inputs.clear();
-    const auto out = network.run(x, o.max_det, o.agnostic_nms);
+    // The one-to-one head's top-k keeps at least 300 candidates, as the reference's predictor sets it, so
+    // that classes= filters before the max_det cut.
+    const auto out = network.run(x, std::max<int64_t>(o.max_det, 300), o.agnostic_nms);
     const auto dets = network_detections(network, out, nms);
     for (size_t k = 0; k < members.size(); ++k) {
       const size_t i = members[k];
@@ -151,7 +132,7 @@ std::vector<Prediction> predict_images(Network& network, std::span<const data::I
 
 std::vector<Prediction> predict_images(model::SegmentationModelImpl& model, const torch::Device& device,
                                        std::span<const data::Image> images, const PredictOptions& o) {
-  EagerNetwork network(model, device, o.amp);
+  EagerNetwork network(model, device, o.amp, o.nms);
   return predict_images(network, images, o);
 }
 
@@ -161,7 +142,7 @@ Prediction predict_image(Network& network, const data::Image& image, const Predi
 
 Prediction predict_image(model::SegmentationModelImpl& model, const torch::Device& device, const data::Image& image,
                          const PredictOptions& o) {
-  EagerNetwork network(model, device, o.amp);
+  EagerNetwork network(model, device, o.amp, o.nms);
   return predict_image(network, image, o);
 }
 

@@ -1,12 +1,15 @@
-// Prediction on images (one or a batch) as the reference's predictor does it: letterbox to imgsz with the
-// minimal padding to a multiple of the stride (auto, 114 grey, bilinear resize), the model's
-// detections (end-to-end top-k or NMS, conf 0.25 by default), boxes mapped back to the original
-// image, and masks either from prototypes upsampled to the input and scaled back, or with
-// retina_masks at the original resolution (prototype logits upsampled before cropping). Detections
-// whose mask is empty are dropped, as in the reference.
+// Prediction on images (one or a batch) as the reference's predictor does it (8.4.190): letterbox to
+// imgsz with the minimal padding to a multiple of the stride (auto, 114 grey, bilinear resize), the
+// model's detections (NMS over the one-to-many head by default, the one-to-one head's top-k with
+// nms=False; conf 0.25 by default), boxes mapped back to the original image with the gain of each
+// axis (scale_boxes without ratio_pad), and masks either from prototype logits upsampled to the
+// input, cropped there and scaled back as the reference draws them (scale_masks, > 0.5), or with
+// retina_masks at the original resolution (process_mask_native). Detections whose mask is empty are
+// dropped, as in the reference.
 #pragma once
 #include <torch/torch.h>
 
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,6 +32,9 @@ struct PredictOptions {
   std::vector<int64_t> classes;  // keep only these (empty: all)
   bool retina_masks = false;
   bool amp = true;  // BF16 autocast on CUDA
+  // The reference's nms (uses_one_to_one): unset or true, the one-to-many head and NMS; false, the
+  // one-to-one head of an end-to-end model.
+  std::optional<bool> nms;
   // Masks are brought to the original resolution a chunk of detections at a time, each chunk at
   // most this many pixels (one detection per chunk for images larger than it), so that memory
   // follows the image size, not detections x image size.
@@ -44,17 +50,20 @@ struct Prediction {
 };
 
 // Letterbox of one image for prediction: the padded size (multiples of `stride` around the resized
-// image) and where the image sits in it.
+// image), the ratio, the resized size and the padding of each side (halves of the total; the left
+// and top sides get round(pad - 0.1) pixels).
 struct PredictLetterbox {
   int height = 0, width = 0;
-  Letterbox box;
+  double ratio = 1.0;
+  int resized_h = 0, resized_w = 0;
+  double pad_w = 0.0, pad_h = 0.0;
 };
 PredictLetterbox predict_letterbox(int orig_h, int orig_w, int imgsz, int stride = 32);
 
 Prediction predict_image(model::SegmentationModelImpl& model, const torch::Device& device, const data::Image& image,
                          const PredictOptions& options);
-// The same on any network (engine/network.h: the eager model or a compiled package); options.amp is
-// the network's own.
+// The same on any network (engine/network.h: the eager model or a compiled package); options.amp and
+// options.nms are the network's own.
 class Network;
 Prediction predict_image(Network& network, const data::Image& image, const PredictOptions& options);
 

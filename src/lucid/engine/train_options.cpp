@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "lucid/config/nms_option.h"
 #include "lucid/data/fraction.h"
 #include "lucid/data/synth.h"
 #include "lucid/engine/freeze.h"
@@ -263,6 +264,9 @@ void declare(config::FieldList<S>& f) {
   f.integer("max_det", "300", "validation detections per image")
       .range(1, kInt)
       .to(&S::validator, &ValidatorOptions::max_det);
+  f.value<std::optional<bool>>("nms", "None", std::string("validation during and after training: ") + config::kNmsHelp,
+                               config::read_nms, config::format_nms, {"maybe"})
+      .to(&S::validator, &ValidatorOptions::nms);
   f.flag("save_json", "False", "the final validation writes predictions.json (COCO results) into the run folder")
       .to(&S::save_json);
   f.flag("plots", "True", "write plots").to(&S::plots);

@@ -182,7 +182,7 @@ ValResults Validator::run(model::SegmentationModelImpl& model, const torch::Devi
     }
 
     auto out = to_fp32(raw);
-    auto dets = postprocess(model, out, nms, /*use_one2many=*/!o.end2end);
+    auto dets = postprocess(model, out, nms, uses_one_to_one(model.end2end(), o.nms));
     const auto& proto = out.primary().proto;  // (B, nm, H/4, W/4)
 
     // Ground truth per image, on the host for counts and on the device for IoUs.

@@ -4,10 +4,11 @@
 //
 // Per batch: images to the device, /255 (channels_last on CUDA); eval-mode forward without
 // gradients, under BF16 autocast on CUDA when amp is on; losses from the raw outputs (summed, divided
-// by the number of batches at the end); detections decoded in FP32 (end-to-end top-k with score >
-// conf for one-to-one heads, NMS over the one-to-many decode otherwise or when end2end is off); masks
-// from the prototypes at 1/4 input resolution (native resolution when a results file is written, as
-// the reference does); per image, matching against the ground truth in letterboxed input space.
+// by the number of batches at the end); detections decoded in FP32 (NMS over the one-to-many decode
+// by default, also for end-to-end models, as the reference's nms=None; the one-to-one head's top-k
+// with score > conf with nms=False); masks from the prototypes at 1/4 input resolution (native
+// resolution when a results file is written, as the reference does); per image, matching against
+// the ground truth in letterboxed input space.
 //
 // What it prints follows the reference: the header
 //   Class Images Instances Box(P R mAP50 mAP50-95) Mask(P R mAP50 mAP50-95)
@@ -17,6 +18,7 @@
 #include <array>
 #include <functional>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +35,8 @@ class SegmentationModelImpl;
 namespace lucid::engine {
 
 // One validation image's place in its batch: the original size and how it was letterboxed into the
-// network input (input = original * gain + pad), and its file (image id of the results file: the
+// network input (the reference's ratio_pad: the prepared image's resize times the letterbox ratio,
+// per axis, and the padding), and its file (image id of the results file: the
 // file stem, as a number when it is one).
 struct ValImage {
   int64_t orig_h = 0, orig_w = 0;
@@ -57,7 +60,9 @@ struct ValidatorOptions {
   bool agnostic_nms = false;
   bool single_cls = false;
   bool overlap_mask = true;  // layout of targets.masks
-  bool end2end = true;       // false: an end2end model is validated through its one-to-many head and NMS
+  // The reference's nms (uses_one_to_one): unset or true, the one-to-many head and NMS; false, the
+  // one-to-one head of an end-to-end model.
+  std::optional<bool> nms;
   bool amp = true;           // BF16 autocast for the forward pass on CUDA
   bool verbose = false;      // per-class rows (when nc > 1)
   bool speed = false;        // time the phases (synchronising the device) and print the speed line
