@@ -233,7 +233,8 @@ class DataOracle(unittest.TestCase):
             ours = run_index(t / "data.yaml")["splits"][0]
             images = sorted(str(p) for p in (t / "images").iterdir())
             self.compare_index(ours, images, 3)
-            self.assertEqual(ours["counts"]["images"], 14, json.dumps(ours["problems"], indent=1))
+            # two_points (a box row beside a polygon) is refused since 8.4.190, as the reference does.
+            self.assertEqual(ours["counts"]["images"], 13, json.dumps(ours["problems"], indent=1))
 
     @unittest.skipUnless(COCO128.is_dir(), f"{COCO128} not present")
     def test_coco128_matches_verify_image_label(self):

@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).parent))
-from oracle_common import BUILD_DIR, run  # noqa: E402
+from oracle_common import BUILD_DIR, one_to_one, run  # noqa: E402
 from test_model_oracle import INPUT_SHAPES, compare, perturb, reference_outputs  # noqa: E402
 
 warnings.filterwarnings("ignore")
@@ -49,6 +49,7 @@ def trainer_checkpoint(name, path):
     trainer = types.SimpleNamespace(
         ema=ema, model=model, optimizer=opt, scaler=torch.amp.GradScaler("cpu", enabled=False), args=args,
         metrics={"metrics/mAP50(M)": 0.25}, fitness=0.2, best_fitness=0.2, epoch=1, save_period=-1,
+        stopper=types.SimpleNamespace(best_fitness=0.2, best_epoch=1),
         read_results_csv=lambda: {"epoch": [1.0]}, wdir=path.parent, last=path, best=path.with_name("unused_best.pt"))
     BaseTrainer.save_model(trainer)
     return model
@@ -111,7 +112,7 @@ def main():
             yaml_path = tmp / f"{name}.yaml"  # named as the reference names the scale
             run([TOOL, trained, tmp / "state.safetensors", tmp / "meta.json", yaml_path])
             for pt in (trained, fp32):
-                ref, _ = load_checkpoint(pt)
+                ref = one_to_one(load_checkpoint(pt)[0])
                 for p in ref.parameters():
                     p.requires_grad_(True)
                 expected = reference_outputs(ref, inputs)

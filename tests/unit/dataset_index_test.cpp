@@ -65,7 +65,8 @@ void write_messy_dataset(const TempDir& d) {
   img("bg_nolabel.jpg", "", false);
   img("bg_empty.jpg", "\n");
   img("dup.jpg", tri + tri);
-  img("few.jpg", tri + "1 0.2 0.2 0.3 0.3\n");
+  img("few.jpg", tri + "1 0.2 0.2\n");
+  img("mixed.jpg", tri + "1 0.2 0.2 0.3 0.3\n");
   img("odd.jpg", tri + "0 0.1 0.1 0.2\n0.2 0.3 0.3 0.3\n");
   img("negcls.jpg", "-1 0.5 0.5 0.1 0.1\n");
   img("bigcls.jpg", "0 0.5 0.5 0.1 0.1\n\n3 0.5 0.5 0.1 0.1\n");
@@ -107,7 +108,7 @@ TEST(DatasetIndex, UltralyticsLayoutWithEveryKindOfProblem) {
   EXPECT_EQ(train.name, "train");
   // good1, good2, bg_nolabel, bg_empty, dup, few, rotated
   EXPECT_EQ(train.counts.images, 7) << problems;
-  EXPECT_EQ(train.counts.skipped, 9) << problems;  // odd negcls bigcls nonnum oob corrupt truncated tiny old.bmp
+  EXPECT_EQ(train.counts.skipped, 10) << problems;  // odd negcls bigcls nonnum oob mixed corrupt truncated tiny old.bmp
   EXPECT_EQ(train.counts.backgrounds, 2);
   EXPECT_EQ(train.counts.instances, 2 + 1 + 1 + 2 + 1);
   EXPECT_EQ(train.counts.box_only, 2);  // good2, rotated
@@ -120,6 +121,7 @@ TEST(DatasetIndex, UltralyticsLayoutWithEveryKindOfProblem) {
   EXPECT_TRUE(has_problem(train, "labels/train/oob.txt", 1, "> 1.01")) << problems;
   EXPECT_TRUE(has_problem(train, "labels/train/dup.txt", 2, "1 duplicate")) << problems;
   EXPECT_TRUE(has_problem(train, "labels/train/few.txt", 2, "fewer than 3")) << problems;
+  EXPECT_TRUE(has_problem(train, "labels/train/mixed.txt", 2, "labels mix detection and segment rows")) << problems;
   EXPECT_TRUE(has_problem(train, "images/train/corrupt.jpg", 0, "image skipped")) << problems;
   EXPECT_TRUE(has_problem(train, "images/train/truncated.jpg", 0, "JPEG")) << problems;
   EXPECT_TRUE(has_problem(train, "images/train/tiny.jpg", 0, "below 10 pixels")) << problems;

@@ -69,22 +69,35 @@ TEST(YoloLabels, EmptyAndBlankFilesAreBackgrounds) {
 }
 
 TEST(YoloLabels, DuplicateRowsAreRemovedLikeTheReference) {
-  // Rows equal in class and box are duplicates (even with different polygons, as in the
-  // reference); what remains is in sorted row order.
+  // Polygon rows equal in class and box are duplicates only when their points are equal too (the
+  // reference 8.4.190); what remains is in numpy's order of the (float32 class, float32 points)
+  // bytes: here rows 4, 1, 2 (numpy.unique gives [3 0 1]).
   auto r = parse(
       "2 0.1 0.1 0.3 0.1 0.3 0.3\n"
       "1 0.5 0.5 0.7 0.5 0.7 0.7\n"
       "2 0.1 0.1 0.3 0.1 0.3 0.3\n"
       "2 0.3 0.3 0.1 0.3 0.1 0.1\n");
   ASSERT_TRUE(r.ok);
-  EXPECT_EQ(r.duplicates_removed, 2);
-  ASSERT_EQ(r.instances.size(), 2u);
-  EXPECT_EQ(r.instances[0].cls, 1);
+  EXPECT_EQ(r.duplicates_removed, 1);
+  ASSERT_EQ(r.instances.size(), 3u);
+  EXPECT_EQ(r.instances[0].cls, 2);
+  EXPECT_FLOAT_EQ(r.instances[0].polygons[0][0], 0.3f);
   EXPECT_EQ(r.instances[1].cls, 2);
-  EXPECT_FLOAT_EQ(r.instances[1].polygons[0][2], 0.3f);  // the first occurrence is kept
+  EXPECT_FLOAT_EQ(r.instances[1].polygons[0][0], 0.1f);
+  EXPECT_EQ(r.instances[2].cls, 1);
   ASSERT_EQ(r.problems.size(), 1u);
   EXPECT_EQ(r.problems[0].line, 3);
-  EXPECT_NE(r.problems[0].message.find("2 duplicate"), std::string::npos);
+  EXPECT_NE(r.problems[0].message.find("1 duplicate"), std::string::npos);
+}
+
+TEST(YoloLabels, DuplicateBoxRowsAreRemovedInSortedOrder) {
+  // Box rows: equal (class, box) rows are duplicates; the rest in sorted row order.
+  auto r = parse("1 0.5 0.5 0.2 0.2\n1 0.5 0.5 0.2 0.2\n0 0.1 0.1 0.1 0.1\n");
+  ASSERT_TRUE(r.ok);
+  EXPECT_EQ(r.duplicates_removed, 1);
+  ASSERT_EQ(r.instances.size(), 2u);
+  EXPECT_EQ(r.instances[0].cls, 0);
+  EXPECT_EQ(r.instances[1].cls, 1);
 }
 
 TEST(YoloLabels, BoundsFollowTheReferenceTolerance) {
@@ -116,16 +129,20 @@ TEST(YoloLabels, BadRowsSkipTheFileWithFileAndLine) {
 }
 
 TEST(YoloLabels, FewerThanThreePointsIsKeptWithAWarning) {
-  // In a polygon file, a box-like line is a 2-point polygon (the reference reads it so).
-  auto r = parse("0 0.1 0.1 0.2 0.1 0.2 0.2\n1 0.5 0.5 0.6 0.7\n2 0.3 0.3\n");
+  // A one-point polygon (three values) beside a polygon is kept with a warning, as the reference keeps it.
+  auto r = parse("0 0.1 0.1 0.2 0.1 0.2 0.2\n2 0.3 0.3\n");
   ASSERT_TRUE(r.ok);
-  ASSERT_EQ(r.instances.size(), 3u);
-  ASSERT_EQ(r.problems.size(), 2u);
+  ASSERT_EQ(r.instances.size(), 2u);
+  ASSERT_EQ(r.problems.size(), 1u);
   EXPECT_EQ(r.problems[0].line, 2);
-  EXPECT_NE(r.problems[0].message.find("2 point(s)"), std::string::npos);
-  EXPECT_EQ(r.problems[1].line, 3);
-  EXPECT_FLOAT_EQ(r.instances[1].box[0], 0.55f);
-  EXPECT_FLOAT_EQ(r.instances[2].box[2], 0.0f);
+  EXPECT_NE(r.problems[0].message.find("1 point(s)"), std::string::npos);
+  EXPECT_FLOAT_EQ(r.instances[1].box[2], 0.0f);
+}
+
+TEST(YoloLabels, BoxRowAmongPolygonsIsRefused) {
+  // Five values beside polygon rows is a box row (also what a two-point polygon would be): the
+  // reference refuses files that mix detection and segment rows.
+  expect_rejected("0 0.1 0.1 0.2 0.1 0.2 0.2\n1 0.5 0.5 0.6 0.7\n", 2, "labels mix detection and segment rows");
 }
 
 TEST(YoloLabels, FormatLineRoundTrips) {

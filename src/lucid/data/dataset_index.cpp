@@ -641,13 +641,11 @@ Split index_coco_split(const SplitSource& s, const CocoFile& coco, const CocoCla
         }
       }
     }
-    std::vector<std::array<float, 5>> rows;
-    for (const auto& inst : plain) rows.push_back({float(inst.cls), inst.box[0], inst.box[1], inst.box[2], inst.box[3]});
-    auto keep = unique_rows(rows);
-    if (keep.size() < rows.size()) {
-      v.duplicates = int(rows.size() - keep.size());
+    auto keep = unique_instances(plain);
+    if (keep.size() < plain.size()) {
+      v.duplicates = int(plain.size() - keep.size());
       v.problems.push_back({s.json, 0, "image " + ci.file_name + ": " + std::to_string(v.duplicates) +
-                                           " duplicate annotation(s) (same class and box) removed"});
+                                           " duplicate annotation(s) (same class, box and outline) removed"});
       for (auto k : keep) v.rec.instances.push_back(std::move(plain[k]));
     } else {
       v.rec.instances = std::move(plain);

@@ -67,13 +67,46 @@ struct Row {
 
 }  // namespace
 
-std::vector<size_t> unique_rows(const std::vector<std::array<float, 5>>& rows) {
-  std::vector<size_t> order(rows.size());
+namespace {
+// Indices of the first occurrence of each distinct key, in sorted key order (numpy's unique with
+// return_index: a stable sort, then the first of each run of equal keys).
+template <class Key>
+std::vector<size_t> first_of_each_sorted(const std::vector<Key>& keys) {
+  std::vector<size_t> order(keys.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rows[a] < rows[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return keys[a] < keys[b]; });
   std::vector<size_t> keep;
   for (size_t k = 0; k < order.size(); ++k)
-    if (k == 0 || rows[order[k]] != rows[order[k - 1]]) keep.push_back(order[k]);
+    if (k == 0 || keys[order[k]] != keys[order[k - 1]]) keep.push_back(order[k]);
+  return keep;
+}
+
+// The bytes numpy compares for a (class, polygon) row: float32 class, then the float32 points.
+std::string class_and_points_bytes(const Instance& inst) {
+  std::string key;
+  auto add = [&](float v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };  // little-endian, as numpy's
+  add(static_cast<float>(inst.cls));
+  for (const auto& part : inst.polygons)
+    for (float v : part) add(v);
+  return key;
+}
+}  // namespace
+
+std::vector<size_t> unique_instances(const std::vector<Instance>& instances) {
+  std::vector<std::array<float, 5>> rows;
+  bool polygons = false;
+  for (const auto& inst : instances) {
+    rows.push_back({float(inst.cls), inst.box[0], inst.box[1], inst.box[2], inst.box[3]});
+    polygons = polygons || !inst.polygons.empty();
+  }
+  auto keep = first_of_each_sorted(rows);
+  if (keep.size() < rows.size() && polygons) {
+    // Distinct polygons may share a class and box: only rows equal in their points too are duplicates.
+    std::vector<std::string> keys;
+    for (const auto& inst : instances) keys.push_back(class_and_points_bytes(inst));
+    keep = first_of_each_sorted(keys);
+  }
+  if (keep.size() == rows.size()) std::iota(keep.begin(), keep.end(), 0);  // nothing removed: the file's order
   return keep;
 }
 
@@ -109,7 +142,12 @@ LabelParse parse_yolo_labels(std::string_view text, int nc, const std::string& p
   if (rows.empty()) return out;  // empty or blank file: a background image
 
   const bool polygons = std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.tokens.size() > 6; });
-  std::vector<std::array<float, 5>> boxes;  // class, cx, cy, w, h (float32, as the reference)
+  // A five-value row beside polygons is a box row, not a two-point polygon: the file is refused, as
+  // the reference (8.4.190) refuses labels that mix segment and detection rows.
+  if (polygons)
+    for (const auto& r : rows)
+      if (r.tokens.size() == 5)
+        return fail(r.line, "a box row (class cx cy w h) among polygon rows: labels mix detection and segment rows");
   std::vector<Instance> instances;
   for (const auto& r : rows) {
     std::vector<float> v(r.tokens.size());
@@ -151,16 +189,15 @@ LabelParse parse_yolo_labels(std::string_view text, int nc, const std::string& p
       return fail(r.line, "class id " + fmt(cls) + " >= nc " + std::to_string(nc) + " (classes are 0-" +
                               std::to_string(nc - 1) + ")");
     inst.cls = static_cast<int>(cls);
-    boxes.push_back({cls, inst.box[0], inst.box[1], inst.box[2], inst.box[3]});
     instances.push_back(std::move(inst));
   }
-  auto keep = unique_rows(boxes);
-  if (keep.size() < boxes.size()) {
-    out.duplicates_removed = int(boxes.size() - keep.size());
-    std::vector<bool> kept(boxes.size());
+  auto keep = unique_instances(instances);
+  if (keep.size() < instances.size()) {
+    out.duplicates_removed = int(instances.size() - keep.size());
+    std::vector<bool> kept(instances.size());
     for (auto k : keep) kept[k] = true;
     int first_dup = 0;
-    for (size_t k = 0; k < boxes.size() && !first_dup; ++k)
+    for (size_t k = 0; k < instances.size() && !first_dup; ++k)
       if (!kept[k]) first_dup = rows[k].line;
     out.problems.push_back({path, first_dup, std::to_string(out.duplicates_removed) + " duplicate label row(s) removed"});
     for (auto k : keep) out.instances.push_back(std::move(instances[k]));

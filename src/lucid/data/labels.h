@@ -90,8 +90,10 @@ double polygon_area(const std::vector<double>& xy);  // shoelace, absolute
 // closest pair of vertices and walking the links there and back (the reference converter's rule).
 std::vector<double> merge_polygon_parts(const std::vector<std::vector<double>>& parts);
 
-// Rows (class, box) with exact duplicates removed: returns indices of the kept rows in the order
-// numpy's unique(axis=0) yields them (sorted rows, first occurrence of each).
-std::vector<size_t> unique_rows(const std::vector<std::array<float, 5>>& rows);
+// The instances left once exact duplicates are removed, as the reference's label check (8.4.190):
+// rows (class, box) equal; where polygons are given, only rows whose (class, points) are equal too.
+// Returns the indices kept in the order numpy's unique yields them (sorted keys, first occurrence of
+// each), or all in the given order when none is a duplicate.
+std::vector<size_t> unique_instances(const std::vector<Instance>& instances);
 
 }  // namespace lucid::data
