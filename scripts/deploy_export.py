@@ -101,6 +101,8 @@ def export_mode(model, imgsz):
     (output0, output1) tuple; fixed input shape; max_det rows for end-to-end heads)."""
     from ultralytics.nn.modules import Detect
 
+    if getattr(model.model[-1], "one2one_cv2", None) is not None:
+        model.end2end = True  # yolo26's NMS-free one-to-one head, as the ONNX export's nms=False keeps it
     model = model.eval().float().fuse(verbose=False)
     anchors = sum((imgsz // int(s)) ** 2 for s in model.stride.tolist())
     for m in model.modules():

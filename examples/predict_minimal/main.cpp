@@ -1,4 +1,4 @@
-// predict_minimal WEIGHTS IMAGE [OUT] [conf=0.25] [imgsz=N] [device=cpu]: loads a lucid or Ultralytics
+// predict_minimal WEIGHTS IMAGE [OUT] [conf=0.25] [imgsz=N] [device=cpu] [nms=False]: loads a lucid or Ultralytics
 // weights file, predicts on one image and prints one line per detection,
 //   <class_id> <class_name> <score> <x1> <y1> <x2> <y2> <mask pixels>
 // (score with 4 decimals, box corners in image pixels with 2), then writes the annotated image to
@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -27,11 +28,12 @@ double number(const std::string& arg, size_t skip) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s WEIGHTS IMAGE [OUT] [conf=C] [imgsz=N] [device=D]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s WEIGHTS IMAGE [OUT] [conf=C] [imgsz=N] [device=D] [nms=True|False]\n", argv[0]);
     return 2;
   }
   try {
     std::string out = "annotated.jpg", device = "cpu";
+    std::optional<bool> nms;
     lucid::PredictOptions options;
     for (int i = 3; i < argc; ++i) {
       const std::string arg = argv[i];
@@ -41,10 +43,12 @@ int main(int argc, char** argv) {
         options.imgsz = static_cast<int>(number(arg, 6));
       else if (arg.rfind("device=", 0) == 0)
         device = arg.substr(7);
+      else if (arg == "nms=True" || arg == "nms=False")
+        nms = arg == "nms=True";
       else
         out = arg;
     }
-    lucid::Model model(argv[1], device);
+    lucid::Model model(argv[1], device, nms);
     const lucid::Result result = model.predict(argv[2], options);
     for (const auto& d : result.detections)
       std::printf("%d %s %.4f %.2f %.2f %.2f %.2f %lld\n", d.class_id, d.class_name.c_str(), d.score, d.x1, d.y1, d.x2,

@@ -109,6 +109,7 @@ int64_t Mask::area() const {
 struct Model::Impl {
   torch::Device device{torch::kCPU};
   engine::LoadedNetwork loaded;  // the eager model, or a compiled package (.pt2)
+  std::optional<bool> nms;       // the head it was loaded with (Model's nms)
   std::vector<std::string> names;
 
   engine::PredictOptions engine_options(const PredictOptions& o) const {
@@ -139,6 +140,7 @@ struct Model::Impl {
     }
     e.retina_masks = o.retina_masks;
     e.amp = o.half;
+    e.nms = nms;
     return e;
   }
 
@@ -147,7 +149,7 @@ struct Model::Impl {
     // An eager model runs with this call's precision; a compiled package with the one it was built with.
     std::vector<engine::Prediction> predictions;
     if (loaded.model) {
-      engine::EagerNetwork network(*loaded.model, device, e.amp);
+      engine::EagerNetwork network(*loaded.model, device, e.amp, e.nms);
       predictions = engine::predict_images(network, images, e);
     } else {
       predictions = engine::predict_images(*loaded.network, images, e);
@@ -196,9 +198,11 @@ struct Model::Impl {
   }
 };
 
-Model::Model(const std::string& weights, const std::string& device) : impl_(std::make_unique<Impl>()) {
+Model::Model(const std::string& weights, const std::string& device, std::optional<bool> nms)
+    : impl_(std::make_unique<Impl>()) {
   impl_->device = util::parse_device(device);
-  impl_->loaded = engine::load_network("weights", weights, impl_->device, /*amp=*/true);
+  impl_->nms = nms;
+  impl_->loaded = engine::load_network("weights", weights, impl_->device, /*amp=*/true, nms);
   impl_->names = impl_->loaded.names;  // the file's, else "class<i>"
 }
 

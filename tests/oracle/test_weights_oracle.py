@@ -58,9 +58,9 @@ def reference_rows(weights, data, project):
     from ultralytics import YOLO
 
     model = YOLO(str(weights))
-    # nms=False: the one-to-one head, lucid's inference path (8.4.190 defaults to the one-to-many head + NMS).
+    # The default of both (8.4.190): the one-to-many head and NMS, also for yolo26.
     m = model.val(data=str(data), imgsz=IMGSZ, batch=BATCH, device="cpu", plots=False, verbose=True, workers=0,
-                  project=str(project), name="val", nms=False)
+                  project=str(project), name="val")
     fmt = lambda v: "%.3g" % v  # noqa: E731
     table = {"all": [fmt(v) for v in m.mean_results()]}
     for i, c in enumerate(m.ap_class_index):

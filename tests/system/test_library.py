@@ -1,7 +1,8 @@
 """The installed C++ library: `cmake --install` of the build into a temporary prefix, then
 examples/predict_minimal configured and built against that prefix alone (find_package(lucid),
 lucid::lucid), run on an image with the weights of a tiny training run on a small synthetic set.
-Its detections equal `lucid predict`'s on the same image (same count and order, classes, boxes
+Its detections equal `lucid predict`'s on the same image, with the default nms and with nms=False
+(same count and order, classes, boxes
 within 1 px, scores within 1e-4, mask areas equal) and its annotated image is written; a missing
 weights file is one error line naming it."""
 import json
@@ -56,28 +57,33 @@ def main():
         step(["cmake", "--build", example, "-j2"], "building examples/predict_minimal")
 
         drawn = tmp / "drawn.jpg"
-        ex = step([example / "predict_minimal", weights, image, drawn, "conf=0.001", "device=cpu"],
-                  "predict_minimal")
-        rows = [line.split() for line in ex.stdout.splitlines()]
-        run(["predict", f"model={weights}", f"source={image}", "conf=0.001", "device=cpu", "save=False",
-             "save_json=True", f"project={tmp / 'runs'}", "name=predict"], env)
-        ref = json.loads((tmp / "runs" / "predict" / "predictions.json").read_text())
+        # The default (the one-to-many head and NMS) and nms=False (yolo26's one-to-one head), each
+        # against lucid predict with the same nms=.
+        for nms in ([], ["nms=False"]):
+            what = " ".join(nms) or "default nms"
+            ex = step([example / "predict_minimal", weights, image, drawn, "conf=0.001", "device=cpu", *nms],
+                      f"predict_minimal {what}")
+            rows = [line.split() for line in ex.stdout.splitlines()]
+            name = "predict" + "".join(n.split("=")[1] for n in nms)
+            run(["predict", f"model={weights}", f"source={image}", "conf=0.001", "device=cpu", "save=False",
+                 "save_json=True", f"project={tmp / 'runs'}", f"name={name}", *nms], env)
+            ref = json.loads((tmp / "runs" / name / "predictions.json").read_text())
 
-        check(len(ref) > 0 and len(rows) == len(ref), f"{len(rows)} detections, lucid predict {len(ref)}")
-        ok_cls = ok_box = ok_score = ok_mask = True
-        for r, p in zip(rows, ref):
-            cls, name, score = int(r[0]), r[1], float(r[2])
-            x1, y1, x2, y2 = map(float, r[3:7])
-            area = int(r[7])
-            bx, by, bw, bh = p["bbox"]
-            ok_cls &= cls == p["category_id"] - 1 and name == p["category_name"]
-            ok_box &= max(abs(x1 - bx), abs(y1 - by), abs(x2 - (bx + bw)), abs(y2 - (by + bh))) <= 1.0
-            ok_score &= abs(score - p["score"]) <= 1e-4
-            ok_mask &= area == int(mask_utils.area(p["segmentation"]))
-        check(ok_cls, "classes and class names equal lucid predict's")
-        check(ok_box, "boxes within 1 px of lucid predict's")
-        check(ok_score, "scores within 1e-4 of lucid predict's")
-        check(ok_mask, "mask areas equal lucid predict's")
+            check(len(ref) > 0 and len(rows) == len(ref), f"{what}: {len(rows)} detections, lucid predict {len(ref)}")
+            ok_cls = ok_box = ok_score = ok_mask = True
+            for r, p in zip(rows, ref):
+                cls, cname, score = int(r[0]), r[1], float(r[2])
+                x1, y1, x2, y2 = map(float, r[3:7])
+                area = int(r[7])
+                bx, by, bw, bh = p["bbox"]
+                ok_cls &= cls == p["category_id"] - 1 and cname == p["category_name"]
+                ok_box &= max(abs(x1 - bx), abs(y1 - by), abs(x2 - (bx + bw)), abs(y2 - (by + bh))) <= 1.0
+                ok_score &= abs(score - p["score"]) <= 1e-4
+                ok_mask &= area == int(mask_utils.area(p["segmentation"]))
+            check(ok_cls, f"{what}: classes and class names equal lucid predict's")
+            check(ok_box, f"{what}: boxes within 1 px of lucid predict's")
+            check(ok_score, f"{what}: scores within 1e-4 of lucid predict's")
+            check(ok_mask, f"{what}: mask areas equal lucid predict's")
 
         if "plots skipped" in ex.stderr or not drawn.exists():
             check(False, f"annotated image written: {ex.stderr.strip()}")

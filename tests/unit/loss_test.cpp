@@ -134,8 +134,11 @@ TEST(Assigner, SmallObjectsAreWidenedToTheSecondStride) {
   EXPECT_TRUE(torch::allclose(s.select(1, 0), torch::zeros({6})));
   EXPECT_NEAR(s.select(1, 1).max().item<float>(), 1.0f, 1e-5);
 
-  // Smallest stride 4: a 4 px side is not small, nothing is widened, no candidate.
-  auto plain = loss::TaskAlignedAssigner({.topk = 10, .num_classes = 2, .strides = {4, 16}});
+  // Strides {4, 16}: sides below the second stride are widened, the same six candidates.
+  auto second = loss::TaskAlignedAssigner({.topk = 10, .num_classes = 2, .strides = {4, 16}});
+  EXPECT_EQ(second(scores, pd_boxes, anchors, torch::ones({1, 1, 1}), gt, torch::ones({1, 1, 1})).fg_mask.sum().item<int64_t>(), 6);
+  // One stride, 4: a 4 px side is not small, nothing is widened, no candidate.
+  auto plain = loss::TaskAlignedAssigner({.topk = 10, .num_classes = 2, .strides = {4}});
   EXPECT_EQ(plain(scores, pd_boxes, anchors, torch::ones({1, 1, 1}), gt, torch::ones({1, 1, 1})).fg_mask.sum().item<int64_t>(), 0);
 }
 
