@@ -166,6 +166,32 @@ TEST(Assigner, NoGtMeansAllBackground) {
   EXPECT_TRUE(torch::equal(a.target_labels, torch::full({2, 10}, 3, torch::kLong)));
 }
 
+TEST(Assigner, SelectedMaskIousEqualTheDenseForm) {
+  // The CPU form (selected pairs only) against the device form (every slot's top candidates, then
+  // masked): the same IoUs, bit for bit, including chunks smaller than one image's pairs.
+  torch::manual_seed(0);
+  const int64_t bs = 2, m = 3, na = 40, k = 12, nm = 8, mh = 10, mw = 12;
+  loss::MaskQuality mq;
+  mq.coefs = torch::randn({bs, na, nm});
+  mq.proto = torch::randn({bs, nm, mh, mw});
+  mq.gt_masks = torch::rand({bs, m, mh, mw}) > 0.6;
+  mq.scale = 0.25f;
+  auto xy = torch::rand({bs, na, 2}) * 30, wh = torch::rand({bs, na, 2}) * 30 + 2;
+  auto pd_bboxes = torch::cat({xy, xy + wh}, -1);
+  auto top = std::get<1>(torch::rand({bs, m, na}).topk(k, -1));
+  auto cand = torch::rand({bs, m, na}) > 0.3;
+  cand.index_put_({1, 2}, false);  // a padding slot
+  auto selected = torch::zeros_like(cand).scatter_(-1, top, true) & cand;
+  auto dense = torch::zeros({bs, m, na}).scatter_(-1, top, loss::TaskAlignedAssigner::mask_ious(mq, top, pd_bboxes));
+  dense = torch::where(selected, dense, torch::zeros({}));
+  for (int64_t chunk : {int64_t{1} << 24, int64_t{mh * mw * 5}}) {
+    mq.chunk_elements = chunk;
+    auto sparse = loss::TaskAlignedAssigner::selected_mask_ious(mq, selected, pd_bboxes);
+    EXPECT_TRUE(torch::equal(sparse, dense)) << "chunk " << chunk;
+  }
+  EXPECT_GT(dense.gt(0).sum().item<int64_t>(), 20);  // the case has overlapping masks to compare
+}
+
 TEST(SegmentationLoss, EmptyBatchHasOnlyTheClassTerm) {
   torch::manual_seed(0);
   for (bool e2e : {false, true}) {

@@ -72,8 +72,13 @@ Assignment TaskAlignedAssigner::operator()(const Tensor& pd_scores, const Tensor
     auto dense = torch::where(cand, align_metric + options_.eps, torch::zeros({}, align_metric.options()));
     auto top = std::get<1>(dense.topk(std::min(3 * options_.topk, na), -1, /*largest=*/true));
     auto selected = torch::zeros_like(cand).scatter_(-1, top, true) & cand;
-    auto miou = torch::zeros_like(ciou).scatter_(-1, top, mask_ious(*masks, top, pd_bboxes));
-    miou = torch::where(selected, miou, torch::zeros({}, miou.options()));
+    Tensor miou;
+    if (pd_scores.is_cpu()) {
+      miou = selected_mask_ious(*masks, selected, pd_bboxes);
+    } else {
+      miou = torch::zeros_like(ciou).scatter_(-1, top, mask_ious(*masks, top, pd_bboxes));
+      miou = torch::where(selected, miou, torch::zeros({}, miou.options()));
+    }
     overlaps = torch::where(cand, (ciou + miou) / 2, torch::zeros({}, ciou.options()));
     align_metric = bbox_scores.pow(options_.alpha) * overlaps.pow(options_.beta);
   }
@@ -140,6 +145,35 @@ Tensor TaskAlignedAssigner::mask_ious(const MaskQuality& mq, const Tensor& top, 
     parts.push_back(inter.to(fopts.dtype()) / uni.clamp_min(1).to(fopts.dtype()));
   }
   return torch::cat(parts, 1);
+}
+
+Tensor TaskAlignedAssigner::selected_mask_ious(const MaskQuality& mq, const Tensor& selected, const Tensor& pd_bboxes) {
+  const int64_t bs = selected.size(0);
+  const int64_t mh = mq.proto.size(2), mw = mq.proto.size(3), px = mh * mw;
+  auto fopts = pd_bboxes.options();
+  auto miou = torch::zeros(selected.sizes(), fopts);
+  auto cols = torch::arange(mw, fopts).view({1, 1, mw});
+  auto rows = torch::arange(mh, fopts).view({1, mh, 1});
+  const int64_t step = std::max<int64_t>(mq.chunk_elements / std::max<int64_t>(px, 1), 1);
+  for (int64_t b = 0; b < bs; ++b) {
+    auto pairs = selected[b].nonzero();  // (n, 2): GT, anchor
+    const int64_t n = pairs.size(0);
+    auto proto = mq.proto[b].flatten(1);  // (nm, P)
+    auto gt = mq.gt_masks[b].flatten(1);  // (M, P) bool
+    for (int64_t p0 = 0; p0 < n; p0 += step) {
+      const int64_t c = std::min(step, n - p0);
+      auto g = pairs.narrow(0, p0, c).select(1, 0), a = pairs.narrow(0, p0, c).select(1, 1);
+      auto pred = mq.coefs[b].index({a}).matmul(proto).gt(0).view({c, mh, mw});
+      // Cropped to the predicted box at prototype resolution, as the reference's crop_mask.
+      auto box = (pd_bboxes[b].index({a}) * mq.scale).view({c, 4, 1, 1}).unbind(1);  // 4 x (c, 1, 1)
+      pred = (pred & (cols >= box[0]) & (cols < box[2]) & (rows >= box[1]) & (rows < box[3])).view({c, px});
+      auto truth = gt.index({g});                // (c, P)
+      auto inter = (pred & truth).sum(-1);       // int64, exact
+      auto uni = truth.sum(-1) + pred.sum(-1) - inter;
+      miou[b].index_put_({g, a}, inter.to(fopts.dtype()) / uni.clamp_min(1).to(fopts.dtype()));
+    }
+  }
+  return miou;
 }
 
 }  // namespace lucid::loss

@@ -62,7 +62,12 @@ class TaskAlignedAssigner {
   Tensor candidates_in_gts(const Tensor& anchor_points, const Tensor& gt_bboxes, const Tensor& mask_gt) const;
   Tensor topk_mask(const Tensor& metrics, const Tensor& mask_gt) const;
   // (B, M, k) IoU of the predicted mask of anchor top[b, g, j] with GT g's mask; pd_bboxes in pixels.
+  // Dense over every GT slot (padding included): the device form, without host synchronisation.
   static Tensor mask_ious(const MaskQuality& masks, const Tensor& top, const Tensor& pd_bboxes);
+  // (B, M, A) the same IoUs where `selected` (B, M, A) is true, zero elsewhere, computed for the
+  // selected pairs only (the reference's sparse gather): the CPU form, which reads the pairs on the
+  // host. Equal to mask_ious scattered and masked by `selected`.
+  static Tensor selected_mask_ious(const MaskQuality& masks, const Tensor& selected, const Tensor& pd_bboxes);
 
  private:
   AssignerOptions options_;
