@@ -38,6 +38,12 @@ Tensor resize_bilinear(const Tensor& maps, int64_t h, int64_t w) {
       .squeeze(0);
 }
 
+// (n, Hm, Wm) FP32 mask logits: each detection's coefficients times the prototypes (c, Hm, Wm).
+Tensor mask_logits(const Tensor& protos, const Tensor& coefs) {
+  const int64_t c = protos.size(0), mh = protos.size(1), mw = protos.size(2);
+  return coefs.to(torch::kFloat32).matmul(protos.to(torch::kFloat32).view({c, -1})).view({-1, mh, mw});
+}
+
 }  // namespace
 
 Tensor xywh2xyxy(const Tensor& x) {
@@ -215,10 +221,10 @@ Tensor crop_mask(Tensor masks, const Tensor& boxes) {
 }
 
 Tensor process_mask(const Tensor& protos, const Tensor& coefs, const Tensor& boxes, std::array<int64_t, 2> shape) {
-  const int64_t c = protos.size(0), mh = protos.size(1), mw = protos.size(2);
+  const int64_t mh = protos.size(1), mw = protos.size(2);
   auto u8 = torch::TensorOptions().dtype(torch::kUInt8).device(coefs.device());
   if (coefs.size(0) == 0) return torch::zeros({0, mh, mw}, u8);
-  auto logits = coefs.to(torch::kFloat32).matmul(protos.to(torch::kFloat32).view({c, -1})).view({-1, mh, mw});
+  auto logits = mask_logits(protos, coefs);
   const double wr = static_cast<double>(mw) / shape[1], hr = static_cast<double>(mh) / shape[0];
   auto ratios = torch::tensor({wr, hr, wr, hr}, torch::TensorOptions().dtype(torch::kFloat32)).to(boxes.device());
   return crop_mask(logits.gt(0.0).to(torch::kUInt8), boxes.to(torch::kFloat32) * ratios.unsqueeze(0));
@@ -226,19 +232,17 @@ Tensor process_mask(const Tensor& protos, const Tensor& coefs, const Tensor& box
 
 Tensor process_mask_upsampled(const Tensor& protos, const Tensor& coefs, const Tensor& boxes,
                               std::array<int64_t, 2> shape) {
-  const int64_t c = protos.size(0), mh = protos.size(1), mw = protos.size(2);
   auto u8 = torch::TensorOptions().dtype(torch::kUInt8).device(coefs.device());
   if (coefs.size(0) == 0) return torch::zeros({0, shape[0], shape[1]}, u8);
-  auto logits = coefs.to(torch::kFloat32).matmul(protos.to(torch::kFloat32).view({c, -1})).view({-1, mh, mw});
+  auto logits = mask_logits(protos, coefs);
   return crop_mask(resize_bilinear(logits, shape[0], shape[1]).gt(0.0).to(torch::kUInt8), boxes.to(torch::kFloat32));
 }
 
 Tensor process_mask_native(const Tensor& protos, const Tensor& coefs, const Tensor& boxes,
                            std::array<int64_t, 2> shape) {
-  const int64_t c = protos.size(0), mh = protos.size(1), mw = protos.size(2);
   auto u8 = torch::TensorOptions().dtype(torch::kUInt8).device(coefs.device());
   if (coefs.size(0) == 0) return torch::zeros({0, shape[0], shape[1]}, u8);
-  auto logits = coefs.to(torch::kFloat32).matmul(protos.to(torch::kFloat32).view({c, -1})).view({-1, mh, mw});
+  auto logits = mask_logits(protos, coefs);
   return native_masks(logits, boxes, shape);
 }
 
