@@ -91,6 +91,7 @@ struct FitSetup {
   bool autocast = false;
   int64_t imgsz = 64;
   int64_t max_step_recordings = 8;
+  bool keep_step_outputs = true;  // false: as fits run, only the loss items are compared of the forward
   std::optional<engine::StepLossFns> loss;  // none: the segmentation loss
 };
 
@@ -120,6 +121,7 @@ class Fit {
     if (replay) s.replay = *replay;
     s.backend = setup_.backend;
     s.max_step_recordings = setup_.max_step_recordings;
+    s.keep_step_outputs = setup_.keep_step_outputs;
     s.print = false;
     if (setup_.loss)
       step_ = std::make_unique<engine::TrainingStep>(model_, *setup_.loss, *optimizer_, ema_.get(), s);
@@ -134,10 +136,11 @@ class Fit {
     if (setup_.device.is_cuda()) x = x.contiguous(at::MemoryFormat::ChannelsLast);
     auto result = step_->micro_step(x, targets);
     const auto& out = result.outputs;
-    for (const auto& t : {out.one2many.boxes, out.one2many.scores, out.one2many.mask_coefficient, out.one2many.proto,
-                          out.one2many.semantic, out.one2one->boxes, out.one2one->scores,
-                          out.one2one->mask_coefficient})
-      r.predictions.push_back(t.detach().clone());
+    if (setup_.keep_step_outputs)
+      for (const auto& t : {out.one2many.boxes, out.one2many.scores, out.one2many.mask_coefficient, out.one2many.proto,
+                            out.one2many.semantic, out.one2one->boxes, out.one2one->scores,
+                            out.one2one->mask_coefficient})
+        r.predictions.push_back(t.detach().clone());
     r.predictions.push_back(result.items.clone());
     for (const auto& p : model_->parameters()) {
       r.grad_defined.push_back(p.grad().defined());

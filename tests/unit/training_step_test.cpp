@@ -71,6 +71,14 @@ TEST(TrainingStep, WholeStepReplayByteIdenticalToNative) {
     compare_with_native(step_only(), kind, FitSetup{});
 }
 
+TEST(TrainingStep, WholeStepAsFitsRunItKeepingNoOutputs) {
+  // Fits keep no forward outputs in the recordings; the recordings share one input and one gradient
+  // buffer set, across the schedule's capacity buckets and its partial batch.
+  FitSetup setup;
+  setup.keep_step_outputs = false;
+  compare_with_native(step_only(), optim::Kind::MuSGD, setup);
+}
+
 TEST(TrainingStep, WholeStepWithStageOptionsToo) {
   compare_with_native(ReplayOptions{true, true, true, true}, optim::Kind::MuSGD, FitSetup{});
 }

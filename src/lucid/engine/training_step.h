@@ -34,6 +34,7 @@ struct StepSettings {
   replay::ReplayOptions replay;
   replay::Backend backend = replay::Backend::CudaGraph;
   int64_t max_step_recordings = 16;  // capture_step: micro-step recordings held at once
+  bool keep_step_outputs = false;    // capture_step: each recording keeps its forward's outputs
   bool print = true;                // route reasons and recordings on stdout
   // Data parallel: the gradient all-reduce, run first at every optimizer step (before clipping;
   // inside the update's recording under capture_step).
@@ -41,7 +42,7 @@ struct StepSettings {
 };
 
 struct StepLoss {
-  model::HeadOutputs outputs;  // valid until the next step (a replay's are its static buffers)
+  model::HeadOutputs outputs;  // valid until the next step (a replay's are its static buffers, empty unless kept)
   torch::Tensor items;         // (5) loss items on the device, detached
 };
 

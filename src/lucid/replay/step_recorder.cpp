@@ -64,18 +64,18 @@ bool same_tensor(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 struct StepRecorder::Recording {
-  Tensor x;
+  Tensor x;                     // the shared buffer of its input signature
   loss::PaddedTargets targets;  // on the device
   Graph graph;
-  model::HeadOutputs outputs;
+  model::HeadOutputs outputs;   // kept only with keep_outputs
   Tensor items;
-  std::vector<Tensor> grads;  // per trainable parameter; undefined where no gradient flows
+  std::vector<bool> grad_defined;  // per trainable parameter: whether a gradient flows to it
 };
 
 StepRecorder::StepRecorder(StepProgram program, model::SegmentationModel model, optim::Optimizer& optimizer, optim::ModelEMA* ema, Backend backend, int64_t max_recordings,
-                           bool print)
+                           bool keep_outputs, bool print)
     : program_(std::move(program)), model_(std::move(model)), optimizer_(optimizer), ema_(ema),
-      backend_(backend), max_recordings_(max_recordings), log_(print) {
+      backend_(backend), max_recordings_(max_recordings), keep_outputs_(keep_outputs), log_(print) {
   for (const auto& p : model_->parameters())
     if (p.requires_grad()) params_.push_back(p);
   grad_bufs_.resize(params_.size());
@@ -113,7 +113,14 @@ std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, c
   const auto t0 = Clock::now();
   auto rec = std::make_unique<Recording>();
   const auto device = x.device();
-  rec->x = torch::empty_strided(x.sizes(), x.strides(), x.options());
+  // Outside the recordings' pool: buffers that outlive every recording.
+  std::ostringstream signature;
+  describe(signature, x);
+  auto& input = inputs_[signature.str()];
+  if (!input.defined()) input = torch::empty_strided(x.sizes(), x.strides(), x.options());
+  rec->x = input;
+  if (step_grads_.empty())
+    for (const auto& p : params_) step_grads_.push_back(torch::empty_like(p));  // AccumulateGrad's layout
   rec->targets = static_like(targets, device);
   // Warm-up passes move BatchNorm statistics: every buffer is restored before the step runs.
   std::vector<Tensor> buffers = model_->buffers(), saved;
@@ -131,9 +138,18 @@ std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, c
       grads = torch::autograd::grad({result.total.sum()}, params_, {}, /*retain_graph=*/false,
                                     /*create_graph=*/false, /*allow_unused=*/true);
     }
-    r->outputs = detached(outputs);
+    r->grad_defined.assign(grads.size(), false);
+    std::vector<Tensor> to, from;
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (!grads[i].defined()) continue;
+      r->grad_defined[i] = true;
+      to.push_back(step_grads_[i]);
+      from.push_back(grads[i]);
+    }
+    torch::NoGradGuard no_grad;
+    if (!to.empty()) torch::_foreach_copy_(to, from);
+    if (keep_outputs_) r->outputs = detached(outputs);
     r->items = result.items;
-    r->grads = std::move(grads);
   };
   try {
     if (!micro_ctx_) micro_ctx_ = std::make_unique<RecordingContext>(backend_);
@@ -145,7 +161,6 @@ std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, c
           for (int i = 0; i < 3; ++i) body();
           r->outputs = {};  // the warm-up's tensors go before the capture allocates its own
           r->items = Tensor();
-          r->grads.clear();
         },
         /*capture_stream=*/true);
     drop_if_kept(kept, "a warm-up");
@@ -196,8 +211,8 @@ std::optional<MicroStep> StepRecorder::micro_step(const Tensor& x, const loss::P
   // AccumulateGrad's rule: a parameter without a gradient takes this one, one with a gradient adds it.
   std::vector<Tensor> assign_to, assign_from, add_to, add_from;
   for (size_t i = 0; i < params_.size(); ++i) {
-    const auto& g = rec.grads[i];
-    if (!g.defined()) continue;
+    if (!rec.grad_defined[i]) continue;
+    const auto& g = step_grads_[i];
     auto& pg = params_[i].mutable_grad();
     if (pg.defined()) {
       add_to.push_back(pg);

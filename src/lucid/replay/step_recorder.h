@@ -3,10 +3,14 @@
 //   micro-step  forward (under the fit's autocast), loss and backward (the loss's own included),
 //               one recording per key: the input signature (images, and the padded targets'
 //               shapes and dtypes: the loss's capacity bucket); the end2end loss weights are device
-//               tensors of the loss, so they need no key. It hands out the step's gradients in static buffers; they are then assigned to (first micro-step after an
-//               optimizer step) or added to (accumulation) the parameters' gradients exactly as
-//               AccumulateGrad does natively, so the recording does not depend on the accumulation
-//               count and warmup steps replay too.
+//               tensors of the loss, so they need no key. Its gradients land in one set of
+//               buffers that every recording shares (as its input buffer is shared by every
+//               recording of the same image signature); they are then assigned to (first
+//               micro-step after an optimizer step) or added to (accumulation) the parameters'
+//               gradients exactly as AccumulateGrad does natively, so the recording does not
+//               depend on the accumulation count and warmup steps replay too. The forward's
+//               outputs stay in the pool only where asked for (keep_outputs): kept, every
+//               recording would hold its own.
 //   update      gradient clipping, every optimizer stage including apply, and the EMA blend, one
 //               recording per fit, replayed at the accumulation boundary. The per-step scalars
 //               (learning rates, momentum, AdamW's bias corrections, the EMA decay) live in device
@@ -45,14 +49,14 @@ struct StepProgram {
 };
 
 struct MicroStep {
-  model::HeadOutputs outputs;  // aliases of the recording's static outputs: valid until the next replay
+  model::HeadOutputs outputs;  // aliases of the recording's static outputs, valid until the next replay; empty unless kept
   Tensor items;                // (5) loss items, likewise
 };
 
 class StepRecorder {
  public:
   StepRecorder(StepProgram program, model::SegmentationModel model, optim::Optimizer& optimizer, optim::ModelEMA* ema, Backend backend, int64_t max_recordings,
-               bool print = true);
+               bool keep_outputs, bool print = true);
   ~StepRecorder();
   StepRecorder(const StepRecorder&) = delete;
   StepRecorder& operator=(const StepRecorder&) = delete;
@@ -89,9 +93,12 @@ class StepRecorder {
   optim::ModelEMA* ema_;
   Backend backend_;
   int64_t max_recordings_;
+  bool keep_outputs_;
   RouteLog log_;
   std::vector<Tensor> params_;      // the trainable parameters, the backward's leaves
   std::vector<Tensor> grad_bufs_;   // gradients assigned on a first micro-step (persistent)
+  std::vector<Tensor> step_grads_;  // a replayed micro-step's gradients, shared by all recordings
+  std::map<std::string, Tensor> inputs_;  // the image buffer of each input signature, shared likewise
   std::unique_ptr<RecordingContext> micro_ctx_, update_ctx_;  // a pool for each kind
   std::map<std::string, std::unique_ptr<Recording>> micro_;
   std::vector<std::unique_ptr<Recording>> retired_;  // dropped, kept until the next capture
