@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-#include "lucid/loss/crop_window.cuh"
+#include "lucid/loss/mask_logits.cuh"
 #include "lucid/loss/mask_iou_cuda.h"
 #include "lucid/loss/mask_loss_cuda.h"
 
@@ -16,19 +16,6 @@ constexpr int kPairThreads = 128;  // threads per (GT slot, candidate) pair
 struct Dims {
   int64_t anchors, gts, k, nm, h, w;
 };
-
-// Sum of an int over the block (exact: the order does not matter).
-__device__ inline int block_count(int v, int* scratch) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  int total = 0;
-  if (threadIdx.x == 0)
-    for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) total += scratch[i];
-  __syncthreads();
-  return total;  // valid in thread 0
-}
 
 template <int NM>
 __global__ void candidate_mask_iou_kernel(const float* coefs, const float* proto, const bool* gt_masks,
@@ -59,8 +46,8 @@ __global__ void candidate_mask_iou_kernel(const float* coefs, const float* proto
       inter += gt[p] ? 1 : 0;
     }
   }
-  pred = block_count(pred, scratch[0]);
-  inter = block_count(inter, scratch[1]);
+  pred = block_sum(pred, scratch[0]);
+  inter = block_sum(inter, scratch[1]);
   if (threadIdx.x == 0) {
     const int64_t uni = gt_area[slot] + pred - inter;
     out[pair] = __fdiv_rn(static_cast<float>(inter), static_cast<float>(uni > 1 ? uni : 1));

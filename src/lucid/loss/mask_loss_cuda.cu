@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-#include "lucid/loss/crop_window.cuh"
+#include "lucid/loss/mask_logits.cuh"
 #include "lucid/loss/mask_loss_cuda.h"
 
 namespace lucid::loss::cuda {
@@ -33,19 +33,6 @@ __device__ inline float bce(float l, float t) {
 }
 
 __device__ inline float sigmoid(float l) { return 1.f / (1.f + expf(-l)); }
-
-// Sum over the block in a fixed order: warps by shuffles, then the warps' sums in index order.
-__device__ inline float block_sum(float v, float* scratch) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  float total = 0.f;
-  if (threadIdx.x == 0)
-    for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) total += scratch[i];
-  __syncthreads();
-  return total;  // valid in thread 0
-}
 
 template <typename MaskT, int NM>
 __global__ void forward_kernel(const float* coefs, const float* proto, const MaskT* masks, const int64_t* gt_index,

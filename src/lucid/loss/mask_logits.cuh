@@ -1,5 +1,5 @@
 // Device helpers of the fused mask kernels (mask loss, candidate mask IoUs): a box's crop window at
-// prototype resolution and a mask logit, as the ATen forms compute them.
+// prototype resolution and a mask logit, as the ATen forms compute them, and a fixed-order block sum.
 #pragma once
 #include <cstdint>
 
@@ -36,6 +36,21 @@ __device__ inline float logit(const float* c, const float* pb, int64_t hw, int64
   for (int k = 0; k < NM; ++k)
     if (k < nm) l = fmaf(c[k], pb[k * hw + p], l);
   return l;
+}
+
+// Sum over the block in a fixed order: warps by shuffles, then the warps' sums in index order
+// (scratch: one element per warp).
+template <typename T>
+__device__ inline T block_sum(T v, T* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  T total = 0;
+  if (threadIdx.x == 0)
+    for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) total += scratch[i];
+  __syncthreads();
+  return total;  // valid in thread 0
 }
 
 }  // namespace lucid::loss::cuda
