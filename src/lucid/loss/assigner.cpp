@@ -3,6 +3,9 @@
 #include <algorithm>
 
 #include "lucid/loss/boxes.h"
+#ifdef LUCID_CUDA_KERNELS
+#include "lucid/loss/mask_iou_cuda.h"
+#endif
 
 namespace lucid::loss {
 
@@ -76,7 +79,7 @@ Assignment TaskAlignedAssigner::operator()(const Tensor& pd_scores, const Tensor
     if (pd_scores.is_cpu()) {
       miou = selected_mask_ious(*masks, selected, pd_bboxes);
     } else {
-      miou = torch::zeros_like(ciou).scatter_(-1, top, mask_ious(*masks, top, pd_bboxes));
+      miou = torch::zeros_like(ciou).scatter_(-1, top, device_mask_ious(*masks, top, pd_bboxes, valid.squeeze(-1)));
       miou = torch::where(selected, miou, torch::zeros({}, miou.options()));
     }
     overlaps = torch::where(cand, (ciou + miou) / 2, torch::zeros({}, ciou.options()));
@@ -145,6 +148,19 @@ Tensor TaskAlignedAssigner::mask_ious(const MaskQuality& mq, const Tensor& top, 
     parts.push_back(inter.to(fopts.dtype()) / uni.clamp_min(1).to(fopts.dtype()));
   }
   return torch::cat(parts, 1);
+}
+
+Tensor TaskAlignedAssigner::device_mask_ious(const MaskQuality& mq, const Tensor& top, const Tensor& pd_bboxes,
+                                             const Tensor& valid) {
+#ifdef LUCID_CUDA_KERNELS
+  if (cuda::candidate_mask_ious_available(mq.coefs, mq.proto, pd_bboxes)) {
+    auto gt = mq.gt_masks.contiguous();
+    return cuda::candidate_mask_ious(mq.coefs.contiguous(), mq.proto.contiguous(), gt, gt.flatten(2).sum(-1),
+                                     top.contiguous(), pd_bboxes.contiguous(), mq.scale, valid.contiguous());
+  }
+#endif
+  (void)valid;  // the ATen form computes padding slots too; the caller zeroes them
+  return mask_ious(mq, top, pd_bboxes);
 }
 
 Tensor TaskAlignedAssigner::selected_mask_ious(const MaskQuality& mq, const Tensor& selected, const Tensor& pd_bboxes) {

@@ -64,6 +64,11 @@ class TaskAlignedAssigner {
   // (B, M, k) IoU of the predicted mask of anchor top[b, g, j] with GT g's mask; pd_bboxes in pixels.
   // Dense over every GT slot (padding included): the device form, without host synchronisation.
   static Tensor mask_ious(const MaskQuality& masks, const Tensor& top, const Tensor& pd_bboxes);
+  // mask_ious on a CUDA device: the fused kernel (loss/mask_iou_cuda.h) where built and its inputs
+  // are FP32, which skips padding slots (valid (B, M) false: 0) and pixels outside each predicted
+  // box; the ATen form otherwise.
+  static Tensor device_mask_ious(const MaskQuality& masks, const Tensor& top, const Tensor& pd_bboxes,
+                                 const Tensor& valid);
   // (B, M, A) the same IoUs where `selected` (B, M, A) is true, zero elsewhere, computed for the
   // selected pairs only (the reference's sparse gather): the CPU form, which reads the pairs on the
   // host. Equal to mask_ious scattered and masked by `selected`.
