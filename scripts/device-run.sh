@@ -17,6 +17,9 @@
 #   wheels in .whl/ when present (ultralytics, ultralytics_thop, ultralytics_platform, and polars with
 #   polars_runtime_32, which its trainer imports), lucid native, lucid with the three stage recordings, lucid with
 #   capture_step=True); logs and a summary in OUT_DIR/screens.
+# kernels: for every screen in LUCID_SCREENS a 2-epoch fit natively and with capture_step=True
+#   (LUCID_KERNEL_ARMS) with kernel_times=LUCID_KERNEL_STEPS (default 16): the device time of every
+#   kernel charged to its stage, and the costliest kernels; OUT_DIR/bench-kernels.log.
 # predict: prediction latency and throughput of the weights LUCID_PREDICT_MODEL (a path in the
 #   checkout, e.g. carried), eager and as compiled packages (format=aoti, compiled here at batch 1
 #   and 16), on LUCID_PREDICT_IMAGE (default: a coco128-seg image from shared/); OUT_DIR/predict.
@@ -155,6 +158,23 @@ for b in "${benches[@]}"; do
              esac
            done
          done > "$out/bench-screens.log" 2>&1 ;;
+    kernels)
+         work=$(workload)
+         mkdir -p "$out/kernels"
+         for sc in ${LUCID_SCREENS:-b4e5 b16e3 b64e3}; do
+           batch=${sc#b}; batch=${batch%e*}; workers=4; [ "$batch" -ge 64 ] && workers=16
+           for arm in ${LUCID_KERNEL_ARMS:-native step}; do
+             extra=(); [ $arm = step ] && extra=(capture_step=True)
+             log="$out/kernels/$sc-$arm.log"
+             LUCID_SHARED=${LUCID_SHARED:-$root/shared} LUCID_RUNS=/tmp/lucid-kernels-$sc-$arm \
+               "$root/bench/fit_workload.sh" "$LUCID_BUILD_DIR/lucid" "$work" /tmp/lucid-kernels-out/$sc-$arm 1 \
+               batch="$batch" epochs=2 workers="$workers" kernel_times="${LUCID_KERNEL_STEPS:-16}" "${extra[@]}" \
+               > "$log" 2>&1 || status=1
+             cat /tmp/lucid-kernels-out/$sc-$arm/fit-1.log >> "$log"
+             echo "== $sc $arm (batch $batch)"
+             sed -n '/^kernel times over/,/^[^ ]/p' "$log" | head -70
+           done
+         done > "$out/bench-kernels.log" 2>&1 ;;
     ddp)
          work=$(workload)
          peer_site

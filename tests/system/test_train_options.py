@@ -1,7 +1,8 @@
 """The train options beyond the basics, end to end on a tiny synthetic set (CPU): a cfg file with
 the command line over it; rect, multi_scale, fraction, single_cls, cls_pw, mask_ratio, split and
 save_json in one short fit (same seed: same bytes twice; the options recorded in args.yaml); a
-timed fit that stops on its time; batch=-1 on the CPU takes the reference's 16 with a warning."""
+timed fit that stops on its time; batch=-1 on the CPU takes the reference's 16 with a warning;
+kernel_times= on the CPU is refused."""
 import os
 import sys
 import tempfile
@@ -58,6 +59,10 @@ def main():
         r = lucid(["train", *BASE, f"data={data}", "epochs=1", "split=test", f"project={tmp / 'runs'}", "name=t"], env,
                   expect=None)
         check(r.returncode != 0 and "option split=test" in r.stderr, "split=test without a test split names the option")
+        r = lucid(["train", *BASE, f"data={data}", "epochs=1", "kernel_times=2", f"project={tmp / 'runs'}", "name=k"],
+                  env, expect=None)
+        check(r.returncode != 0 and "option kernel_times=2" in r.stderr and "Traceback" not in r.stderr,
+              "kernel_times= on the CPU is refused naming the option")
         r = lucid(["train", *BASE, f"cfg={tmp / 'missing.yaml'}"], env, expect=None)
         check(r.returncode != 0 and "missing.yaml" in r.stderr, "a missing cfg file is an error naming it")
     if failures:

@@ -153,7 +153,7 @@ TEST(TrainFields, EveryOptionIsDeclaredOnceAndEveryTableComesFromThatList) {
   const auto checkpoint = engine::train_record(settings, engine::RecordScope::Checkpoint);
   EXPECT_EQ(keys_of(args), declared);
   EXPECT_EQ(keys_of(checkpoint), in_checkpoint);
-  for (const char* left_out : {"capture_network", "stage_times", "gpu_augment", "project", "name", "resume"})
+  for (const char* left_out : {"capture_network", "stage_times", "kernel_times", "gpu_augment", "project", "name", "resume"})
     EXPECT_FALSE(checkpoint.contains(left_out)) << left_out;
 
   // args.yaml: one line per declared key, in order, none empty (defaults are written resolved).

@@ -84,6 +84,7 @@ nlohmann::ordered_json make_fit_report(const FitReportInput& in) {
   r["validation"] = {{"metrics", in.metrics}, {"losses", in.losses}};
   r["replay"] = in.replay;
   if (!in.stage_times.is_null()) r["stage_times"] = in.stage_times;
+  if (!in.kernel_times.is_null()) r["kernel_times"] = in.kernel_times;
   return r;
 }
 

@@ -41,6 +41,7 @@ struct FitReportInput {
   std::array<double, 5> losses{};   // final validation losses
   nlohmann::ordered_json replay = nlohmann::ordered_json::object();  // stage replay's own summary
   nlohmann::ordered_json stage_times;  // util::StageClock::summary() with stage_times=True; else null
+  nlohmann::ordered_json kernel_times;  // util::KernelClock::stop() with kernel_times=N; else null
 };
 
 // The report; every pointer in `in` must be set. Keys of "sha256": model (parameters and buffers

@@ -254,6 +254,12 @@ void declare(config::FieldList<S>& f) {
   f.flag("stage_times", "False", "time every stage (host and device) over the fit; printed and in fit_report.json")
       .role(Role::Execution)
       .to(&S::execution, &ExecutionSettings::stage_times);
+  f.integer("kernel_times", "0",
+            "profile the CUDA kernels of this many training steps from the second epoch on (the first if only one) "
+            "and charge their device time to the stages; printed and in fit_report.json")
+      .range(0, 100000)
+      .role(Role::Execution)
+      .to(&S::execution, &ExecutionSettings::kernel_times);
   f.flag("val", "True", "validate after every epoch").to(&S::val);
   f.choice("split", "val", "split validated during and after training: val or test", {"val", "test"}).to(&S::split);
   f.number("conf", "", "validation confidence threshold (default 0.001)")

@@ -29,6 +29,7 @@ struct OptimizerSettings {
 struct ExecutionSettings {
   replay::ReplayOptions replay;  // capture_network, capture_segment_heads, capture_optimizer, capture_step
   bool stage_times = false;
+  int64_t kernel_times = 0;  // training steps whose device kernels are profiled (util/kernel_times.h)
   bool gpu_augment = false;  // training pixels rendered on the device (data::render_batch)
 };
 

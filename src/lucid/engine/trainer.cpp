@@ -18,6 +18,7 @@
 #include "lucid/loss/class_weights.h"
 #include "lucid/model/transfer.h"
 #include "lucid/optim/schedule.h"
+#include "lucid/util/kernel_times.h"
 #include "lucid/util/trace.h"
 #include "lucid/util/cpu_threads.h"
 #include "lucid/util/device.h"
@@ -296,6 +297,19 @@ ValidationResult Trainer::fit() {
   auto step = std::make_unique<TrainingStep>(model_, *loss_, *optimizer_, ema_.get(), step_settings);
   std::optional<util::StageClock> stage_clock;
   if (s_.execution.stage_times) stage_clock.emplace(device_.is_cuda());
+  // kernel_times=N: the N steps from the first of the second epoch run (the first, if it is the last).
+  if (s_.execution.kernel_times > 0 && !device_.is_cuda())
+    throw UserError("option kernel_times=" + std::to_string(s_.execution.kernel_times) +
+                    " profiles CUDA kernels; the fit runs on " + device_.str());
+  const int64_t profiled_epoch = start_epoch + 1 < s_.epochs ? start_epoch + 1 : start_epoch;
+  std::optional<util::KernelClock> kernel_clock;
+  int64_t profiled_steps = 0;
+  nlohmann::ordered_json kernel_times;
+  auto stop_kernel_clock = [&] {
+    kernel_times = kernel_clock->stop(profiled_steps);
+    kernel_clock.reset();
+    std::printf("%s", util::KernelClock::table(kernel_times).c_str());
+  };
   // The fit report, written with the final epoch's checkpoints.
   auto write_report = [&] {
     // The complete fit ends here, with the final epoch's commit (this report and weights/last) left;
@@ -322,6 +336,7 @@ ValidationResult Trainer::fit() {
     report.metrics = val.metrics;
     report.losses = val.losses;
     report.replay = replay_summary_;
+    report.kernel_times = kernel_times;
     if (stage_clock) {
       report.stage_times = stage_clock->summary();
       stage_clock.reset();
@@ -378,6 +393,7 @@ ValidationResult Trainer::fit() {
     int64_t i = 0;
     bool stop = false;  // time= ran out after an optimizer step: the rest of the epoch is not trained
     while (!stop) {
+      if (epoch == profiled_epoch && primary_ && profiled_steps == 0 && s_.execution.kernel_times > 0) kernel_clock.emplace();
       std::optional<TrainBatch> batch;
       {
         util::TraceRange range("data");
@@ -406,7 +422,9 @@ ValidationResult Trainer::fit() {
       }
       if (ready) account(*ready);
       ++i;
+      if (kernel_clock && ++profiled_steps == s_.execution.kernel_times) stop_kernel_clock();
     }
+    if (kernel_clock) stop_kernel_clock();  // the epoch ended first
     if (auto ready = reader.drain()) account(*ready);
     progress.finish();
     loss_->update_epoch();

@@ -1,6 +1,7 @@
 #include "lucid/loss/segmentation_loss.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "lucid/loss/batch_reduction.h"
 #include "lucid/loss/boxes.h"
@@ -8,6 +9,7 @@
 #include "lucid/model/model.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
+#include "lucid/util/trace.h"
 
 namespace lucid::loss {
 
@@ -171,11 +173,16 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
   const int64_t bs = p.pred_scores.size(0), na = p.pred_scores.size(1), nc = p.pred_scores.size(2);
   const int64_t capacity = gt.capacity();
 
+  // Stage ranges for kernel_times= (util/kernel_times.h), one after another.
+  std::optional<util::TraceRange> range;
+  range.emplace("assign");
   std::optional<MaskQuality> quality;
   if (options_.mask_assignment && capacity > 0) quality = mask_quality(p, gt);
   auto a = assigner(p.pred_scores.detach().sigmoid(), p.pred_bboxes.detach() * p.stride_tensor,
                     p.anchor_points * p.stride_tensor, gt.labels, gt.boxes, gt.valid,
                     quality ? &*quality : nullptr);
+  range.reset();
+  range.emplace("box and class");
   auto num_fg = a.fg_mask.sum();
   auto score_sum = a.target_scores.sum();
   Tensor batch_size;  // defined in data-parallel training: the global batch's
@@ -245,6 +252,8 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
     // Masks over fixed slots: per image min(A, k * M) of them (k: the assigner's anchors per GT, at
     // most that many foreground anchors), the image's foreground anchors first in anchor order, the
     // rest padding of weight 0. The slot of rank s is found by a search in the running count.
+    range.reset();
+    range.emplace("mask");
     if (!gt.masks.defined()) throw UserError("loss targets: masks are missing");
     const auto& ao = assigner.options();
     const int64_t slots = std::min(na, std::min(ao.topk, ao.topk2) * capacity);
@@ -268,6 +277,8 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
                                      options_.mask_chunk_elements);
     loss_seg = per_slot.sum() / num_fg.clamp_min(1);
 
+    range.reset();
+    range.emplace("semantic");
     if (p.semantic.defined()) {
       if (!gt.sem_masks.defined()) throw UserError("loss targets: sem_masks required by the semantic head");
       auto sem_idx = gt.sem_masks.to(torch::kLong).unsqueeze(1);
@@ -279,6 +290,7 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
     }
   }
 
+  range.reset();
   // The semantic term is a mean over the batch's images: a rank's share is its part's mean
   // weighted by its part of the global batch.
   if (batch_size.defined() && p.semantic.defined()) loss_sem = loss_sem * (static_cast<double>(bs) / batch_size);
@@ -318,13 +330,19 @@ LossResult SegmentationLoss::operator()(const model::HeadOutputs& preds, const P
                                 std::to_string(preds.one2many.scores.size(0)));
 
   LossResult result;
-  result.one2many = branch_loss(preds.one2many, preds.feats, targets, o2m_assigner_);
+  {
+    util::TraceRange range("one-to-many");
+    result.one2many = branch_loss(preds.one2many, preds.feats, targets, o2m_assigner_);
+  }
   if (!options_.end2end) {
     result.total = result.one2many.loss;
     result.items = result.one2many.items;
     return result;
   }
-  result.one2one = branch_loss(*preds.one2one, preds.feats, targets, o2o_assigner_);
+  {
+    util::TraceRange range("one-to-one");
+    result.one2one = branch_loss(*preds.one2one, preds.feats, targets, o2o_assigner_);
+  }
   const auto device = result.one2many.loss.device();
   if (!o2m_weight_.defined() || o2m_weight_.device() != device) {
     const auto opts = torch::TensorOptions().dtype(torch::kFloat).device(device);

@@ -1,5 +1,6 @@
 #include "lucid/util/trace.h"
 
+#include <ATen/record_function.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 #include <nvtx3/nvToolsExt.h>
@@ -13,6 +14,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "lucid/util/kernel_times.h"
 
 namespace lucid::util {
 
@@ -57,6 +60,13 @@ std::atomic<StageClock::State*> running{nullptr};
 
 TraceRange::TraceRange(const char* name) {
   nvtxRangePushA(name);
+  if (KernelClock::running_here()) {
+    scope_ = std::make_unique<at::RecordFunction>(at::RecordScope::USER_SCOPE);
+    if (scope_->isActive())
+      scope_->before(std::string_view(name), c10::ArrayRef<const c10::IValue>{});
+    else
+      scope_.reset();
+  }
   auto* s = running.load(std::memory_order_relaxed);
   if (!s || std::this_thread::get_id() != s->thread) return;
   StageClock::State::Entry e{name, Clock::now(), {}, nullptr, nullptr};
@@ -72,6 +82,7 @@ TraceRange::TraceRange(const char* name) {
 }
 
 TraceRange::~TraceRange() {
+  scope_.reset();
   nvtxRangePop();
   auto* s = running.load(std::memory_order_relaxed);
   if (entry_ < 0 || !s || entry_ >= static_cast<int64_t>(s->entries.size())) return;

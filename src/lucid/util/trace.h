@@ -9,10 +9,16 @@
 //         the device took from the range's first queued work to its last. Recording the events
 //         adds a few microseconds of host time per range and never synchronises; summary() does,
 //         once.
+//   KernelClock (kernel_times.h): while one runs, every range of its thread is also a profiler
+//         scope, to which the kernels launched inside it are charged.
 #pragma once
 #include <nlohmann/json.hpp>
 
 #include <memory>
+
+namespace at {
+struct RecordFunction;
+}
 
 namespace lucid::util {
 
@@ -25,6 +31,7 @@ class TraceRange {
 
  private:
   int64_t entry_ = -1;  // the running StageClock's record, if any
+  std::unique_ptr<at::RecordFunction> scope_;  // the running KernelClock's scope, if any
 };
 
 class StageClock {
