@@ -9,6 +9,7 @@
 #include "lucid/data/device_augment.h"
 #include "lucid/data/hsv.h"
 #include "lucid/data/loader.h"
+#include "lucid/data/network_input.h"
 
 using namespace lucid::data;
 using torch::Tensor;
@@ -136,5 +137,27 @@ TEST(LoaderGpu, DevicePixelsOnCuda) {
       EXPECT_TRUE(torch::equal(a->targets.sem_masks, b->targets.sem_masks));
     }
     EXPECT_FALSE(cpu.next().has_value());
+  }
+}
+
+// The training step's input (data/network_input.h): the fused CUDA kernel gives the bytes of the
+// tensor-operation form (HSV tables, FP32 scaling, channels-last), with and without jitter, for rows
+// of a multiple of 32 pixels and with OpenCV's scalar tail, without a host synchronisation.
+TEST(NetworkInputGpu, FusedKernelGivesTheTensorFormsBytes) {
+  torch::manual_seed(3);
+  for (int64_t w : {640, 100, 37}) {
+    auto imgs = torch::randint(0, 256, {4, 3, 40, w}, torch::kUInt8).to(torch::kCUDA);
+    auto gains = (torch::rand({4, 3}, torch::kDouble) * 2 - 1) * torch::tensor({0.015, 0.7, 0.4}, torch::kDouble);
+    for (bool jitter : {true, false}) {
+      const Tensor g = jitter ? gains : Tensor();
+      auto expected = network_input_ops(imgs, g);
+      Tensor got;
+      EXPECT_EQ(count_syncs([&] { got = network_input(imgs, g); }), 0) << w;
+      ASSERT_EQ(got.sizes(), expected.sizes());
+      EXPECT_EQ(got.scalar_type(), torch::kFloat);
+      EXPECT_TRUE(got.is_contiguous(at::MemoryFormat::ChannelsLast));
+      EXPECT_TRUE(torch::equal(got, expected)) << "width " << w << " jitter " << jitter << " max diff "
+                                               << (got - expected).abs().max().item<float>();
+    }
   }
 }

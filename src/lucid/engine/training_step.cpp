@@ -2,7 +2,7 @@
 
 #include <ATen/cuda/CUDAEvent.h>
 
-#include "lucid/data/hsv.h"
+#include "lucid/data/network_input.h"
 #include "lucid/util/device.h"
 #include "lucid/util/trace.h"
 
@@ -41,11 +41,8 @@ TrainingStep::~TrainingStep() = default;
 
 torch::Tensor TrainingStep::input(const torch::Tensor& images, const torch::Tensor& hsv_gains) const {
   util::TraceRange range("upload");
-  auto x = loss::upload(images, s_.device);
-  if (s_.hsv && hsv_gains.defined()) x = data::hsv_augment(x, hsv_gains);  // device HSV
-  x = x.to(torch::kFloat).div_(255.0);
-  if (s_.device.is_cuda()) x = x.contiguous(at::MemoryFormat::ChannelsLast);
-  return x;
+  // Device HSV where the batch carries gains; one fused kernel on CUDA.
+  return data::network_input(loss::upload(images, s_.device), s_.hsv ? hsv_gains : torch::Tensor());
 }
 
 void TrainingStep::set_accumulation_fixed(bool fixed) {

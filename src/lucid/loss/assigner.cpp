@@ -4,6 +4,7 @@
 
 #include "lucid/loss/boxes.h"
 #ifdef LUCID_CUDA_KERNELS
+#include "lucid/loss/assigner_cuda.h"
 #include "lucid/loss/mask_iou_cuda.h"
 #endif
 
@@ -14,8 +15,7 @@ TaskAlignedAssigner::TaskAlignedAssigner(AssignerOptions options) : options_(std
   if (options_.strides.empty()) options_.strides = {8, 16, 32};
 }
 
-Tensor TaskAlignedAssigner::candidates_in_gts(const Tensor& anchor_points, const Tensor& gt_bboxes,
-                                              const Tensor& mask_gt) const {
+Tensor TaskAlignedAssigner::widened_boxes(const Tensor& gt_bboxes, const Tensor& mask_gt) const {
   // Small-object expansion: a GT side shorter than the second stride becomes that stride, around the
   // same centre. Every GT goes through xywh and back, as in the reference (rounding).
   const double widened = options_.strides.size() > 1 ? options_.strides[1] : options_.strides[0];
@@ -24,7 +24,12 @@ Tensor TaskAlignedAssigner::candidates_in_gts(const Tensor& anchor_points, const
   auto wh = xywh.narrow(-1, 2, 2);
   auto expand = ((wh < small) * mask_gt).to(torch::kBool);
   wh = torch::where(expand, torch::scalar_tensor(widened, wh.options()), wh);
-  auto boxes = xywh_to_xyxy(torch::cat({xywh.narrow(-1, 0, 2), wh}, -1)).unsqueeze(2);  // (B, M, 1, 4)
+  return xywh_to_xyxy(torch::cat({xywh.narrow(-1, 0, 2), wh}, -1));
+}
+
+Tensor TaskAlignedAssigner::candidates_in_gts(const Tensor& anchor_points, const Tensor& gt_bboxes,
+                                              const Tensor& mask_gt) const {
+  auto boxes = widened_boxes(gt_bboxes, mask_gt).unsqueeze(2);  // (B, M, 1, 4)
   auto lt = boxes.narrow(-1, 0, 2), rb = boxes.narrow(-1, 2, 2);
   const double eps = 1e-9;
   return ((anchor_points - lt > eps) & (rb - anchor_points > eps)).all(3);
@@ -49,8 +54,8 @@ Assignment TaskAlignedAssigner::operator()(const Tensor& pd_scores, const Tensor
   const int64_t bs = pd_scores.size(0), na = pd_scores.size(1), m = gt_bboxes.size(1);
   const int64_t nc = options_.num_classes;
   auto lopts = pd_scores.options().dtype(torch::kLong);
-  Assignment out;
   if (m == 0) {
+    Assignment out;
     out.target_labels = torch::full({bs, na}, nc, lopts);
     out.target_bboxes = torch::zeros_like(pd_bboxes);
     out.target_scores = torch::zeros_like(pd_scores);
@@ -58,6 +63,68 @@ Assignment TaskAlignedAssigner::operator()(const Tensor& pd_scores, const Tensor
     out.target_gt_idx = torch::zeros({bs, na}, lopts);
     return out;
   }
+  if (fused_available(pd_scores, pd_bboxes))
+    return fused(pd_scores, pd_bboxes, anchor_points, gt_labels, gt_bboxes, mask_gt, masks);
+  return dense(pd_scores, pd_bboxes, anchor_points, gt_labels, gt_bboxes, mask_gt, masks);
+}
+
+bool TaskAlignedAssigner::fused_available(const Tensor& pd_scores, const Tensor& pd_bboxes) const {
+#ifdef LUCID_CUDA_KERNELS
+  return cuda::assigner_kernels_available(pd_scores, pd_bboxes, options_.alpha, options_.beta);
+#else
+  (void)pd_scores, (void)pd_bboxes;
+  return false;
+#endif
+}
+
+Assignment TaskAlignedAssigner::fused(const Tensor& pd_scores, const Tensor& pd_bboxes, const Tensor& anchor_points,
+                                      const Tensor& gt_labels, const Tensor& gt_bboxes, const Tensor& mask_gt,
+                                      const MaskQuality* masks) const {
+#ifdef LUCID_CUDA_KERNELS
+  torch::NoGradGuard no_grad;
+  const int64_t na = pd_scores.size(1), m = gt_bboxes.size(1);
+  auto labels = gt_labels.squeeze(-1).to(torch::kLong).contiguous();  // (B, M)
+  auto valid = mask_gt.squeeze(-1).to(torch::kBool).contiguous();     // (B, M)
+  auto boxes = gt_bboxes.contiguous();
+  auto metrics = cuda::candidate_metrics(pd_scores.contiguous(), pd_bboxes.contiguous(), anchor_points.contiguous(),
+                                         labels, boxes, widened_boxes(gt_bboxes, mask_gt).contiguous(), valid,
+                                         options_.alpha, options_.beta, masks ? options_.eps : 0.0);
+  if (masks) {
+    // As the dense form: mask IoUs of each GT's 3 * topk best candidates, overlap (CIoU + IoU) / 2.
+    auto top = std::get<1>(metrics.metric.topk(std::min(3 * options_.topk, na), -1, /*largest=*/true));
+    auto miou = torch::zeros_like(metrics.overlaps).scatter_(-1, top, device_mask_ious(*masks, top, pd_bboxes, valid));
+    cuda::mask_aware_metrics(metrics, miou, options_.beta);
+  }
+  auto top = std::get<1>(metrics.metric.topk(std::min(options_.topk, na), -1, /*largest=*/true));
+  auto gts = cuda::resolve_gts(metrics, top, valid);
+  if (options_.topk2 != options_.topk) {
+    auto mask_pos = (torch::arange(m, gts.options()).view({1, m, 1}) == gts.unsqueeze(1)).to(torch::kFloat);
+    auto kept = std::get<1>((metrics.metric * mask_pos).topk(std::min(options_.topk2, na), -1, true));
+    mask_pos = mask_pos * torch::zeros_like(mask_pos).scatter_(-1, kept, 1.0);
+    gts = torch::where(mask_pos.sum(-2) > 0, mask_pos.argmax(-2), torch::full({}, -1, gts.options())).contiguous();
+  }
+  auto t = cuda::assignment_targets(gts, metrics, labels, boxes, options_.num_classes, options_.eps);
+  Assignment out;
+  out.target_labels = t.labels;
+  out.target_bboxes = t.bboxes;
+  out.target_scores = t.scores;
+  out.fg_mask = t.fg;
+  out.target_gt_idx = t.gt_idx;
+  return out;
+#else
+  (void)pd_scores, (void)pd_bboxes, (void)anchor_points, (void)gt_labels, (void)gt_bboxes, (void)mask_gt, (void)masks;
+  throw std::logic_error("assigner: built without the CUDA kernels");
+#endif
+}
+
+Assignment TaskAlignedAssigner::dense(const Tensor& pd_scores, const Tensor& pd_bboxes, const Tensor& anchor_points,
+                                      const Tensor& gt_labels, const Tensor& gt_bboxes, const Tensor& mask_gt,
+                                      const MaskQuality* masks) const {
+  torch::NoGradGuard no_grad;
+  const int64_t bs = pd_scores.size(0), na = pd_scores.size(1), m = gt_bboxes.size(1);
+  const int64_t nc = options_.num_classes;
+  auto lopts = pd_scores.options().dtype(torch::kLong);
+  Assignment out;
 
   // Candidates and alignment metric, dense over (B, M, A).
   auto in_gts = candidates_in_gts(anchor_points, gt_bboxes, mask_gt);

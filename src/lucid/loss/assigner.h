@@ -6,7 +6,7 @@
 // topk2 < topk only each GT's best topk2 anchors survive; soft targets are t rescaled so that each
 // GT's best anchor scores its best CIoU.
 //
-// No host synchronisation: everything is dense over (B, M, A).
+// No host synchronisation: the dense form works over (B, M, A); on CUDA fused kernels do the same.
 #pragma once
 #include <torch/torch.h>
 
@@ -58,7 +58,20 @@ class TaskAlignedAssigner {
 
   const AssignerOptions& options() const { return options_; }
 
+  // The two forms operator() chooses between (m > 0): `fused`, the CUDA kernels of
+  // loss/assigner_cuda.h, where fused_available (CUDA FP32 predictions); `dense`, tensor operations
+  // over (B, M, A) on any device. They give the same bytes.
+  bool fused_available(const Tensor& pd_scores, const Tensor& pd_bboxes) const;
+  Assignment fused(const Tensor& pd_scores, const Tensor& pd_bboxes, const Tensor& anchor_points,
+                   const Tensor& gt_labels, const Tensor& gt_bboxes, const Tensor& mask_gt,
+                   const MaskQuality* masks = nullptr) const;
+  Assignment dense(const Tensor& pd_scores, const Tensor& pd_bboxes, const Tensor& anchor_points,
+                   const Tensor& gt_labels, const Tensor& gt_bboxes, const Tensor& mask_gt,
+                   const MaskQuality* masks = nullptr) const;
+
   // The stages, exposed for tests. (B, M, A) results.
+  // (B, M, 4) xyxy GT boxes with sides shorter than the second stride widened to it (real GTs).
+  Tensor widened_boxes(const Tensor& gt_bboxes, const Tensor& mask_gt) const;
   Tensor candidates_in_gts(const Tensor& anchor_points, const Tensor& gt_bboxes, const Tensor& mask_gt) const;
   Tensor topk_mask(const Tensor& metrics, const Tensor& mask_gt) const;
   // (B, M, k) IoU of the predicted mask of anchor top[b, g, j] with GT g's mask; pd_bboxes in pixels.

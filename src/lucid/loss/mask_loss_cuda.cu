@@ -107,11 +107,12 @@ __global__ void coefs_grad_kernel(const float* grad_out, const float* coefs, con
 }
 
 // One thread per pixel of one image: the sum over the image's slots, in slot order, of
-// dl * coefs for every slot whose window holds the pixel.
+// dl * coefs for every slot whose window holds the pixel. Slots from the image's last valid one on
+// (active[b]) add nothing and are not visited: the loss puts the valid slots first.
 template <typename MaskT, int NM>
 __global__ void proto_grad_kernel(const float* grad_out, const float* coefs, const float* proto, const MaskT* masks,
                                   const int64_t* gt_index, const float* crop, const float* area, const bool* valid,
-                                  float* grad_proto, Shape s) {
+                                  const int* active, float* grad_proto, Shape s) {
   const int64_t b = blockIdx.y, hw = s.h * s.w, p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const bool inside = p < hw;
   const int x = inside ? static_cast<int>(p % s.w) : -1, y = inside ? static_cast<int>(p / s.w) : -1;
@@ -126,9 +127,9 @@ __global__ void proto_grad_kernel(const float* grad_out, const float* coefs, con
     pv[k] = inside && k < s.nm ? pb[k * hw + p] : 0.f;
     acc[k] = 0.f;
   }
-  const int64_t first = b * s.slots_per_image;
-  for (int64_t t0 = 0; t0 < s.slots_per_image; t0 += kSlotTile) {
-    const int tile = s.slots_per_image - t0 < kSlotTile ? static_cast<int>(s.slots_per_image - t0) : kSlotTile;
+  const int64_t first = b * s.slots_per_image, slots = active[b];
+  for (int64_t t0 = 0; t0 < slots; t0 += kSlotTile) {
+    const int tile = slots - t0 < kSlotTile ? static_cast<int>(slots - t0) : kSlotTile;
     __syncthreads();
     for (int i = threadIdx.x; i < tile; i += blockDim.x) {
       const int64_t slot = first + t0 + i;
@@ -189,6 +190,7 @@ struct Args {
   const int64_t* gt_index;
   const float *crop, *area;
   const bool* valid;
+  const int* active;  // (B) one past each image's last valid slot (prototype gradients)
   float *out, *grad_coefs, *grad_proto;
   int64_t blocks, bs, hw;
 };
@@ -209,7 +211,7 @@ void launch_backward(const Args& a, const Shape& s, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>((a.hw + kPixelThreads - 1) / kPixelThreads), static_cast<unsigned>(a.bs));
     proto_grad_kernel<MaskT, NM><<<grid, kPixelThreads, 0, stream>>>(
         a.grad, a.coefs, a.proto, static_cast<const MaskT*>(a.masks), a.gt_index, a.crop, a.area, a.valid,
-        a.grad_proto, s);
+        a.active, a.grad_proto, s);
   }
 }
 
@@ -280,6 +282,14 @@ std::pair<Tensor, Tensor> cropped_mask_bce_backward(const Tensor& grad_out, cons
   a.grad = grad.data_ptr<float>();
   a.grad_coefs = grad_coefs.data_ptr<float>();
   a.grad_proto = want_proto ? grad_proto.data_ptr<float>() : nullptr;
+  Tensor active;
+  if (want_proto && a.bs > 0) {
+    const int64_t k = coefs.size(1);
+    auto io = valid.options().dtype(at::kInt);
+    active = k == 0 ? at::zeros({a.bs}, io)
+                    : (valid.view({a.bs, k}).to(at::kInt) * at::arange(1, k + 1, io)).amax(1).to(at::kInt).contiguous();
+    a.active = active.data_ptr<int>();
+  }
   backward_for(masks, a, s, at::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {grad_coefs, grad_proto};

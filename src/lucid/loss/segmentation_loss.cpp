@@ -166,7 +166,8 @@ MaskQuality SegmentationLoss::mask_quality(const Prepared& p, const PaddedTarget
 }
 
 BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, const std::vector<Tensor>& feats,
-                                         const PaddedTargets& gt, const TaskAlignedAssigner& assigner) const {
+                                         const PaddedTargets& gt, const TaskAlignedAssigner& assigner,
+                                         Tensor* semantic_term) const {
   auto p = prepare(branch, feats);
   const auto device = p.pred_scores.device();
   const auto fopts = torch::TensorOptions().dtype(torch::kFloat).device(device);
@@ -281,12 +282,19 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
     range.emplace("semantic");
     if (p.semantic.defined()) {
       if (!gt.sem_masks.defined()) throw UserError("loss targets: sem_masks required by the semantic head");
-      auto sem_idx = gt.sem_masks.to(torch::kLong).unsqueeze(1);
-      auto present = gt.overlap ? masks != 0 : (masks != 0).any(1);
-      auto sem_target = torch::zeros({bs, nc, sem_idx.size(2), sem_idx.size(3)}, fopts);
-      sem_target.scatter_(1, sem_idx, present.unsqueeze(1).to(torch::kFloat));
+      Tensor term;
+      if (semantic_term && semantic_term->defined()) {
+        term = semantic_term->detach();  // the other branch's, of the same prediction and targets
+      } else {
+        auto sem_idx = gt.sem_masks.to(torch::kLong).unsqueeze(1);
+        auto present = gt.overlap ? masks != 0 : (masks != 0).any(1);
+        auto sem_target = torch::zeros({bs, nc, sem_idx.size(2), sem_idx.size(3)}, fopts);
+        sem_target.scatter_(1, sem_idx, present.unsqueeze(1).to(torch::kFloat));
+        term = bce_dice(p.semantic, sem_target);
+        if (semantic_term) *semantic_term = term;
+      }
       // The reference has no semantic term for a batch without foreground.
-      loss_sem = bce_dice(p.semantic, sem_target) * options_.box * (num_fg > 0).to(torch::kFloat);
+      loss_sem = term * options_.box * (num_fg > 0).to(torch::kFloat);
     }
   }
 
@@ -330,9 +338,10 @@ LossResult SegmentationLoss::operator()(const model::HeadOutputs& preds, const P
                                 std::to_string(preds.one2many.scores.size(0)));
 
   LossResult result;
+  Tensor semantic_term;
   {
     util::TraceRange range("one-to-many");
-    result.one2many = branch_loss(preds.one2many, preds.feats, targets, o2m_assigner_);
+    result.one2many = branch_loss(preds.one2many, preds.feats, targets, o2m_assigner_, &semantic_term);
   }
   if (!options_.end2end) {
     result.total = result.one2many.loss;
@@ -341,7 +350,13 @@ LossResult SegmentationLoss::operator()(const model::HeadOutputs& preds, const P
   }
   {
     util::TraceRange range("one-to-one");
-    result.one2one = branch_loss(*preds.one2one, preds.feats, targets, o2o_assigner_);
+    // The one-to-one head's semantic map is the one-to-many's, detached (the model's heads): its
+    // term is computed once.
+    const auto& a = preds.one2many.semantic;
+    const auto& b = preds.one2one->semantic;
+    const bool same = a.defined() && b.defined() && a.data_ptr() == b.data_ptr() && a.sizes() == b.sizes() &&
+                      a.strides() == b.strides() && a.scalar_type() == b.scalar_type();
+    result.one2one = branch_loss(*preds.one2one, preds.feats, targets, o2o_assigner_, same ? &semantic_term : nullptr);
   }
   const auto device = result.one2many.loss.device();
   if (!o2m_weight_.defined() || o2m_weight_.device() != device) {

@@ -112,8 +112,11 @@ class SegmentationLoss {
   struct Prepared;  // a branch's predictions as FP32 (B, A, C) and its decoded boxes
   Prepared prepare(const model::BranchOutputs& branch, const std::vector<Tensor>& feats) const;
   MaskQuality mask_quality(const Prepared& p, const PaddedTargets& gt) const;
+  // semantic_term: the semantic BCE + Dice term, reused when defined, stored when not (the two
+  // branches share one semantic prediction); nullptr: computed here.
   BranchLoss branch_loss(const model::BranchOutputs& branch, const std::vector<Tensor>& feats,
-                         const PaddedTargets& gt, const TaskAlignedAssigner& assigner) const;
+                         const PaddedTargets& gt, const TaskAlignedAssigner& assigner,
+                         Tensor* semantic_term = nullptr) const;
 
   LossOptions options_;
   TaskAlignedAssigner o2m_assigner_, o2o_assigner_;
