@@ -10,7 +10,8 @@
 # pairs16, stages (the workload fit native and replayed with stage_times=True), trace (Nsight
 # Systems NVTX summary of a short replay fit, where nsys exists); default:
 # model_step loader. LUCID_GPU_TESTS=0 skips the GPU tests; LUCID_GPU_TEST_FILTER
-# runs only the GPU tests whose names match it.
+# runs only the GPU tests whose names match it; LUCID_BUILD_TARGETS (e.g. "lucid", with
+# LUCID_GPU_TESTS=0) builds only those targets.
 # screens: complete fits side by side, one fresh process each: for every screen in LUCID_SCREENS
 #   (default "b4e5 b16e3 b64e3": batch 4 x 5 epochs, batch 16 x 3, batch 64 x 3 with 16 workers) the
 #   arms in LUCID_ARMS (default "ultralytics native stages step": the Ultralytics package from the
