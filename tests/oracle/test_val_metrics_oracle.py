@@ -24,7 +24,7 @@
    yolo26n-seg through its one-to-one head (nms=False on both sides); and with a results file
    (native-resolution masks, boxes and masks mapped back to the original images with the per-axis
    ratio_pad), whose entries must match the reference's (ids, classes, scores within 1e-3, boxes
-   within 2e-4 of the image size, RLE masks differing in at most 0.1% of pixels). The two models
+   within 2e-4 of the image size and 5e-4 of the box's extent, RLE masks differing in at most 0.1% of pixels). The two models
    agree to ~1e-5, not bitwise, so this part agrees within float noise. Labels never share a box:
    the reference breaks IoU ties between labels through an unstable sort (ours takes the later
    label).
@@ -468,8 +468,11 @@ def compare_json(ours, ref):
         r = min(cands, key=lambda r: (max(abs(a - b) for a, b in zip(o["bbox"], r["bbox"])), abs(r["score"] - o["score"])))
         pool[(o["image_id"], o["file_name"], o["category_id"])].remove(r)
         # The two models' outputs agree to ~1e-5 relative; a box far from its anchor, on the stride-32
-        # level (32 pixels a grid unit), to ~1e-4 of the image; boxes are rounded to 3 decimals.
-        if max(abs(a - b) for a, b in zip(o["bbox"], r["bbox"])) > 2e-4 * max(r["segmentation"]["size"]) + 2e-3:
+        # level (32 pixels a grid unit), to ~1e-4 of the image, and a random model's largest boxes to
+        # ~3e-4 of their own extent (CPU kernels of other instruction sets round otherwise); boxes are
+        # rounded to 3 decimals.
+        extent = max(abs(b) for b in r["bbox"])
+        if max(abs(a - b) for a, b in zip(o["bbox"], r["bbox"])) > 2e-4 * max(r["segmentation"]["size"]) + 5e-4 * extent + 2e-3:
             failures.append(f"results file: box {o['bbox']} vs {r['bbox']}")
             break
         if o["segmentation"]["size"] != list(r["segmentation"]["size"]):
