@@ -14,10 +14,18 @@
 # LUCID_GPU_TESTS=0) builds only those targets.
 # screens: complete fits side by side, one fresh process each: for every screen in LUCID_SCREENS
 #   (default "b4e5 b16e3 b64e3": batch 4 x 5 epochs, batch 16 x 3, batch 64 x 3 with 16 workers) the
-#   arms in LUCID_ARMS (default "ultralytics native stages step": the Ultralytics package from the
+#   arms in LUCID_ARMS (default "ultralytics native stages step"; also "default", lucid with no capture
+#   option, i.e. capture_step on by default: the Ultralytics package from the
 #   wheels in .whl/ when present (ultralytics, ultralytics_thop, ultralytics_platform, and polars with
-#   polars_runtime_32, which its trainer imports), lucid native, lucid with the three stage recordings, lucid with
-#   capture_step=True); logs and a summary in OUT_DIR/screens.
+#   polars_runtime_32, which its trainer imports), lucid native (capture_step=False), lucid with the three
+#   stage recordings, lucid with capture_step=True); logs and a summary in OUT_DIR/screens.
+# scale: the scale workload (bench/scale_workload.sh: LUCID_SCALE_IMAGES training files, default 20000,
+#   under /tmp/lucid-scale) trained for LUCID_SCALE_EPOCHS (default 1) at batch 64, 640 px, 16 workers, one
+#   fresh process per arm in LUCID_SCALE_ARMS (default "ram disk none gpu ultralytics": lucid with
+#   cache=ram, cache=disk (its cache file built first, in its own timed run), cache=False, gpu_augment=True
+#   with cache=ram, and the Ultralytics wheels in .whl/ with cache=ram), each under bench/peak_memory.py
+#   (peak host PSS of the process tree); images/s over each epoch, the loader wait, GPU memory and the
+#   cache's build time and size; logs and a summary in OUT_DIR/scale.
 # kernels: for every screen in LUCID_SCREENS a 2-epoch fit natively and with capture_step=True
 #   (LUCID_KERNEL_ARMS) with kernel_times=LUCID_KERNEL_STEPS (default 16): the device time of every
 #   kernel charged to its stage, and the costliest kernels; OUT_DIR/bench-kernels.log.
@@ -89,6 +97,45 @@ peer_site() {  # the Ultralytics package from the wheels in .whl/, once, into /t
       "$root"/.whl/*.whl || status=1
   fi
 }
+scale_bench() {  # the scale workload, one fresh process per arm (see the header)
+  local work=/tmp/lucid-scale n=${LUCID_SCALE_IMAGES:-20000} epochs=${LUCID_SCALE_EPOCHS:-1} rc=0
+  LUCID_SHARED=${LUCID_SHARED:-$root/shared} bash "$root/bench/scale_workload.sh" "$work" "$n" || return 1
+  peer_site
+  mkdir -p "$out/scale"
+  export CUBLAS_WORKSPACE_CONFIG=:4096:8
+  for arm in ${LUCID_SCALE_ARMS:-ram disk none gpu ultralytics}; do
+    local log="$out/scale/$arm.log"
+    local common=(data="$work/data.yaml" model=yolo26n-seg.yaml epochs="$epochs" batch=64 imgsz=640 optimizer=MuSGD
+                  close_mosaic=0 warmup_epochs=1 workers=16 device=0 plots=False project=/tmp/lucid-scale-runs
+                  name="$arm" exist_ok=True)
+    case $arm in
+      ultralytics)
+        PYTHONPATH=/tmp/peer-site${PYTHONPATH:+:$PYTHONPATH} "$LUCID_PYTHON" "$root/bench/peak_memory.py" \
+          "$LUCID_PYTHON" "$root/bench/ultralytics_fit.py" --data "$work/data.yaml" --out /tmp/peer-scale \
+          --name scale --epochs "$epochs" --batch 64 --workers 16 > "$log" 2>&1 || rc=1
+        echo "ultralytics: $(grep -h '^{' "$log" | tail -2 | tr '\n' ' ')" ;;
+      ram|disk|none|gpu)
+        local cache=ram extra=()
+        [ $arm = disk ] && cache=disk
+        [ $arm = none ] && cache=False
+        [ $arm = gpu ] && extra=(gpu_augment=True)
+        if [ $arm = disk ]; then  # the cache file is built by a first run of its own, timed
+          rm -rf /tmp/lucid-scale-cache; local s; s=$(date +%s.%N)
+          LUCID_CACHE_DIR=/tmp/lucid-scale-cache "$LUCID_BUILD_DIR/lucid" train "${common[@]}" cache=disk epochs=1 \
+            time=0.0001 name=disk-build > "$out/scale/disk-build.log" 2>&1 || rc=1
+          echo "disk cache build run: $(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $s}") s (a fit stopped after its first step), $(du -sh /tmp/lucid-scale-cache | cut -f1)"
+        fi
+        LUCID_CACHE_DIR=/tmp/lucid-scale-cache "$LUCID_PYTHON" "$root/bench/peak_memory.py" "$LUCID_BUILD_DIR/lucid" train \
+          "${common[@]}" cache=$cache "${extra[@]}" > "$log" 2>&1 || rc=1
+        local report=/tmp/lucid-scale-runs/$arm/fit_report.json
+        echo "$arm (cache=$cache ${extra[*]}): $(grep -h 'complete fit:' "$log"); $(grep -h '^loader wait' "$log"); $(grep -h 'peak GPU memory' "$log"); $(tail -1 "$log")"
+        grep -h -E "prepared images|^replay: recorded|^replay: \{" "$log" | cut -c1-200 | head -12
+        "$LUCID_PYTHON" -c "import json; w=json.load(open('$report'))['loader_wait']; print('  images/s over the epochs: %.1f ($n images x $epochs epochs, %d steps in %.1f s)' % ($n * $epochs / w['epochs_s'], w['steps'], w['epochs_s']))" 2>/dev/null ;;
+      *) echo "unknown scale arm $arm"; rc=1 ;;
+    esac
+  done
+  return $rc
+}
 for b in "${benches[@]}"; do
   case "$b" in
     model_step) "$LUCID_BUILD_DIR/bench/bench_model_step" batch=${LUCID_STEP_BATCHES:-4,16,64} imgsz=640 steps=50 warmup=15 mode=native,graph > "$out/bench-model_step.log" 2>&1 || status=1 ;;
@@ -99,7 +146,7 @@ for b in "${benches[@]}"; do
             "$LUCID_BUILD_DIR/bench/bench_loader" --data "$work/data.yaml" "${args[@]}" --batches 96 \
               --reps 5 > "$out/bench-$b.log" 2>&1 || status=1 ;;
     fit) LUCID_SHARED=${LUCID_SHARED:-$root/shared} "$root/bench/fit_workload.sh" "$LUCID_BUILD_DIR/lucid" \
-           /tmp/lucid-workload "$out/fit" "${LUCID_FIT_RUNS:-2}" > "$out/bench-fit.log" 2>&1 || status=1 ;;
+           /tmp/lucid-workload "$out/fit" "${LUCID_FIT_RUNS:-2}" capture_step=False > "$out/bench-fit.log" 2>&1 || status=1 ;;
     fit_replay) LUCID_SHARED=${LUCID_SHARED:-$root/shared} LUCID_RUNS=/tmp/lucid-fit-replay \
            "$root/bench/fit_workload.sh" "$LUCID_BUILD_DIR/lucid" /tmp/lucid-workload "$out/fit_replay" \
            "${LUCID_FIT_RUNS:-2}" capture_network=True capture_segment_heads=True capture_optimizer=True \
@@ -111,7 +158,7 @@ for b in "${benches[@]}"; do
          grep -h "^replay:" "$out"/fit_step/fit-*.log >> "$out/bench-fit_step.log" ;;
     stages) # The workload fit natively and with every recording, each stage timed (stage_times=True).
          for arm in native replay; do
-           extra=(); [ $arm = replay ] && extra=(capture_network=True capture_segment_heads=True capture_optimizer=True)
+           extra=(capture_step=False); [ $arm = replay ] && extra=(capture_network=True capture_segment_heads=True capture_optimizer=True)
            LUCID_SHARED=${LUCID_SHARED:-$root/shared} LUCID_RUNS=/tmp/lucid-stages-$arm \
              "$root/bench/fit_workload.sh" "$LUCID_BUILD_DIR/lucid" /tmp/lucid-workload /tmp/lucid-stages-out/$arm 1 \
              stage_times=True "${extra[@]}" || status=1
@@ -146,8 +193,10 @@ for b in "${benches[@]}"; do
                               --data "$work/data.yaml" --out /tmp/peer-runs --name "$sc" --epochs "$epochs" --batch "$batch" \
                               --workers "$workers" > "$log" 2>&1 || status=1
                             echo "$sc ultralytics: $(tail -1 "$log")" ;;
-               native|stages|step)
-                 extra=(); [ $arm = stages ] && extra=(capture_network=True capture_segment_heads=True capture_optimizer=True)
+               native|default|stages|step)
+                 # native: capture_step=False; default: no capture option (capture_step on by default).
+                 extra=(); [ $arm = native ] && extra=(capture_step=False)
+                 [ $arm = stages ] && extra=(capture_network=True capture_segment_heads=True capture_optimizer=True)
                  [ $arm = step ] && extra=(capture_step=True)
                  LUCID_SHARED=${LUCID_SHARED:-$root/shared} LUCID_RUNS=/tmp/lucid-screens-$sc-$arm \
                    "$root/bench/fit_workload.sh" "$LUCID_BUILD_DIR/lucid" "$work" /tmp/lucid-screens-out/$sc-$arm 1 \
@@ -165,7 +214,7 @@ for b in "${benches[@]}"; do
          for sc in ${LUCID_SCREENS:-b4e5 b16e3 b64e3}; do
            batch=${sc#b}; batch=${batch%e*}; workers=4; [ "$batch" -ge 64 ] && workers=16
            for arm in ${LUCID_KERNEL_ARMS:-native step}; do
-             extra=(); [ $arm = step ] && extra=(capture_step=True)
+             extra=(capture_step=False); [ $arm = step ] && extra=(capture_step=True)
              log="$out/kernels/$sc-$arm.log"
              LUCID_SHARED=${LUCID_SHARED:-$root/shared} LUCID_RUNS=/tmp/lucid-kernels-$sc-$arm \
                "$root/bench/fit_workload.sh" "$LUCID_BUILD_DIR/lucid" "$work" /tmp/lucid-kernels-out/$sc-$arm 1 \
@@ -187,7 +236,7 @@ for b in "${benches[@]}"; do
              if [ $sc = ref ]; then per=4; epochs=5; workers=4; else per=64; epochs=3; workers=16; fi
              for arm in ${LUCID_DDP_ARMS:-native step ultralytics}; do
                [ $arm = ultralytics ] && continue
-               extra=(); [ $arm = step ] && extra=(capture_step=True)
+               extra=(capture_step=False); [ $arm = step ] && extra=(capture_step=True)
                base=""
                for w in ${LUCID_DDP_WORLDS:-1 2 4}; do
                  [ "$w" -le "$gpus" ] || continue
@@ -228,6 +277,7 @@ for b in "${benches[@]}"; do
              echo "aoti export batch $b: $(( $(date +%s) - s )) s"
              "$LUCID_BUILD_DIR/lucid" bench predict model=/tmp/lucid-b$b.pt2 batch=$b device=0 source="$img" || status=1
            done; } > "$out/bench-predict.log" 2>&1 ;;
+    scale) scale_bench > "$out/bench-scale.log" 2>&1 || status=1 ;;
     pairs) pairs pairs batch=4 epochs=5 > "$out/bench-pairs.log" 2>&1 || status=1 ;;
     pairs16) pairs pairs16 batch=16 epochs=3 > "$out/bench-pairs16.log" 2>&1 || status=1 ;;
     *) echo "unknown bench $b"; status=1 ;;

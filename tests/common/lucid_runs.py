@@ -34,7 +34,7 @@ def digest(p):
 
 
 # fit_report.json fields that measure the run (time, memory) rather than state what it computed.
-MEASURED = ["fit_seconds", "peak_allocated_mib", "peak_reserved_mib", "stage_times"]
+MEASURED = ["fit_seconds", "peak_allocated_mib", "peak_reserved_mib", "stage_times", "loader_wait"]
 
 
 def train(args, env, project, name, extra=(), cwd=None):

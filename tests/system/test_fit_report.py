@@ -2,7 +2,9 @@
 step_losses.f32, the report's own values), two runs with the same seed write identical reports
 except for the time and memory fields (and the stage times the second one asks for, which leave its
 checkpoint bytes unchanged; also when one renders its augmented images with the tensor form,
-gpu_augment=True), and a different seed changes the digests."""
+gpu_augment=True), and a different seed changes the digests. The default routing on the CPU: the
+whole-step replay is on by default and runs natively with its reason counted; capture_step=False
+leaves the report's replay summary empty. The loader-wait figure is in the report."""
 import hashlib
 import json
 import os
@@ -66,12 +68,25 @@ def main():
         b = train(env, project, "b", ["stage_times=True"])
         c = train(env, project, "c", ["seed=1"])
         d = train(env, project, "d", ["gpu_augment=True"])
+        off = train(env, project, "off", ["capture_step=False"])
 
         missing = [f for f in FIELDS if f not in a] + [h for h in HASHES if h not in a["sha256"]]
         if missing:
             failures.append(f"fields missing from fit_report.json: {missing}")
-        if a["format"] != "lucid-fit-report-1" or a["replay"] != {} or a["epochs"] != 1:
-            failures.append(f"unexpected format/replay/epochs: {a['format']} {a['replay']} {a['epochs']}")
+        if a["format"] != "lucid-fit-report-1" or a["epochs"] != 1:
+            failures.append(f"unexpected format/epochs: {a['format']} {a['epochs']}")
+        cpu = "training step: the fit runs on the CPU (recordings are CUDA graphs)"
+        ts = a["replay"].get("training_step", {})
+        if a["replay"].get("native_reasons", {}).get(cpu) != a["batches"] or ts.get("replayed_steps") != 0:
+            failures.append(f"default CPU fit: every step native with the CPU reason expected: {a['replay']}")
+        if off["replay"] != {}:
+            failures.append(f"capture_step=False: replay summary not empty: {off['replay']}")
+        if digest(project / "a" / "weights" / "last.safetensors") != digest(project / "off" / "weights" / "last.safetensors"):
+            failures.append("capture_step=False changed the checkpoint bytes")
+        lw = a.get("loader_wait", {})
+        if not (lw.get("steps") == a["batches"] and 0 <= lw.get("host_s", -1) <= lw.get("epochs_s", -1)
+                and 0 <= lw.get("share", -1) <= 1 and "device_idle_s" not in lw):
+            failures.append(f"loader_wait in the report: {lw}")
         if not 0 < a["fit_seconds"] or a["peak_allocated_mib"] != 0 or a["peak_reserved_mib"] != 0:
             failures.append(f"CPU fit: time {a['fit_seconds']}, memory {a['peak_allocated_mib']}/{a['peak_reserved_mib']}")
         steps = len((project / "a" / "step_losses.f32").read_bytes()) // 20

@@ -36,6 +36,8 @@ TEST(StepRoute, ReasonsOfTheWholeStep) {
       {"hooks on the heads", [](FitFacts& f) { f.head_hooks = true; }, false},
       {"recording cap reached (another input signature or capacity bucket)",
        [](FitFacts& f) { f.recordings_full = true; }, false},
+      {"a new input signature or capacity bucket, recorded once it recurs",
+       [](FitFacts& f) { f.key_unproven = f.recordings_full = true; }, false},
   };
   for (const auto& c : cases) {
     FitFacts f;
@@ -55,12 +57,19 @@ TEST(StepRoute, ReasonsOfTheWholeStep) {
   EXPECT_EQ(route_step(Stage::StepUpdate, false).reason, "another set of gradients than the recorded one");
 }
 
-TEST(StepOption, CaptureStepIsParsedAndAnExecutionOption) {
-  auto o = engine::train_options();
-  o.parse({});
-  EXPECT_FALSE(engine::TrainSettings::from(o).execution.replay.step);
-  o.parse({"capture_step=True"});
-  EXPECT_TRUE(engine::TrainSettings::from(o).execution.replay.step);
+TEST(StepOption, CaptureStepIsOnByDefaultUnlessTurnedOffOrStagesAsked) {
+  auto step_of = [](std::vector<std::string> args) {
+    auto o = engine::train_options();
+    o.parse(args);
+    return engine::TrainSettings::from(o).execution.replay.step;
+  };
+  EXPECT_TRUE(step_of({}));
+  EXPECT_FALSE(step_of({"capture_step=False"}));
+  EXPECT_TRUE(step_of({"capture_step=True"}));
+  // Asking for a stage recording chooses the stage recordings; both together when both are named.
+  EXPECT_FALSE(step_of({"capture_network=True"}));
+  EXPECT_FALSE(step_of({"capture_optimizer=True"}));
+  EXPECT_TRUE(step_of({"capture_segment_heads=True", "capture_step=True"}));
   EXPECT_TRUE(engine::execution_option("capture_step"));  // left out of checkpoints, as the stage options
 }
 
@@ -103,6 +112,26 @@ TEST(TrainingStep, RecordingCapSendsNewSignaturesNative) {
   // they came from.
   EXPECT_EQ(log.replays(Stage::StepUpdate), 4);
   EXPECT_EQ(fit.step_recorder()->summary()["recordings"], 2);
+}
+
+TEST(TrainingStep, KeysRecordedOnTheirThirdUse) {
+  // Keys of the schedule: (2 images, capacity 4), (2, 0), (2, 8), (1, 1), then (2, 4) again. Recorded
+  // from the third use, none records: every micro-step runs natively with its reason, the bytes of
+  // the native fit; the optimizer steps still replay. From the second use, (2, 4) records on its return.
+  for (int64_t from : {3, 2}) {
+    FitSetup setup;
+    setup.step_record_from_use = from;
+    Fit fit(step_only(), optim::Kind::SGD, "", setup);
+    run_against_native(fit, optim::Kind::SGD, setup);
+    const auto& log = fit.step_recorder()->log();
+    const int64_t recorded = from == 2 ? 1 : 0;
+    EXPECT_EQ(log.replays(Stage::Step), recorded) << from;
+    EXPECT_EQ(log.reasons().at("training step: a new input signature or capacity bucket, recorded once it recurs"),
+              5 - recorded)
+        << from;
+    EXPECT_EQ(log.replays(Stage::StepUpdate), 4) << from;
+    EXPECT_EQ(fit.step_recorder()->summary()["recordings"], recorded) << from;
+  }
 }
 
 TEST(TrainingStep, CudaGraphsOnTheCpuFallBackNativelyWithTheirReason) {

@@ -247,8 +247,13 @@ void declare(config::FieldList<S>& f) {
   f.flag("capture_optimizer", "False", "replay the optimizer's update preparation and orthogonalisation")
       .role(Role::Execution)
       .to(&S::execution, &ExecutionSettings::replay, &replay::ReplayOptions::optimizer);
-  f.flag("capture_step", "False",
-         "replay the whole training step (forward, loss, backward; clipping, optimizer and EMA) as recorded CUDA graphs")
+  // On by default: a fit on one CUDA device replays its whole step unless the user turns it off or
+  // asks for the stage recordings instead; where it cannot hold, route() says why and the step runs
+  // natively. Declared after the stage options, whose values its default reads.
+  f.flag("capture_step", "",
+         "replay the whole training step (forward, loss, backward; clipping, optimizer and EMA) as recorded CUDA graphs "
+         "(default True unless a capture_network/capture_segment_heads/capture_optimizer option is on)")
+      .resolve([](const S& s) { return !s.execution.replay.stages(); })
       .role(Role::Execution)
       .to(&S::execution, &ExecutionSettings::replay, &replay::ReplayOptions::step);
   f.flag("stage_times", "False", "time every stage (host and device) over the fit; printed and in fit_report.json")

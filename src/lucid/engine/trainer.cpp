@@ -19,6 +19,7 @@
 #include "lucid/model/transfer.h"
 #include "lucid/optim/schedule.h"
 #include "lucid/util/kernel_times.h"
+#include "lucid/util/loader_wait.h"
 #include "lucid/util/trace.h"
 #include "lucid/util/cpu_threads.h"
 #include "lucid/util/device.h"
@@ -297,6 +298,7 @@ ValidationResult Trainer::fit() {
   auto step = std::make_unique<TrainingStep>(model_, *loss_, *optimizer_, ema_.get(), step_settings);
   std::optional<util::StageClock> stage_clock;
   if (s_.execution.stage_times) stage_clock.emplace(device_.is_cuda());
+  util::LoaderWaitClock loader_wait(device_.is_cuda());
   // kernel_times=N: the N steps from the first of the second epoch run (the first, if it is the last).
   if (s_.execution.kernel_times > 0 && !device_.is_cuda())
     throw UserError("option kernel_times=" + std::to_string(s_.execution.kernel_times) +
@@ -337,6 +339,8 @@ ValidationResult Trainer::fit() {
     report.losses = val.losses;
     report.replay = replay_summary_;
     report.kernel_times = kernel_times;
+    report.loader_wait = loader_wait.summary();
+    std::printf("%s\n", util::LoaderWaitClock::line(report.loader_wait).c_str());
     if (stage_clock) {
       report.stage_times = stage_clock->summary();
       stage_clock.reset();
@@ -392,12 +396,16 @@ ValidationResult Trainer::fit() {
     };
     int64_t i = 0;
     bool stop = false;  // time= ran out after an optimizer step: the rest of the epoch is not trained
+    loader_wait.begin_epoch();
     while (!stop) {
       if (epoch == profiled_epoch && primary_ && profiled_steps == 0 && s_.execution.kernel_times > 0) kernel_clock.emplace();
       std::optional<TrainBatch> batch;
       {
         util::TraceRange range("data");
+        loader_wait.before_fetch();
         batch = train_->next();
+        if (batch) loader_wait.after_fetch();
+        else loader_wait.abandon_fetch();
       }
       if (!batch) break;
       const int64_t ni = i + nb * epoch;
@@ -426,6 +434,7 @@ ValidationResult Trainer::fit() {
     }
     if (kernel_clock) stop_kernel_clock();  // the epoch ended first
     if (auto ready = reader.drain()) account(*ready);
+    loader_wait.end_epoch();
     progress.finish();
     loss_->update_epoch();
     {
