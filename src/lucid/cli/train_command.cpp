@@ -24,6 +24,7 @@
 #include "lucid/engine/validator.h"
 #include "lucid/plot/annotate.h"
 #include "lucid/plot/charts.h"
+#include "lucid/report/run_events.h"
 #include "lucid/report/run_report.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
@@ -338,6 +339,15 @@ int train_command(const std::vector<std::string>& command_line) {
       plot::plot_results((run_dir / "results.csv").string(), (run_dir / "results.png").string());
     else
       plot::skip_warning();
+  }
+  // The plots as TensorBoard images, at the run's last epoch (a run only finishing its report opens
+  // a new event file for them).
+  if (settings.tensorboard) {
+    std::unique_ptr<report::EventFile> own;
+    auto* events = trainer ? trainer->events() : nullptr;
+    if (!events) events = (own = std::make_unique<report::EventFile>(run_dir)).get();
+    const auto trained = engine::read_checkpoint_state((run_dir / "weights" / "last.safetensors").string()).epoch;
+    report::log_run_plots(*events, run_dir, trained);
   }
   report::ReportContent rc;
   rc.title = "lucid train: " + run_dir.string();

@@ -276,6 +276,10 @@ void declare(config::FieldList<S>& f) {
   f.flag("save_json", "False", "the final validation writes predictions.json (COCO results) into the run folder")
       .to(&S::save_json);
   f.flag("plots", "True", "write plots").to(&S::plots);
+  f.flag("tensorboard", "False",
+         "write TensorBoard events into the run folder: per epoch the results.csv values, at the end the plots")
+      .role(Role::Execution)
+      .to(&S::tensorboard);
   f.integer("patience", "100", "epochs without fitness improvement before stopping (0: never stop early)")
       .range(0, kInt)
       .to(&S::patience);
