@@ -11,6 +11,7 @@
 #include "lucid/cli/commands.h"
 #include "lucid/config/cfg_file.h"
 #include "lucid/config/nms_option.h"
+#include "lucid/config/user_settings.h"
 #include "lucid/engine/autobatch.h"
 #include "lucid/data/synth.h"
 #include "lucid/dist/launcher.h"
@@ -175,7 +176,8 @@ int train_command(const std::vector<std::string>& command_line) {
   engine::ModelSource model_source;
   engine::TrainSettings settings;
   if (!options.str("resume").empty() && options.str("resume") != "False") {
-    resume = options.str("resume") == "True" ? newest_last_checkpoint(options.str("project")) : options.str("resume");
+    const auto project = options.given("project") ? options.str("project") : config::default_project();
+    resume = options.str("resume") == "True" ? newest_last_checkpoint(project) : options.str("resume");
     // The run's own options, so it continues exactly as it started (but a new epochs or device).
     auto state = engine::read_checkpoint_state(resume);
     engine::require_resumable(resume);
