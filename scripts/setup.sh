@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # One-time set-up on a fresh Debian machine: system packages, the project venv (.venv) with the
 # pinned torch wheel that provides LibTorch, then configure and build into build/.
+#
+#   ./scripts/setup.sh          everything: the venv with every pinned package (the tests' oracles:
+#                               ultralytics, pycocotools, onnx, tensorboard, ...) and every target
+#   ./scripts/setup.sh lucid    the main job only: the venv with the torch wheel alone, and the lucid
+#                               target (a later full set-up adds the rest)
+# Any other arguments are build targets (scripts/build.sh), built after the full venv.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -18,14 +24,23 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
 fi
 
+# The main job needs only LibTorch, from the pinned torch wheel; the stamp says what the venv holds.
+main_only=0
+[ "$*" = lucid ] && main_only=1
 py=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then "$py" -m venv .venv; fi
 stamp=.venv/.requirements.sha
+have=$(cat "$stamp" 2>/dev/null || true)
 want=$(sha256sum requirements.txt | cut -d' ' -f1)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+if [ "$have" != "$want" ] && { [ $main_only = 0 ] || [ "$have" != "torch $want" ]; }; then
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -r requirements.txt
-  echo "$want" > "$stamp"
+  if [ $main_only = 1 ]; then
+    .venv/bin/python -m pip install -q "$(grep -E '^torch==' requirements.txt)"
+    echo "torch $want" > "$stamp"
+  else
+    .venv/bin/python -m pip install -q -r requirements.txt
+    echo "$want" > "$stamp"
+  fi
 fi
 
 exec "$root/scripts/build.sh" "$@"

@@ -19,6 +19,8 @@ const char* kUsage =
     "  coco-eval         COCO box/mask mAP of a results JSON (as pycocotools)\n"
     "  data check|synth|convert|prepare  inspect, synthesise, convert datasets; cache images\n"
     "  bench pairs|merge fresh-process native/replay fit pairs: times, memory, state hashes\n"
+    "  checks            versions, devices and the build's optional parts (FFmpeg, Gloo, NCCL, cairo, CUDA kernels)\n"
+    "  settings [reset|key=value]  show or change the settings file (runs_dir, datasets_dir, tensorboard)\n"
     "  version           print the version\n"
     "`lucid segment <command> ...` is the same as `lucid <command> ...` (the reference's `yolo segment train`).\n";
 
@@ -43,6 +45,8 @@ int main(int argc, char** argv) {
     if (cmd == "coco-eval") return lucid::cli::coco_eval_command(rest);
     if (cmd == "data") return lucid::cli::data_command(rest);
     if (cmd == "bench") return lucid::cli::bench_command(rest);
+    if (cmd == "checks") return lucid::cli::checks_command(rest);
+    if (cmd == "settings") return lucid::cli::settings_command(rest);
     if (cmd == "version") {
       std::cout << "lucid-yolo " << LUCID_VERSION << "\n";
       return 0;

@@ -18,6 +18,7 @@
 
 #include "lucid/cli/commands.h"
 #include "lucid/config/nms_option.h"
+#include "lucid/config/user_settings.h"
 #include "lucid/data/dataset.h"
 #include "lucid/data/video.h"
 #include "lucid/engine/detection_crop.h"
@@ -70,7 +71,7 @@ config::Options predict_options() {
                   {"show_conf", "True", "put the score in the tags"},
                   {"show_boxes", "True", "draw the boxes and their tags (False: masks only)"},
                   {"line_width", "", "box line width in pixels (default: from the image size)"},
-                  {"project", "runs/segment", "folder of runs"},
+                  {"project", "", "folder of runs (default: runs_dir/segment, see lucid settings)"},
                   {"name", "predict", "run name (predict, predict2, ...)"},
                   {"exist_ok", "False", "reuse project/name if it exists"}});
 }
@@ -265,7 +266,8 @@ int predict_command(const std::vector<std::string>& command_line) {
       throw UserError("option classes=" + options.str("classes") + ": class " + std::to_string(c) + " is not in the model (" +
                       std::to_string(names.size()) + " classes)");
 
-  o.run_dir = engine::make_run_dir(options.str("project"), options.str("name"), options.flag("exist_ok"));
+  const auto project = options.given("project") ? options.str("project") : config::default_project();
+  o.run_dir = engine::make_run_dir(project, options.str("name"), options.flag("exist_ok"));
   fs::remove(o.run_dir / "weights");  // an empty folder from make_run_dir; prediction writes no weights
   if (o.save_txt) fs::create_directories(o.run_dir / "labels");
   o.draw = save && plot::available();

@@ -11,6 +11,7 @@
 #include "lucid/cli/commands.h"
 #include "lucid/config/cfg_file.h"
 #include "lucid/config/nms_option.h"
+#include "lucid/config/user_settings.h"
 #include "lucid/engine/autobatch.h"
 #include "lucid/data/synth.h"
 #include "lucid/dist/launcher.h"
@@ -24,6 +25,7 @@
 #include "lucid/engine/validator.h"
 #include "lucid/plot/annotate.h"
 #include "lucid/plot/charts.h"
+#include "lucid/report/run_events.h"
 #include "lucid/report/run_report.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
@@ -174,7 +176,8 @@ int train_command(const std::vector<std::string>& command_line) {
   engine::ModelSource model_source;
   engine::TrainSettings settings;
   if (!options.str("resume").empty() && options.str("resume") != "False") {
-    resume = options.str("resume") == "True" ? newest_last_checkpoint(options.str("project")) : options.str("resume");
+    const auto project = options.given("project") ? options.str("project") : config::default_project();
+    resume = options.str("resume") == "True" ? newest_last_checkpoint(project) : options.str("resume");
     // The run's own options, so it continues exactly as it started (but a new epochs or device).
     auto state = engine::read_checkpoint_state(resume);
     engine::require_resumable(resume);
@@ -338,6 +341,15 @@ int train_command(const std::vector<std::string>& command_line) {
       plot::plot_results((run_dir / "results.csv").string(), (run_dir / "results.png").string());
     else
       plot::skip_warning();
+  }
+  // The plots as TensorBoard images, at the run's last epoch (a run only finishing its report opens
+  // a new event file for them).
+  if (settings.tensorboard) {
+    std::unique_ptr<report::EventFile> own;
+    auto* events = trainer ? trainer->events() : nullptr;
+    if (!events) events = (own = std::make_unique<report::EventFile>(run_dir)).get();
+    const auto trained = engine::read_checkpoint_state((run_dir / "weights" / "last.safetensors").string()).epoch;
+    report::log_run_plots(*events, run_dir, trained);
   }
   report::ReportContent rc;
   rc.title = "lucid train: " + run_dir.string();

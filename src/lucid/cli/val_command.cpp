@@ -10,6 +10,7 @@
 #include "lucid/cli/commands.h"
 #include "lucid/config/fields.h"
 #include "lucid/config/nms_option.h"
+#include "lucid/config/user_settings.h"
 #include "lucid/data/loader.h"
 #include "lucid/data/synth.h"
 #include "lucid/engine/model_source.h"
@@ -72,7 +73,9 @@ const config::FieldList<ValSettings>& val_fields() {
     f->flag("allow_outside_images", "False",
             "follow COCO file_name paths that are absolute or lead out of the image folder (..)")
         .to(&S::index, &data::IndexOptions::allow_outside_images);
-    f->text("project", "runs/segment", "folder of runs").to(&S::project);
+    f->text("project", "", "folder of runs (default: runs_dir/segment, see lucid settings)")
+        .resolve([](const S&) { return config::default_project(); })
+        .to(&S::project);
     f->text("name", "val", "run name (val, val2, ...)").to(&S::name);
     f->flag("exist_ok", "False", "reuse project/name if it exists").to(&S::exist_ok);
     return f;

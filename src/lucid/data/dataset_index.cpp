@@ -11,6 +11,7 @@
 #include <set>
 
 #include "lucid/config/options.h"
+#include "lucid/config/user_settings.h"
 #include "lucid/data/dataset.h"
 #include "lucid/data/image_io.h"
 #include "lucid/data/labels.h"
@@ -202,6 +203,7 @@ Spec spec_from_yaml(const std::string& yaml_path) {
       if (p.is_absolute()) base = p;
       else if (path_exists(yaml_dir / p)) base = yaml_dir / p;
       else if (path_exists(fs::current_path() / p)) base = fs::current_path() / p;
+      else if (path_exists(config::datasets_dir() / p)) base = config::datasets_dir() / p;  // the reference's DATASETS_DIR
       else base = yaml_dir / p;
     }
     auto resolve = [&](const YAML::Node& node, const std::string& split, bool must_exist) {

@@ -17,6 +17,22 @@
 
 namespace lucid::dist {
 
+bool gloo_built() {
+#ifdef LUCID_HAVE_GLOO
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool nccl_built() {
+#ifdef LUCID_HAVE_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
 namespace {
 
 std::optional<long long> env_int(const char* name, long long lo, long long hi) {

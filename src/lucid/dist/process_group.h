@@ -22,6 +22,11 @@ struct Member {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
 };
+// Whether this build has the Gloo process group (CPU worlds) and the NCCL one (GPU worlds): each
+// needs headers that the configure step looks for (see CMakeLists.txt).
+bool gloo_built();
+bool nccl_built();
+
 // From RANK, WORLD_SIZE, LOCAL_RANK (default RANK), MASTER_ADDR (default 127.0.0.1) and MASTER_PORT
 // (default 29500); nullopt when WORLD_SIZE is not set. Malformed values are a UserError naming them.
 std::optional<Member> member_from_env();

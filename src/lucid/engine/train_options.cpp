@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "lucid/config/nms_option.h"
+#include "lucid/config/user_settings.h"
 #include "lucid/data/fraction.h"
 #include "lucid/data/synth.h"
 #include "lucid/engine/freeze.h"
@@ -281,11 +282,20 @@ void declare(config::FieldList<S>& f) {
   f.flag("save_json", "False", "the final validation writes predictions.json (COCO results) into the run folder")
       .to(&S::save_json);
   f.flag("plots", "True", "write plots").to(&S::plots);
+  f.flag("tensorboard", "",
+         "write TensorBoard events into the run folder: per epoch the results.csv values, at the end the plots "
+         "(default: the settings file's tensorboard, False; see lucid settings)")
+      .resolve([](const S&) { return config::load_user_settings().tensorboard; })
+      .role(Role::Execution)
+      .to(&S::tensorboard);
   f.integer("patience", "100", "epochs without fitness improvement before stopping (0: never stop early)")
       .range(0, kInt)
       .to(&S::patience);
   f.integer("save_period", "-1", "also keep a checkpoint every N epochs").range(-1, kInt).to(&S::save_period);
-  f.text("project", "runs/segment", "parent directory of run directories").role(Role::Location).to(&S::project);
+  f.text("project", "", "parent directory of run directories (default: runs_dir/segment, runs_dir of lucid settings: runs)")
+      .resolve([](const S&) { return config::default_project(); })
+      .role(Role::Location)
+      .to(&S::project);
   f.text("name", "train", "run folder name, one folder inside project (numbered if it exists)")
       .role(Role::Location)
       .to(&S::name);

@@ -50,6 +50,7 @@ struct TrainSettings {
   std::vector<int> frozen;  // the layers freeze names
   int64_t epochs = 0, seed = 0, patience = 0, save_period = 0, close_mosaic = 0;
   bool deterministic = true, amp = true, val = true, plots = true;
+  bool tensorboard = false;     // TensorBoard events in the run folder (report/run_events.h)
   std::string project, name, resume;
   bool exist_ok = false;
   int64_t world = 1;            // processes started for device=cpu (dist/launcher.h)

@@ -18,6 +18,7 @@
 #include "lucid/loss/class_weights.h"
 #include "lucid/model/transfer.h"
 #include "lucid/optim/schedule.h"
+#include "lucid/report/run_events.h"
 #include "lucid/util/kernel_times.h"
 #include "lucid/util/loader_wait.h"
 #include "lucid/util/trace.h"
@@ -183,6 +184,15 @@ Trainer::Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart 
     remove_interrupted_writes(run_dir_);
     write_args_yaml(run_dir_, train_record(s_, RecordScope::ArgsYaml));
   }
+  // TensorBoard events: a new file per process, as the reference's writer; the session start at this
+  // fit's first epoch makes TensorBoard drop what an earlier file logged from there on (the epochs an
+  // interrupted run trained past its checkpoint, or an earlier run in a reused folder).
+  if (primary_ && s_.tensorboard) {
+    events_ = std::make_unique<report::EventFile>(run_dir_);
+    events_->session_start(state_.epoch + 1);
+    std::printf("TensorBoard: Start with 'tensorboard --logdir %s', view at http://localhost:6006/\n",
+                run_dir_.string().c_str());
+  }
   if (parallel_) run_dir_ = parallel_->from_primary("run_dir", run_dir_.string());
 }
 
@@ -228,28 +238,36 @@ void Trainer::write_results_row(int64_t epoch, double seconds, const std::array<
                                 const ValidationResult& val) {
   if (!primary_) return;
   auto names = loss_->item_names();
-  std::string header = "epoch,time";
-  for (const auto& n : names) header += ",train/" + n;
+  std::vector<std::string> columns{"epoch", "time"};
+  for (const auto& n : names) columns.push_back("train/" + n);
   for (const char* m : {"precision(B)", "recall(B)", "mAP50(B)", "mAP50-95(B)", "precision(M)", "recall(M)",
                         "mAP50(M)", "mAP50-95(M)"})
-    header += std::string(",metrics/") + m;
-  for (const auto& n : names) header += ",val/" + n;
-  for (size_t g = 0; g < optimizer_->groups().size(); ++g) header += ",lr/pg" + std::to_string(g);
-  char buf[64];
-  auto fmt = [&](double v) {
+    columns.push_back(std::string("metrics/") + m);
+  for (const auto& n : names) columns.push_back("val/" + n);
+  for (size_t g = 0; g < optimizer_->groups().size(); ++g) columns.push_back("lr/pg" + std::to_string(g));
+  std::vector<std::string> cells;
+  auto add = [&](double v) {
+    char buf[64];
     std::snprintf(buf, sizeof buf, "%.6g", v);
-    return std::string(buf);
+    cells.emplace_back(buf);
   };
-  std::string row = fmt(static_cast<double>(epoch + 1)) + "," + fmt(seconds);
-  for (double v : tl) row += "," + fmt(v);
-  for (double v : val.metrics) row += "," + fmt(v);
-  for (double v : val.losses) row += "," + fmt(v);
-  for (const auto& g : optimizer_->groups()) row += "," + fmt(g.current_lr);
-  results_rows_.push_back(row);
+  add(static_cast<double>(epoch + 1));
+  add(seconds);
+  for (double v : tl) add(v);
+  for (double v : val.metrics) add(v);
+  for (double v : val.losses) add(v);
+  for (const auto& g : optimizer_->groups()) add(g.current_lr);
+  auto join = [](const std::vector<std::string>& items) {
+    std::string line;
+    for (const auto& item : items) line += (line.empty() ? "" : ",") + item;
+    return line;
+  };
+  results_rows_.push_back(join(cells));
   util::write_atomically((run_dir_ / "results.csv").string(), [&](std::ostream& out) {
-    out << header << "\n";
+    out << join(columns) << "\n";
     for (const auto& r : results_rows_) out << r << "\n";
   });
+  if (events_) report::log_results_row(*events_, epoch + 1, columns, cells);
 }
 
 ValidationResult Trainer::fit() {

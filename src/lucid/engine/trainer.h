@@ -1,6 +1,7 @@
 // The fit: builds the model, loss, optimizer, schedule and EMA for a run, trains epoch by epoch on
 // a BatchSource, validates the EMA model after each epoch, and writes results.csv and checkpoints
-// (weights/last and weights/best, atomically) into the run directory. resume continues from
+// (weights/last and weights/best, atomically) into the run directory, and with tensorboard=True the
+// same rows as TensorBoard scalars (report/run_events.h). resume continues from
 // weights/last exactly as if the run had not stopped, wherever it stopped: each epoch writes
 // results.csv, step_losses.f32, best, epochN and (when the fit ends there) fit_report.json first and
 // weights/last last, so last commits the epoch, and a resume cuts the logs back to its epoch.
@@ -21,6 +22,9 @@
 
 namespace lucid::dist {
 class DataParallel;
+}
+namespace lucid::report {
+class EventFile;
 }
 
 namespace lucid::engine {
@@ -67,6 +71,8 @@ class Trainer {
   // Stage replay of the last fit: per stage, whether it was recorded, replayed and native steps,
   // and the reasons of native steps (empty when replay was not requested); fit_report.json carries it.
   const nlohmann::ordered_json& replay_summary() const { return replay_summary_; }
+  // The run's TensorBoard event file (tensorboard=True, the primary process), else null.
+  report::EventFile* events() { return events_.get(); }
 
   // The complete-fit clock starts here (default: when this trainer began construction); the
   // command sets it to before it builds the data, so the time covers data, model and trainer
@@ -100,6 +106,7 @@ class Trainer {
   std::unique_ptr<dist::DataParallel> parallel_;
   bool primary_ = true;
   std::vector<std::string> results_rows_;
+  std::unique_ptr<report::EventFile> events_;  // each results.csv row is also logged here
   std::vector<float> step_losses_;
   nlohmann::ordered_json replay_summary_ = nlohmann::ordered_json::object();
 };

@@ -1,0 +1,48 @@
+// The user's settings file, as the reference's (~/.config/Ultralytics/settings.json, YOLO_CONFIG_DIR):
+// runs_dir (the default project of every command is runs_dir/segment), datasets_dir (where a dataset
+// YAML's relative `path:` is looked up when it is not found beside the YAML or in the working folder)
+// and tensorboard (whether `lucid train` writes TensorBoard events when tensorboard= is not given).
+// The file is JSON: {"runs_dir": "...", "datasets_dir": "...", "tensorboard": false}; keys it lacks
+// take their defaults, and nothing is written until `lucid settings key=value` or `reset` (the
+// reference writes it on first import). Relative directories are taken from each command's working
+// folder, so the defaults (runs, datasets) keep runs where the command is started.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "lucid/config/options.h"
+
+namespace lucid::config {
+
+struct UserSettings {
+  std::string runs_dir = "runs";
+  std::string datasets_dir = "datasets";
+  bool tensorboard = false;
+};
+
+// $LUCID_CONFIG_DIR/settings.json, else $XDG_CONFIG_HOME/lucid/settings.json, else
+// $HOME/.config/lucid/settings.json.
+std::filesystem::path settings_file();
+
+// The file's settings (the defaults without a file). A file that is not a JSON object, or holds an
+// unknown key or a value of the wrong type, is a UserError naming the file and the key.
+UserSettings load_user_settings();
+
+// The settings as `lucid settings` takes them (key=value tokens; unknown keys get the nearest key),
+// with `current` as every key's value.
+Options settings_options(const UserSettings& current);
+// Options read back into settings; a bad value is a UserError naming key=value.
+UserSettings settings_from(const Options& options);
+
+// The file's text for these settings (JSON, two-space indent, keys in declared order).
+std::string settings_json(const UserSettings& settings);
+// Writes the settings file (creating its folder), atomically.
+void save_user_settings(const UserSettings& settings);
+
+// runs_dir/segment: the default project= of train, val and predict.
+std::string default_project();
+// datasets_dir as a path.
+std::filesystem::path datasets_dir();
+
+}  // namespace lucid::config

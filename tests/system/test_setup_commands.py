@@ -1,0 +1,83 @@
+"""The README's two set-up commands. The main job's (`./scripts/setup.sh lucid && ...`) installs only
+the pinned torch wheel and builds only the `lucid` target; the test suite's (`./scripts/setup.sh &&
+ctest ...`) installs every pinned package and builds every target; .ci/run runs the README's test
+command. setup.sh and build.sh run here in a copy of the repository's scripts with stand-ins for
+dpkg, the venv's python and cmake that record what they were asked to do."""
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
+from lucid_runs import check, failures  # noqa: E402
+
+SOURCE = Path(__file__).resolve().parents[2]
+
+
+def stand_in(path, log):
+    path.write_text(f'#!/bin/sh\necho "$(basename "$0") $*" >> {log}\n')
+    path.chmod(0o755)
+
+
+def run_setup(root, args, log):
+    log.write_text("")
+    env = {k: v for k, v in os.environ.items() if k not in ("LUCID_BUILD_TARGETS", "LUCID_CMAKE_ARGS")}
+    env.update(PATH=f"{root / 'bin'}:{os.environ['PATH']}", LUCID_JOBS="1")
+    r = subprocess.run([str(root / "scripts" / "setup.sh"), *args], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        sys.exit(f"setup.sh {args} failed: {r.stdout}{r.stderr}")
+    return log.read_text().splitlines()
+
+
+def main():
+    readme = (SOURCE / "README.md").read_text()
+    commands = re.findall(r"^    (\./scripts/setup\.sh.*)$", readme, re.M)
+    check(len(commands) == 2, f"the README has two set-up commands ({commands})")
+    main_job = next((c for c in commands if "lucid train" in c), "")
+    tests = next((c for c in commands if "ctest" in c), "")
+    check(main_job == "./scripts/setup.sh lucid && ./build/lucid train", f"the main job's command ({main_job})")
+    check(tests.startswith("./scripts/setup.sh && ctest "), f"the test suite's command ({tests})")
+    ci = [line for line in (SOURCE / ".ci" / "run").read_text().splitlines() if line.strip()]
+    check(ci[-1] == tests, f".ci/run runs the README's test command ({ci[-1]})")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        shutil.copytree(SOURCE / "scripts", root / "scripts")
+        shutil.copy(SOURCE / "requirements.txt", root)
+        log = root / "log"
+        (root / "bin").mkdir()
+        (root / ".venv" / "bin").mkdir(parents=True)
+        for tool in ("dpkg", "cmake"):
+            stand_in(root / "bin" / tool, log)
+        stand_in(root / ".venv" / "bin" / "python", log)
+        want = hashlib.sha256((root / "requirements.txt").read_bytes()).hexdigest()
+        torch_pin = next(line for line in (root / "requirements.txt").read_text().splitlines()
+                         if line.startswith("torch=="))
+        stamp = root / ".venv" / ".requirements.sha"
+
+        calls = run_setup(root, ["lucid"], log)
+        pips = [c for c in calls if c.startswith("python -m pip install -q ") and "--upgrade pip" not in c]
+        check(pips == [f"python -m pip install -q {torch_pin}"], f"main job: only {torch_pin} installed ({pips})")
+        check(stamp.read_text().split() == ["torch", want], "main job: the stamp says torch only")
+        builds = [c for c in calls if c.startswith("cmake --build")]
+        check(len(builds) == 1 and builds[0].endswith("--target lucid"), f"main job: the lucid target alone ({builds})")
+
+        calls = run_setup(root, [], log)
+        pips = [c for c in calls if c.startswith("python -m pip install -q ") and "--upgrade pip" not in c]
+        check(pips == ["python -m pip install -q -r requirements.txt"], f"test suite: every pinned package ({pips})")
+        check(stamp.read_text().split() == [want], "test suite: the stamp says everything")
+        builds = [c for c in calls if c.startswith("cmake --build")]
+        check(len(builds) == 1 and "--target" not in builds[0], f"test suite: every target ({builds})")
+
+        calls = run_setup(root, ["lucid"], log)
+        check(not [c for c in calls if "pip" in c], "main job after the full set-up: nothing to install")
+    if failures:
+        sys.exit(f"{len(failures)} failed")
+
+
+if __name__ == "__main__":
+    main()
