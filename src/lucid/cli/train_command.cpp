@@ -179,6 +179,7 @@ int train_command(const std::vector<std::string>& command_line) {
     auto state = engine::read_checkpoint_state(resume);
     engine::require_resumable(resume);
     resume_dir = engine::resume_run_dir(resume, state);
+    engine::require_last_checkpoint(resume, resume_dir, state);
     engine::refuse_options_ignored_by_resume(options, state.args, resume_dir, resume);
     // The architecture stored in the checkpoint (its weights are restored by the trainer).
     model_source = engine::read_model_source("resume", resume, /*weights=*/false);

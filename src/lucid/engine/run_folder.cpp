@@ -158,4 +158,20 @@ fs::path resume_run_dir(const std::string& checkpoint, const LoopState& state) {
   return run;
 }
 
+void require_last_checkpoint(const std::string& checkpoint, const fs::path& run_dir, const LoopState& state) {
+  const fs::path last = run_dir / "weights" / "last.safetensors";
+  std::error_code ec;
+  if (fs::equivalent(checkpoint, last, ec)) return;
+  std::string last_epoch;
+  try {
+    if (fs::exists(last, ec)) last_epoch = ", whose last checkpoint is at epoch " + std::to_string(read_checkpoint_state(last.string()).epoch);
+  } catch (const UserError&) {
+  }
+  throw UserError("option resume=" + checkpoint + ": an earlier checkpoint (epoch " + std::to_string(state.epoch) +
+                  ") of run " + run_dir.string() + last_epoch +
+                  "; resume continues a run only from its weights/last.safetensors, so nothing the run wrote is "
+                  "overwritten: resume=" + last.string() + " continues the run, model=" + checkpoint +
+                  " trains a new run from these weights");
+}
+
 }  // namespace lucid::engine
