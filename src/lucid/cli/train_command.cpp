@@ -214,10 +214,11 @@ int train_command(const std::vector<std::string>& command_line) {
   if (!train_split) throw UserError(data_path + ": no 'train' split");
   if (!val_split && settings.split == "test") throw UserError("option split=test: " + data_path + " has no 'test' split");
   if (!val_split) val_split = train_split;
-  const bool disk = settings.cache == "disk";
+  const auto store = engine::prepared_store(settings.cache);
   const int imgsz = static_cast<int>(settings.imgsz());
-  auto train = engine::prepare_split(*train_split, imgsz, disk, 0);
-  auto val = engine::prepare_split(*val_split, imgsz, disk, 0);
+  if (store == data::PreparedStore::Ram) engine::require_memory_for_ram_cache({train_split, val_split}, imgsz);
+  auto train = engine::prepare_split(*train_split, imgsz, store, 0);
+  auto val = engine::prepare_split(*val_split, imgsz, store, 0);
 
   std::vector<int64_t> class_counts(static_cast<size_t>(index.nc()), 0);
   int64_t max_instances = 0;
