@@ -1,6 +1,6 @@
-// Files that are not regular files, given where lucid writes one: device nodes (copies made with
-// mknod in a temporary folder, as root; the real /dev is never touched), fifos, symlinks and
-// folders. Nothing is replaced, no temporary file is left.
+// Files that are not regular files, given where lucid writes or reads one: device nodes (copies
+// made with mknod in a temporary folder, as root; the real /dev is never touched), fifos, symlinks
+// and folders. Nothing is replaced, no read runs without end, no temporary file is left.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -8,10 +8,15 @@
 
 #include <fstream>
 #include <functional>
+#include <vector>
 
 #include "data_test_util.h"
 #include "lucid/util/error.h"
+#include "lucid/config/model_yaml.h"
+#include "lucid/data/dataset.h"
+#include "lucid/metrics/coco_json.h"
 #include "lucid/util/files.h"
+#include "lucid/util/input_files.h"
 
 using namespace lucid;
 using lucid::testing::TempDir;
@@ -92,3 +97,49 @@ TEST(WriteAtomically, DeviceNodeCopiesAreNeverReplaced) {
   EXPECT_EQ(temporaries_in(dir.path()), 0u);
 }
 
+namespace {
+
+// The error each reader gives a special file: coco-eval's gt=/dt= (read_json_file), data=
+// (build_index), a dataset YAML or model YAML, and the plain bounded read.
+std::vector<std::string> reader_errors(const fs::path& p) {
+  return {error_of([&] { metrics::read_json_file(p.string()); }),
+          error_of([&] { data::build_index(p.string()); }),
+          error_of([&] { config::load_model_spec(p.string()); }),
+          error_of([&] { util::read_input_file(p.string(), "option gt=" + p.string(), 1 << 20); })};
+}
+
+}  // namespace
+
+// A fifo without a writer would block every reader forever: each refuses it at once.
+TEST(InputFiles, FifosAreRefusedWithoutBlocking) {
+  TempDir dir;
+  const auto fifo = dir.path() / "gt.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const auto& what : reader_errors(fifo)) EXPECT_NE(what.find("is a fifo"), std::string::npos) << what;
+  const auto yaml_fifo = dir.path() / "data.yaml";
+  ASSERT_EQ(::mkfifo(yaml_fifo.c_str(), 0600), 0);
+  EXPECT_NE(error_of([&] { data::build_index(yaml_fifo.string()); }).find("is a fifo"), std::string::npos);
+}
+
+// Copies of /dev/zero and /dev/urandom (gt=/dev/zero once read without end).
+TEST(InputFiles, DeviceNodeCopiesAreRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mknod needs root";
+  TempDir dir;
+  for (const auto& [name, minor] : {std::pair{"zero.json", 5}, std::pair{"urandom.yaml", 9}}) {
+    const auto node = dir.path() / name;
+    ASSERT_EQ(::mknod(node.c_str(), S_IFCHR | 0666, ::makedev(1, minor)), 0);
+    for (const auto& what : reader_errors(node))
+      EXPECT_NE(what.find("is a character device"), std::string::npos) << what;
+  }
+}
+
+// A regular file larger than the bound is refused by its size, before it is read.
+TEST(InputFiles, ReadsAreBoundedBySize) {
+  TempDir dir;
+  const auto big = dir.path() / "big.yaml";
+  std::ofstream(big) << std::string(2000, 'x');
+  EXPECT_NE(error_of([&] { util::read_input_file(big.string(), "option cfg=" + big.string(), 1000); })
+                .find("option cfg=" + big.string() + ": 2000 bytes, more than the 1000"),
+            std::string::npos);
+  EXPECT_EQ(util::read_input_file(big.string(), "x", 2000).size(), 2000u);
+}
