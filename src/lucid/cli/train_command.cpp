@@ -199,6 +199,7 @@ int train_command(const std::vector<std::string>& command_line) {
   // The complete-fit clock (fit_report.json): before data, model and trainer construction.
   const auto fit_start = std::chrono::steady_clock::now();
   if (resume.empty()) settings = engine::TrainSettings::from(options);
+  engine::refuse_control_characters(engine::train_record(settings, engine::RecordScope::ArgsYaml));
   if (const auto launched = start_or_join_world(settings, args)) return *launched;
   const auto* world = dist::world();
   const torch::Device device = world ? world->device() : util::parse_device(settings.device);

@@ -31,6 +31,11 @@ class RunFolderLock {
 // its weights/; returns how many. Call with the folder's lock held.
 int remove_interrupted_writes(const std::filesystem::path& run_dir);
 
+// A record keeps each option on one line of args.yaml and is read back line by line: a value with
+// a control character (a newline, a tab, ESC) would make the run impossible to resume. Refuses the
+// first such option, its value shown with \xNN escapes (the error stays one line).
+void refuse_control_characters(const nlohmann::ordered_json& record);
+
 // args.yaml: every option of the run (its record, engine/train_options.h), one `key: value` line each.
 void write_args_yaml(const std::filesystem::path& run_dir, const nlohmann::ordered_json& record);
 // Rewrites the lines of args.yaml whose value `record` changes (a resume's new epochs or device, or
