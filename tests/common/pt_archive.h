@@ -87,6 +87,80 @@ inline std::string zip_stored(const std::vector<std::pair<std::string, std::stri
   return out;
 }
 
+// A zip whose entries overlap, every CRC valid: `plain` entries first, then storage entries
+// `<prefix>0` ... `<prefix>n-1` nested so that entry k's bytes are entry k+1's local header and
+// bytes, and the innermost holds `payload` bytes. n entries then hold about n times the payload in a
+// file of about one payload (built without that copy: each CRC from the next with crc32_combine).
+// sizes receives each storage entry's size.
+inline std::string zip_nested(const std::vector<std::pair<std::string, std::string>>& plain, const std::string& prefix,
+                              int n, size_t payload, std::vector<uint64_t>& sizes) {
+  auto crc_of = [](const std::string& b) {
+    return static_cast<uint32_t>(crc32_z(0, reinterpret_cast<const Bytef*>(b.data()), b.size()));
+  };
+  auto local = [](const std::string& name, uint32_t crc, uint64_t size) {
+    std::string h;
+    put_le(h, 0x04034b50, 4);
+    put_le(h, 20, 2);
+    put_le(h, 0, 2);
+    put_le(h, 0, 2);
+    put_le(h, 0, 4);
+    put_le(h, crc, 4);
+    put_le(h, size, 4);
+    put_le(h, size, 4);
+    put_le(h, name.size(), 2);
+    put_le(h, 0, 2);
+    return h + name;
+  };
+  auto central = [](std::string& cd, const std::string& name, uint32_t crc, uint64_t size, uint64_t offset) {
+    put_le(cd, 0x02014b50, 4);
+    put_le(cd, 45, 2);
+    put_le(cd, 20, 2);
+    put_le(cd, 0, 4);  // flags, method
+    put_le(cd, 0, 4);  // time, date
+    put_le(cd, crc, 4);
+    put_le(cd, size, 4);
+    put_le(cd, size, 4);
+    put_le(cd, name.size(), 2);
+    put_le(cd, 0, 6);  // extra, comment, disk
+    put_le(cd, 0, 6);  // attributes
+    put_le(cd, offset, 4);
+    cd += name;
+  };
+  // From the innermost out: entry k = header of k+1, then entry k+1.
+  std::vector<std::string> headers(static_cast<size_t>(n));  // headers[k]: local header of entry k
+  std::vector<uint32_t> crcs(static_cast<size_t>(n));
+  sizes.assign(static_cast<size_t>(n), 0);
+  const std::string inner(payload, '\x01');
+  crcs[n - 1] = crc_of(inner);
+  sizes[n - 1] = payload;
+  for (int k = n - 1; k >= 0; --k) {
+    headers[k] = local(prefix + std::to_string(k), crcs[k], sizes[k]);
+    if (k == 0) break;
+    crcs[k - 1] = static_cast<uint32_t>(crc32_combine(crc_of(headers[k]), crcs[k], static_cast<z_off_t>(sizes[k])));
+    sizes[k - 1] = headers[k].size() + sizes[k];
+  }
+  std::string out, cd;
+  for (const auto& [name, bytes] : plain) {
+    central(cd, name, crc_of(bytes), bytes.size(), out.size());
+    out += local(name, crc_of(bytes), bytes.size()) + bytes;
+  }
+  for (int k = 0; k < n; ++k) {
+    central(cd, prefix + std::to_string(k), crcs[k], sizes[k], out.size());
+    out += headers[k];
+  }
+  out += inner;
+  const uint64_t cd_offset = out.size(), count = plain.size() + static_cast<size_t>(n);
+  out += cd;
+  put_le(out, 0x06054b50, 4);
+  put_le(out, 0, 4);
+  put_le(out, count, 2);
+  put_le(out, count, 2);
+  put_le(out, cd.size(), 4);
+  put_le(out, cd_offset, 4);
+  put_le(out, 0, 2);
+  return out;
+}
+
 // Pickle protocol 2 opcodes, appended in order.
 class PickleWriter {
  public:
@@ -253,6 +327,24 @@ inline std::string tiny_checkpoint_pickle(bool ema_none = false) {
   }
   p.str("train_args").dict().mark().str("epochs").integer(3).str("lr0").real(0.01).str("name").str("x");
   p.str("amp").boolean(true).str("pretrained").none().setitems();
+  p.setitems().stop();
+  return p.bytes();
+}
+
+// A checkpoint whose 'ema' SegmentationModel holds one uint8 buffer per storage of `sizes`
+// (storage key k, the whole storage), e.g. over zip_nested's overlapping entries.
+inline std::string buffers_checkpoint_pickle(const std::vector<uint64_t>& sizes) {
+  PickleWriter p;
+  p.proto().dict().put(0).mark().str("epoch").integer(3).str("model").none().str("ema");
+  p.module("ultralytics.nn.tasks", "SegmentationModel", [&](PickleWriter& m) {
+    m.str("_parameters").dict();
+    m.str("_buffers").dict().mark();
+    for (size_t k = 0; k < sizes.size(); ++k)
+      m.str("b" + std::to_string(k)).tensor("ByteStorage", std::to_string(k), static_cast<int64_t>(sizes[k]),
+                                             {static_cast<int64_t>(sizes[k])}, {1});
+    m.setitems();
+    m.str("_modules").dict();
+  });
   p.setitems().stop();
   return p.bytes();
 }

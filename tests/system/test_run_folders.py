@@ -1,4 +1,6 @@
 """Run folders and what resume, val and predict accept (tiny synthetic fit, CPU):
+- a resume from a checkpoint other than the run's last (epochN) is refused, naming both ways on,
+  and writes nothing;
 - resuming a finished run says so (as the reference: "training to N epochs is finished, nothing to
   resume"), exits 1 and writes nothing;
 - a checkpoint copied out of its run folder, or into another run's folder, is refused with a message
@@ -77,6 +79,14 @@ def main():
         check(refused(r, "last.safetensors", "training to 2 epochs is finished, nothing to resume"),
               f"finished run: {r.stderr.strip()[-300:]}")
         check(tree(run) == before, "finished run: nothing written")
+        # An earlier checkpoint of the run (here of a finished one, with more epochs asked for) would
+        # train again over the later epochs and overwrite last, best and the logs: refused, naming
+        # the run's last and model=.
+        for extra in ([], ["epochs=3"]):
+            r = lucid(["train", f"resume={run / 'weights' / 'epoch1.safetensors'}", *extra], env)
+            check(refused(r, "epoch1.safetensors", "an earlier checkpoint (epoch 1)", "last.safetensors", "model="),
+                  f"resume from epoch1 {extra}: {r.stderr.strip()[-300:]}")
+            check(tree(run) == before, f"resume from epoch1 {extra}: nothing written")
 
         # Copied out of its run folder (beside an unrelated results.csv), or into another run's folder.
         elsewhere = tmp / "elsewhere"

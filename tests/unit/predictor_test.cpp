@@ -11,6 +11,7 @@
 #include "lucid/engine/predictor.h"
 #include "lucid/metrics/rle.h"
 #include "lucid/model/model.h"
+#include "lucid/util/error.h"
 
 using namespace lucid;
 
@@ -175,4 +176,25 @@ TEST(Rle, WindowEncodingEqualsTheWholeMask) {
     EXPECT_EQ(a.counts, b.counts) << x0 << "," << y0;
   }
   EXPECT_THROW(metrics::rle_encode_window(nullptr, 2, 2, 6, 0, 9, 7), UserError);
+}
+
+// conf=0 with max_det=1000000000 keeps every candidate: their masks are measured against the memory
+// available (LUCID_AVAILABLE_MEMORY stands in for the machine) before anything is allocated, and
+// refused naming both options; with the machine's memory the same call runs.
+TEST(Predictor, MasksBeyondAvailableMemoryAreRefusedBeforeAllocating) {
+  auto model = untrained_model();
+  const data::Image image = lucid::testing::pattern(72, 100);
+  const auto o = all_detections(1000000000, false);
+  ::setenv("LUCID_AVAILABLE_MEMORY", "100000", 1);
+  std::string message;
+  try {
+    engine::predict_image(*model, torch::kCPU, image, o);
+  } catch (const UserError& e) {
+    message = e.what();
+  }
+  ::unsetenv("LUCID_AVAILABLE_MEMORY");
+  for (const char* part : {"conf=0 max_det=1000000000", "bytes for their masks", "100000 bytes are available",
+                           "raise conf= or lower max_det="})
+    EXPECT_NE(message.find(part), std::string::npos) << part << " in: " << message;
+  EXPECT_GT(engine::predict_image(*model, torch::kCPU, image, o).boxes.size(0), 0);
 }

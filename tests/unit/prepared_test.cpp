@@ -7,6 +7,8 @@
 #include "lucid/data/prepared.h"
 #include "lucid/data/resize.h"
 #include "lucid/data/synth.h"
+#include "lucid/engine/training_data.h"
+#include "lucid/util/error.h"
 
 using namespace lucid;
 using namespace lucid::data;
@@ -166,4 +168,50 @@ TEST(Prepared, CacheTruncatedWhileMappedIsAnErrorNotASignal) {
     std::fclose(f);
   }
   lucid::testing::expect_user_error([&] { (void)again.view(0); }, {path, "rewritten"});
+}
+
+// cache=False: nothing is held (it was the RAM store), and every sample has the RAM store's bytes.
+TEST(Prepared, CacheFalseHoldsNothingAndSamplesTheSameBytes) {
+  TempDir d;
+  const Split s = synth_split(d, 4);
+  ASSERT_EQ(engine::prepared_store("False"), PreparedStore::None);
+  ASSERT_EQ(engine::prepared_store("True"), PreparedStore::Ram);
+  ASSERT_EQ(engine::prepared_store("disk"), PreparedStore::Disk);
+  const auto none = engine::prepare_split(s, 64, engine::prepared_store("False"), 1);
+  const auto ram = engine::prepare_split(s, 64, engine::prepared_store("ram"), 1);
+  EXPECT_EQ(none.images->bytes(), 0u);
+  EXPECT_FALSE(none.images->holds_pixels());
+  EXPECT_GT(ram.images->bytes(), 0u);
+  const auto from_none = engine::make_sample_source(none), from_ram = engine::make_sample_source(ram);
+  ASSERT_EQ(none.size(), ram.size());
+  for (int64_t k = 0; k < none.size(); ++k) {
+    const auto a = from_none(k), b = from_ram(k);
+    EXPECT_TRUE(torch::equal(a.image, b.image)) << k;
+    EXPECT_EQ(a.orig_width, b.orig_width);
+    EXPECT_EQ(a.instances.size(), b.instances.size());
+  }
+}
+
+// cache=ram beyond the available memory: refused before anything is decoded, naming the bytes
+// needed and available and the three ways out. LUCID_AVAILABLE_MEMORY stands in for the machine.
+TEST(Prepared, RamCacheBeyondAvailableMemoryIsRefusedWithTheFigures) {
+  TempDir d;
+  const Split s = synth_split(d, 4);
+  const uint64_t need = prepared_bytes(s, 64);
+  EXPECT_GT(need, 4u * 64 * 48 * 3);
+  ::setenv("LUCID_AVAILABLE_MEMORY", std::to_string(need).c_str(), 1);  // below need x 1.5
+  std::string message;
+  try {
+    engine::require_memory_for_ram_cache({&s}, 64);
+  } catch (const UserError& e) {
+    message = e.what();
+  }
+  for (const std::string part : {"option cache=ram", "need " + std::to_string(need) + " bytes",
+                                 std::to_string(need) + " bytes (", "are available", "cache=disk", "cache=False",
+                                 "fraction="})
+    EXPECT_NE(message.find(part), std::string::npos) << part << " in: " << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos);
+  ::setenv("LUCID_AVAILABLE_MEMORY", std::to_string(need * 2).c_str(), 1);
+  EXPECT_NO_THROW(engine::require_memory_for_ram_cache({&s}, 64));
+  ::unsetenv("LUCID_AVAILABLE_MEMORY");
 }

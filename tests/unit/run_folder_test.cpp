@@ -47,6 +47,29 @@ TEST(RunFolder, NamesStayInsideTheProject) {
   EXPECT_TRUE(fs::is_directory(fs::path(project) / "train2" / "weights"));
 }
 
+// A newline in a run name or in any recorded option (a dataset path) would split its args.yaml line
+// and make the run impossible to resume: refused, the value escaped so the error stays one line.
+TEST(RunFolder, ControlCharactersInNamesAndRecordsAreRefused) {
+  TempDir dir;
+  const auto project = dir.str("p");
+  for (const std::string name : {"a\nb", "tab\there", std::string("esc\x1b[31m")}) {
+    try {
+      engine::make_run_dir(project, name, false);
+      ADD_FAILURE() << "accepted a run name with a control character";
+    } catch (const UserError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("option name="), std::string::npos) << what;
+      EXPECT_NE(what.find("control characters"), std::string::npos) << what;
+      EXPECT_EQ(what.find_first_of("\n\t\x1b"), std::string::npos) << what;
+    }
+  }
+  EXPECT_FALSE(fs::exists(project));
+  nlohmann::ordered_json record{{"model", "yolo26n-seg.yaml"}, {"data", "/data/set\n/data.yaml"}};
+  expect_user_error([&] { engine::refuse_control_characters(record); }, "option data=/data/set\\x0a/data.yaml: holds a control character");
+  record["data"] = "/data/set/data.yaml";
+  EXPECT_NO_THROW(engine::refuse_control_characters(record));
+}
+
 TEST(RunFolder, SecondWriterFailsAtOnceAndTheLockEndsWithItsHolder) {
   TempDir dir;
   {

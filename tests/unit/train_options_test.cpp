@@ -140,6 +140,15 @@ TEST(DatasetFraction, RatiosCountsAndSplitLists) {
   EXPECT_FALSE(list.all());
 }
 
+// A count past int64 (once cast to a negative count, then a libstdc++ vector error) keeps every
+// image, as the reference's files[:count].
+TEST(DatasetFraction, CountsPastInt64KeepEveryImage) {
+  using data::DatasetFraction;
+  EXPECT_EQ(DatasetFraction::parse("99999999999999999999").keep("train", 10), 10);
+  EXPECT_EQ(DatasetFraction::parse("[99999999999999999999, 1]").keep("train", 10), 10);
+  EXPECT_EQ(DatasetFraction::parse("[1, 99999999999999999999]").keep("val", 7), 7);
+}
+
 namespace {
 
 // A YOLO dataset of `n` 32x48 images with one box label each, class i % 3 (or `cls` for image 0).

@@ -4,6 +4,9 @@
 // truncated and missing files give errors naming them; an unfinished writer leaves no file.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -177,6 +180,23 @@ TEST_F(VideoFiles, UnfinishedWriterLeavesNoFile) {
   }
   EXPECT_FALSE(fs::exists(d.str("v.avi")));
   EXPECT_TRUE(fs::is_empty(d.path()));
+}
+
+// Ctrl-C or SIGTERM while a video is written: the process still ends by the signal, and its
+// temporary file goes with it (a destructor never runs then).
+TEST_F(VideoFiles, WriterStoppedBySignalLeavesNoFile) {
+  for (int sig : {SIGINT, SIGTERM}) {
+    TempDir d;
+    EXPECT_EXIT(
+        {
+          VideoWriter w(d.str("v.avi"), kW, kH, 10);
+          w.write(video_frame(0, kH, kW));
+          ::raise(sig);
+          ::_exit(0);
+        },
+        ::testing::KilledBySignal(sig), "");
+    EXPECT_TRUE(fs::is_empty(d.path())) << "signal " << sig << " left " << fs::directory_iterator(d.path())->path();
+  }
 }
 
 TEST(VideoExtensions, AreTheReferencesVidFormats) {

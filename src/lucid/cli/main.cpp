@@ -3,6 +3,7 @@
 #include <new>
 
 #include "lucid/cli/commands.h"
+#include "lucid/cli/error_line.h"
 #include "lucid/util/error.h"
 
 namespace {
@@ -56,15 +57,8 @@ int main(int argc, char** argv) {
   } catch (const lucid::UserError& e) {
     std::cerr << "lucid " << cmd << ": error: " << e.what() << "\n";
     return 1;
-  } catch (const c10::Error& e) {
-    std::cerr << "lucid " << cmd << ": error: " << e.what_without_backtrace() << "\n";
-    return 1;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "lucid " << cmd << ": error: out of memory (an allocation failed; smaller imgsz, batch or workers "
-              << "need less)\n";
-    return 1;
-  } catch (const std::exception& e) {  // file-system and other library errors: still one line, no abort
-    std::cerr << "lucid " << cmd << ": error: " << lucid::without_library_tag(e.what()) << "\n";
+  } catch (const std::exception& e) {  // library errors (file system, LibTorch, allocation): one line, no abort
+    std::cerr << "lucid " << cmd << ": error: " << lucid::cli::error_line(e) << "\n";
     return 1;
   } catch (...) {
     std::cerr << "lucid " << cmd << ": error: an unexpected error without a message\n";

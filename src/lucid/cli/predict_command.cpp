@@ -299,7 +299,12 @@ int predict_command(const std::vector<std::string>& command_line) {
     images.reserve(items.size());
     for (auto& it : items) images.push_back(std::move(it.image));
     const auto t0 = std::chrono::steady_clock::now();
-    const auto preds = engine::predict_images(*loaded.network, images, po);
+    std::vector<engine::Prediction> preds;
+    try {
+      preds = engine::predict_images(*loaded.network, images, po);
+    } catch (const engine::NonFiniteOutputs& e) {
+      throw UserError("model=" + checkpoint + ": " + e.what());
+    }
     // Each image's share of the batch's time, as the reference reports per-image speed.
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
                       static_cast<double>(items.size());

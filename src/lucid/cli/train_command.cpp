@@ -182,6 +182,7 @@ int train_command(const std::vector<std::string>& command_line) {
     auto state = engine::read_checkpoint_state(resume);
     engine::require_resumable(resume);
     resume_dir = engine::resume_run_dir(resume, state);
+    engine::require_last_checkpoint(resume, resume_dir, state);
     engine::refuse_options_ignored_by_resume(options, state.args, resume_dir, resume);
     // The architecture stored in the checkpoint (its weights are restored by the trainer).
     model_source = engine::read_model_source("resume", resume, /*weights=*/false);
@@ -201,6 +202,7 @@ int train_command(const std::vector<std::string>& command_line) {
   // The complete-fit clock (fit_report.json): before data, model and trainer construction.
   const auto fit_start = std::chrono::steady_clock::now();
   if (resume.empty()) settings = engine::TrainSettings::from(options);
+  engine::refuse_control_characters(engine::train_record(settings, engine::RecordScope::ArgsYaml));
   if (const auto launched = start_or_join_world(settings, args)) return *launched;
   const auto* world = dist::world();
   const torch::Device device = world ? world->device() : util::parse_device(settings.device);
@@ -216,10 +218,11 @@ int train_command(const std::vector<std::string>& command_line) {
   if (!train_split) throw UserError(data_path + ": no 'train' split");
   if (!val_split && settings.split == "test") throw UserError("option split=test: " + data_path + " has no 'test' split");
   if (!val_split) val_split = train_split;
-  const bool disk = settings.cache == "disk";
+  const auto store = engine::prepared_store(settings.cache);
   const int imgsz = static_cast<int>(settings.imgsz());
-  auto train = engine::prepare_split(*train_split, imgsz, disk, 0);
-  auto val = engine::prepare_split(*val_split, imgsz, disk, 0);
+  if (store == data::PreparedStore::Ram) engine::require_memory_for_ram_cache({train_split, val_split}, imgsz);
+  auto train = engine::prepare_split(*train_split, imgsz, store, 0);
+  auto val = engine::prepare_split(*val_split, imgsz, store, 0);
 
   std::vector<int64_t> class_counts(static_cast<size_t>(index.nc()), 0);
   int64_t max_instances = 0;

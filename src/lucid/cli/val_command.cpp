@@ -137,7 +137,7 @@ int val_command(const std::vector<std::string>& command_line) {
   std::printf("lucid val: %s on %s split '%s' (%lld images), imgsz %d, device %s\n", checkpoint.c_str(),
               data_path.c_str(), split_name.c_str(), static_cast<long long>(split->images.size()), imgsz,
               device.str().c_str());
-  auto prepared = engine::prepare_split(*split, imgsz, /*disk_cache=*/false, 0);
+  auto prepared = engine::prepare_split(*split, imgsz, data::PreparedStore::Ram, 0);
   auto r = engine::evaluate(*loaded.model, device, prepared, vo, eo, &std::cout);
 
   report::ReportContent rc;

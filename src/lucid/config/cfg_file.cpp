@@ -6,6 +6,8 @@
 #include <map>
 
 #include "lucid/util/error.h"
+#include "lucid/config/yaml_bounds.h"
+#include "lucid/util/input_files.h"
 
 namespace lucid::config {
 
@@ -36,15 +38,14 @@ void parse_with_cfg_file(Options& options, const std::vector<std::string>& args,
   options.parse(args);
   const std::string path = options.str("cfg");
   if (path.empty() || path == "None") return;  // None: the run record's "no file"
+  util::require_regular_file(path, "option cfg=" + path);
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) throw UserError("option cfg=" + path + ": cannot read the file");
   if (size > kMaxCfgBytes) throw UserError(path + ": " + std::to_string(size) + " bytes is not an options file (at most 1 MiB)");
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw UserError("option cfg=" + path + ": cannot read the file");
+    root = load_bounded_yaml(util::read_input_file(path, "option cfg=" + path, kMaxCfgBytes), path);
   } catch (const YAML::Exception& e) {
     throw UserError(path + ":" + std::to_string(e.mark.line >= 0 ? e.mark.line + 1 : 0) + ": " + e.msg);
   }

@@ -1,5 +1,6 @@
 #include "lucid/config/model_yaml.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -7,11 +8,15 @@
 #include <sstream>
 
 #include "lucid/config/options.h"
+#include "lucid/config/yaml_bounds.h"
 #include "lucid/util/error.h"
+#include "lucid/util/input_files.h"
 
 namespace lucid::config {
 
 namespace fs = std::filesystem;
+
+constexpr uint64_t kMaxModelYamlBytes = 1 << 20;  // the reference's largest is under 4 KiB
 
 std::string guess_scale(const std::string& stem) {
   static const std::regex re(R"(yolo(e-)?v?\d+([nslmx]))");
@@ -29,6 +34,9 @@ fs::path resolve(const std::string& name_or_path) {
   std::string unified = std::regex_replace(given.stem().string(), drop_scale, "$1$3") + given.extension().string();
   std::vector<fs::path> candidates{given, given.parent_path() / unified, fs::path(LUCID_MODELS_DIR) / given.filename(),
                                    fs::path(LUCID_MODELS_DIR) / unified};
+  std::error_code ec;
+  if (fs::exists(given, ec) && !fs::is_regular_file(given, ec))  // a device, a fifo, a folder: said so
+    util::require_regular_file(name_or_path, "model=" + name_or_path);
   for (const auto& c : candidates)
     if (!c.empty() && fs::is_regular_file(c)) return c;
   throw UserError("model=" + name_or_path + ": no such model YAML (looked in the working directory and " +
@@ -127,6 +135,13 @@ ModelSpec spec_from_root(const YAML::Node& root, const std::string& path, const 
   } catch (const YAML::Exception& e) {
     throw error_at(path, e.mark.line + 1, std::string("unexpected value: ") + e.msg);
   }
+  // Bounds before any arithmetic on them (the builder bounds channels and parameters).
+  const auto multiple_ok = [](double v) { return std::isfinite(v) && v > 0 && v <= 16; };
+  if (!multiple_ok(spec.depth) || !multiple_ok(spec.width))
+    throw error_at(path, 0, "depth and width multiples must be above 0 and at most 16 (depth " +
+                                std::to_string(spec.depth) + ", width " + std::to_string(spec.width) + ")");
+  if (spec.max_channels < 1) throw error_at(path, 0, "max_channels must be positive");
+  if (spec.reg_max < 1 || spec.reg_max > 256) throw error_at(path, 0, "reg_max must be from 1 to 256");
   if (nc_override >= 0) spec.nc = nc_override;
   if (spec.nc <= 0 || spec.nc > kMaxClasses)
     throw error_at(spec.path, 0, "nc must be from 1 to " + std::to_string(kMaxClasses));
@@ -140,7 +155,7 @@ ModelSpec spec_from_root(const YAML::Node& root, const std::string& path, const 
 
 YAML::Node parse_yaml(const std::string& text, const std::string& path) {
   try {
-    return YAML::Load(text);
+    return load_bounded_yaml(text, path);
   } catch (const YAML::Exception& e) {
     throw error_at(path, e.mark.line + 1, std::string("invalid YAML: ") + e.msg);
   }
@@ -150,12 +165,9 @@ YAML::Node parse_yaml(const std::string& text, const std::string& path) {
 
 ModelSpec load_model_spec(const std::string& name_or_path, int nc_override) {
   auto file = resolve(name_or_path);
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) throw UserError(file.string() + ": cannot read");
+  const std::string text = util::read_input_file(file.string(), file.string(), kMaxModelYamlBytes);
   const auto given = fs::path(name_or_path);
-  return spec_from_root(parse_yaml(text.str(), file.string()), file.string(), given.stem().string(),
+  return spec_from_root(parse_yaml(text, file.string()), file.string(), given.stem().string(),
                         given.filename().string(), nc_override);
 }
 

@@ -12,15 +12,19 @@
 
 #include "lucid/config/options.h"
 #include "lucid/config/user_settings.h"
+#include "lucid/config/yaml_bounds.h"
 #include "lucid/data/dataset.h"
 #include "lucid/data/image_io.h"
 #include "lucid/data/labels.h"
 #include "lucid/util/error.h"
+#include "lucid/util/input_files.h"
 #include "lucid/util/parallel.h"
 
 namespace lucid::data {
 
 namespace fs = std::filesystem;
+
+constexpr uint64_t kMaxDatasetYamlBytes = 64 << 20;  // names of 100,000 classes fit many times over
 
 namespace {
 
@@ -126,9 +130,7 @@ void reject_duplicate_keys(const YAML::Node& node, const std::string& path) {
 Spec spec_from_yaml(const std::string& yaml_path) {
   YAML::Node root;
   try {
-    root = YAML::LoadFile(yaml_path);
-  } catch (const YAML::BadFile&) {
-    throw error_at(yaml_path, 0, "cannot open dataset YAML");
+    root = config::load_bounded_yaml(util::read_input_file(yaml_path, yaml_path, kMaxDatasetYamlBytes), yaml_path);
   } catch (const YAML::Exception& e) {
     throw error_at(yaml_path, e.mark.line >= 0 ? e.mark.line + 1 : 0, e.msg);
   }
@@ -692,6 +694,8 @@ bool has_image_extension(const std::string& path) {
 DatasetIndex build_index(const std::string& data, const IndexOptions& options) {
   if (data.empty()) throw UserError("no dataset given (data=PATH: a dataset YAML, folder or COCO JSON)");
   if (!path_exists(data)) throw error_at(data, 0, "dataset not found");
+  // A device node or a fifo would be read without end (or block) by the sniffing and parsing below.
+  if (!path_is_dir(data)) util::require_regular_file(data, "option data=" + data);
   Spec spec;
   const std::string ext = lower(fs::path(data).extension().string());
   if (path_is_dir(data)) spec = spec_from_folder(data);

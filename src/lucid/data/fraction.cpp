@@ -1,6 +1,7 @@
 #include "lucid/data/fraction.h"
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "lucid/util/error.h"
@@ -27,6 +28,12 @@ bool parse_number(const std::string& text, bool& is_int, double& value) {
   } catch (const std::exception&) {
     return false;
   }
+}
+
+// An integer count of any size: past int64 (fraction=99999999999999999999) it keeps every image,
+// as the reference's files[:count] does; a cast of such a double would be undefined.
+int64_t as_count(double x) {
+  return x >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(x);
 }
 
 }  // namespace
@@ -56,7 +63,7 @@ DatasetFraction DatasetFraction::parse(const std::string& value) {
       auto& p = f.parts_[k];
       // 0 and 1 are ratios (the reference turns them into 0.0 and 1.0), other integers counts.
       p.is_count = is_int && x != 0 && x != 1;
-      p.count = p.is_count ? static_cast<int64_t>(x) : 0;
+      p.count = p.is_count ? as_count(x) : 0;
       p.ratio = p.is_count ? 1.0 : x;
     }
     return f;
@@ -67,7 +74,7 @@ DatasetFraction DatasetFraction::parse(const std::string& value) {
   if (!((x > 0 && x <= 1) || (is_int && x > 1))) throw bad("use an integer count > 1 or a ratio in (0, 1]");
   auto& p = f.parts_[0];
   p.is_count = is_int && x > 1;
-  p.count = p.is_count ? static_cast<int64_t>(x) : 0;
+  p.count = p.is_count ? as_count(x) : 0;
   p.ratio = p.is_count ? 1.0 : x;
   return f;
 }

@@ -102,6 +102,17 @@ std::string hex(uint64_t v) {
   return b;
 }
 
+// One image decoded and resized to its slot's size; it must still have its indexed size.
+Image prepare_one(const std::string& path, const Entry& e) {
+  Image im = decode_image(path);
+  if (im.width != e.original_width || im.height != e.original_height)
+    throw error_at(path, 0, "is " + std::to_string(im.width) + "x" + std::to_string(im.height) + " now, indexed as " +
+                                std::to_string(e.original_width) + "x" + std::to_string(e.original_height) +
+                                " (changed since indexing?)");
+  if (im.width != e.width || im.height != e.height) im = resize_linear(im, e.width, e.height);
+  return im;
+}
+
 }  // namespace
 
 struct PreparedImages::State {
@@ -117,6 +128,7 @@ struct PreparedImages::State {
   uint64_t bytes = 0;
   int fd = -1;       // the mapped file, kept open to check its size before each use
   uint64_t key = 0;  // the content key its header must keep
+  std::vector<std::string> paths;  // the split's image files (the None store decodes them at each use)
   ~State() {
     if (map) ::munmap(map, map_size);
     if (fd >= 0) ::close(fd);
@@ -198,7 +210,21 @@ bool PreparedImages::from_cache() const { return s_->from_cache; }
 const std::string& PreparedImages::cache_path() const { return s_->path; }
 uint64_t PreparedImages::bytes() const { return s_->bytes; }
 
+bool PreparedImages::holds_pixels() const { return s_->base != nullptr; }
+
+Image PreparedImages::decode(size_t i) const {
+  const Entry& e = s_->entries.at(i);
+  return prepare_one(s_->paths.at(i), e);
+}
+
+uint64_t prepared_bytes(const Split& split, int imgsz) {
+  uint64_t data_offset = 0, total = 0;
+  plan(split, imgsz, data_offset, total);
+  return total;
+}
+
 ImageView PreparedImages::view(size_t i) const {
+  if (!s_->base) throw UserError("prepared images: the None store (cache=False) holds no pixels; decode() them");
   const Entry& e = s_->entries.at(i);
   s_->check_mapping();
   return {e.height, e.width, 3, s_->base + e.offset, e.original_height, e.original_width};
@@ -216,6 +242,13 @@ PreparedImages PreparedImages::build(const Split& split, const PreparedOptions& 
     s->problems.push_back(std::move(p));
   };
 
+  for (const auto& rec : split.images) s->paths.push_back(rec.path);
+  if (o.store == PreparedStore::None) {  // cache=False: nothing held, each use decodes
+    s->entries = layout;
+    for (auto& e : s->entries) e.ok = 1;
+    s->bytes = 0;
+    return PreparedImages(std::move(s));
+  }
   const uint64_t key = cache_key(split, o.imgsz);
   std::string dir = o.cache_dir.empty() ? default_cache_dir() : o.cache_dir;
   std::string path, tmp;
@@ -266,12 +299,7 @@ PreparedImages PreparedImages::build(const Split& split, const PreparedOptions& 
         const auto& rec = split.images[i];
         Entry& e = entries[i];
         try {
-          Image im = decode_image(rec.path);
-          if (im.width != rec.width || im.height != rec.height)
-            throw error_at(rec.path, 0, "is " + std::to_string(im.width) + "x" + std::to_string(im.height) +
-                                            " now, indexed as " + std::to_string(rec.width) + "x" +
-                                            std::to_string(rec.height) + " (changed since indexing?)");
-          if (im.width != e.width || im.height != e.height) im = resize_linear(im, e.width, e.height);
+          const Image im = prepare_one(rec.path, e);
           std::memcpy(target + e.offset, im.pixels.data(), im.pixels.size());
           e.ok = 1;
         } catch (const std::exception& ex) {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "lucid/util/error.h"
+#include "lucid/util/removed_on_signal.h"
 
 #ifdef LUCID_HAVE_FFMPEG
 extern "C" {
@@ -223,6 +224,7 @@ bool VideoReader::read(Image& out) {
 
 struct VideoWriter::Impl : CodecState {
   std::string temp;
+  std::unique_ptr<util::RemovedOnSignal> removed_on_signal;  // Ctrl-C or SIGTERM leave no temporary file
   AVFormatContext* format = nullptr;
   AVStream* stream = nullptr;
   int rgb_channels = 0;
@@ -287,6 +289,7 @@ VideoWriter::VideoWriter(const std::string& path, int width, int height, int fps
   const AVCodec* encoder = avcodec_find_encoder(codec_id);
   if (!encoder) throw m.error(std::string("this FFmpeg has no ") + avcodec_get_name(codec_id) + " encoder");
   m.temp = path + ".tmp." + std::to_string(::getpid());
+  m.removed_on_signal = std::make_unique<util::RemovedOnSignal>(m.temp);
   int rc = avformat_alloc_output_context2(&m.format, nullptr, muxer, m.temp.c_str());
   if (rc < 0 || !m.format) throw m.error("cannot set up the " + std::string(muxer) + " container");
   m.stream = avformat_new_stream(m.format, nullptr);

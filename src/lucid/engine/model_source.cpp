@@ -74,6 +74,14 @@ int64_t metadata_int(const std::map<std::string, std::string>& meta, const std::
   throw UserError(path + ": metadata '" + key + "' = '" + it->second + "' is not an integer in [0, 1000000]");
 }
 
+// An imgsz a weights file states, before predict or val letterboxes to it: 0 (not stated) or
+// imgsz='s range.
+int64_t checked_imgsz(int64_t v, const std::string& file, const std::string& where) {
+  if (v == 0 || (v >= 1 && v <= config::kMaxImgsz)) return v;
+  throw UserError(file + ": its imgsz " + std::to_string(v) + " (" + where + ") is not from 1 to " +
+                  std::to_string(config::kMaxImgsz) + "; the file is damaged, or give imgsz=");
+}
+
 std::vector<std::string> metadata_names(const std::map<std::string, std::string>& meta, const std::string& path) {
   auto it = meta.find("names");
   if (it == meta.end()) return {};
@@ -107,7 +115,8 @@ void read_pt(ModelSource& s, bool weights) {
   if (weights) s.weights = std::move(w.state);
   const auto& a = w.train_args;
   if (a.is_object()) {
-    if (a.contains("imgsz") && a["imgsz"].is_number_integer()) s.imgsz = a["imgsz"].get<int64_t>();
+    if (a.contains("imgsz") && a["imgsz"].is_number_integer())
+      s.imgsz = checked_imgsz(a["imgsz"].get<int64_t>(), s.file, "train_args");
     if (a.contains("data") && a["data"].is_string()) s.data = a["data"].get<std::string>();
     if (a.contains("overlap_mask") && a["overlap_mask"].is_boolean()) s.overlap_mask = a["overlap_mask"].get<bool>();
   }
@@ -139,7 +148,7 @@ void read_training_checkpoint(ModelSource& s, const model::SafetensorsHeader& he
 void read_weights(ModelSource& s, const model::SafetensorsHeader& header, bool weights) {
   const auto& meta = header.metadata;
   s.names = metadata_names(meta, s.file);
-  s.imgsz = metadata_int(meta, "imgsz", s.file);
+  s.imgsz = checked_imgsz(metadata_int(meta, "imgsz", s.file), s.file, "metadata");
   if (auto d = meta.find("data"); d != meta.end()) s.data = d->second;
   const int nc = meta.count("nc") ? static_cast<int>(metadata_int(meta, "nc", s.file)) : -1;
   if (auto y = meta.find("yaml"); y != meta.end())

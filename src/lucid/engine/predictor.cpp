@@ -7,6 +7,8 @@
 #include "lucid/engine/network.h"
 #include "lucid/model/model.h"
 #include "lucid/util/device.h"
+#include "lucid/util/error.h"
+#include "lucid/util/memory.h"
 
 namespace lucid::engine {
 
@@ -39,6 +41,21 @@ Tensor letterboxed_input(const data::Image& image, const PredictLetterbox& lb) {
 }
 
 // The prediction of one image from its detections `det` (rows of postprocess) and prototypes.
+// The masks of n detections hold at worst n float planes of the input size (of the prototypes with
+// retina_masks) and n windows as large as the image: with conf=0 and a huge max_det that is
+// thousands of planes. Refused before anything is allocated when it passes the memory available.
+void require_memory_for_masks(int64_t n, int64_t plane_pixels, int64_t image_pixels, const PredictOptions& o) {
+  const uint64_t need = static_cast<uint64_t>(n) * (static_cast<uint64_t>(plane_pixels) * 4 + static_cast<uint64_t>(image_pixels));
+  const uint64_t available = util::available_memory_bytes();
+  if (available == 0 || need <= available) return;
+  char conf[32];
+  std::snprintf(conf, sizeof conf, "%g", o.conf);
+  throw UserError("predict: the " + std::to_string(n) + " detections kept at conf=" + conf +
+                  " max_det=" + std::to_string(o.max_det) + " need up to " + std::to_string(need) +
+                  " bytes for their masks, but " + std::to_string(available) +
+                  " bytes are available; raise conf= or lower max_det=");
+}
+
 Prediction image_prediction(const Tensor& det, const Tensor& proto, const PredictLetterbox& lb, int h0, int w0,
                             const PredictOptions& o) {
   const std::array<int64_t, 2> input{lb.height, lb.width}, orig{h0, w0};
@@ -49,6 +66,8 @@ Prediction image_prediction(const Tensor& det, const Tensor& proto, const Predic
   auto coefs = det.narrow(1, 6, det.size(1) - 6);
   auto boxes = scale_boxes(boxes_in, back, orig);
   const int64_t n = det.size(0);
+  require_memory_for_masks(n, o.retina_masks ? proto.size(1) * proto.size(2) : int64_t(lb.height) * lb.width,
+                           int64_t(h0) * w0, o);
   // retina_masks: the mask logits at prototype resolution, brought to the original image by
   // native_masks. Otherwise the masks at input resolution, all detections at once (the input is at
   // most imgsz square), then scaled back as the reference draws them.
@@ -120,6 +139,9 @@ std::vector<Prediction> predict_images(Network& network, std::span<const data::I
     // The one-to-one head's top-k keeps at least 300 candidates, as the reference's predictor sets it, so
     // that classes= filters before the max_det cut.
     const auto out = network.run(x, std::max<int64_t>(o.max_det, 300), o.agnostic_nms);
+    // A candidate is a row of pred (end-to-end: (B, K, 6 + nm); else (B, 4 + nc + nm, A)).
+    const auto finite_rows = torch::isfinite(out.pred).all(network.end2end() ? -1 : 1);
+    if (!finite_rows.any().item<bool>()) throw NonFiniteOutputs();
     const auto dets = network_detections(network, out, nms);
     for (size_t k = 0; k < members.size(); ++k) {
       const size_t i = members[k];

@@ -16,6 +16,7 @@
 
 #include "lucid/data/image_io.h"
 #include "lucid/engine/postprocess.h"
+#include "lucid/util/error.h"
 
 namespace lucid::model {
 class SegmentationModelImpl;
@@ -75,6 +76,17 @@ std::vector<Prediction> predict_images(model::SegmentationModelImpl& model, cons
                                        std::span<const data::Image> images, const PredictOptions& options);
 std::vector<Prediction> predict_images(Network& network, std::span<const data::Image> images,
                                        const PredictOptions& options);
+
+// Thrown by predict_images when every candidate the network outputs for a batch holds a NaN or
+// infinite value (weights
+// that pass the checks on their values, yet overflow in float32): nothing could be detected, and
+// an empty result would say there is nothing to detect. The caller names the model file.
+class NonFiniteOutputs : public UserError {
+ public:
+  NonFiniteOutputs()
+      : UserError("every candidate the network outputs holds NaN or infinite values (its weights overflow in "
+                  "float32); nothing can be predicted") {}
+};
 
 // The outline of the largest 8-connected region of a binary mask (h x w, nonzero = inside) as the
 // pixel coordinates x0, y0, x1, y1, ... of its boundary pixels with straight runs reduced to their

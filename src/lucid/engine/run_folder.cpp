@@ -23,7 +23,29 @@ namespace {
 constexpr const char* kLockFile = ".lucid.lock";
 constexpr const char* kArgsFile = "args.yaml";
 
+bool has_control_character(const std::string& v) {
+  for (const unsigned char c : v)
+    if (c < 0x20 || c == 0x7f) return true;
+  return false;
+}
+
+std::string escaped(const std::string& v) {
+  std::string out;
+  for (const unsigned char c : v) {
+    if (c < 0x20 || c == 0x7f) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\x%02x", c);
+      out += b;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 void check_run_name(const std::string& name) {
+  if (has_control_character(name))
+    throw UserError("option name=" + escaped(name) + ": a run name may not hold control characters (newline, tab, ...)");
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
     throw UserError("option name=" + name + ": a run name is one folder name inside project= (not empty, not . or .., " +
                     "no /)");
@@ -50,6 +72,16 @@ bool may_change_on_resume(const std::string& key) {
 }
 
 }  // namespace
+
+void refuse_control_characters(const nlohmann::ordered_json& record) {
+  for (auto it = record.begin(); it != record.end(); ++it) {
+    if (!it.value().is_string()) continue;
+    const auto& v = it.value().get_ref<const std::string&>();
+    if (has_control_character(v))
+      throw UserError("option " + it.key() + "=" + escaped(v) +
+                      ": holds a control character (newline, tab, ...); the run's records keep each option on one line");
+  }
+}
 
 fs::path make_run_dir(const std::string& project, const std::string& name, bool exist_ok) {
   check_run_name(name);
@@ -156,6 +188,22 @@ fs::path resume_run_dir(const std::string& checkpoint, const LoopState& state) {
     if (!may_change_on_resume(it.key()) && !lines.count(args_line(it.key(), it.value().get<std::string>())))
       throw refuse((run / kArgsFile).string() + " is another run's: its " + it.key() + " differs");
   return run;
+}
+
+void require_last_checkpoint(const std::string& checkpoint, const fs::path& run_dir, const LoopState& state) {
+  const fs::path last = run_dir / "weights" / "last.safetensors";
+  std::error_code ec;
+  if (fs::equivalent(checkpoint, last, ec)) return;
+  std::string last_epoch;
+  try {
+    if (fs::exists(last, ec)) last_epoch = ", whose last checkpoint is at epoch " + std::to_string(read_checkpoint_state(last.string()).epoch);
+  } catch (const UserError&) {
+  }
+  throw UserError("option resume=" + checkpoint + ": an earlier checkpoint (epoch " + std::to_string(state.epoch) +
+                  ") of run " + run_dir.string() + last_epoch +
+                  "; resume continues a run only from its weights/last.safetensors, so nothing the run wrote is "
+                  "overwritten: resume=" + last.string() + " continues the run, model=" + checkpoint +
+                  " trains a new run from these weights");
 }
 
 }  // namespace lucid::engine

@@ -31,6 +31,11 @@ class RunFolderLock {
 // its weights/; returns how many. Call with the folder's lock held.
 int remove_interrupted_writes(const std::filesystem::path& run_dir);
 
+// A record keeps each option on one line of args.yaml and is read back line by line: a value with
+// a control character (a newline, a tab, ESC) would make the run impossible to resume. Refuses the
+// first such option, its value shown with \xNN escapes (the error stays one line).
+void refuse_control_characters(const nlohmann::ordered_json& record);
+
 // args.yaml: every option of the run (its record, engine/train_options.h), one `key: value` line each.
 void write_args_yaml(const std::filesystem::path& run_dir, const nlohmann::ordered_json& record);
 // Rewrites the lines of args.yaml whose value `record` changes (a resume's new epochs or device, or
@@ -42,5 +47,11 @@ bool update_args_yaml(const std::filesystem::path& run_dir, const nlohmann::orde
 // checkpoint's options (but epochs and device, which a resume may change). Anything else (a checkpoint copied elsewhere, or into another run's folder)
 // is refused, naming the checkpoint and how to start a new run from its weights.
 std::filesystem::path resume_run_dir(const std::string& checkpoint, const LoopState& state);
+
+// A resume continues a run only from <run>/weights/last.safetensors: from an earlier checkpoint
+// (epochN, best) it would train again over the epochs after it and overwrite the run's last, best
+// and logs. Refuses any other checkpoint of the run, saying how to continue the run (its last) or
+// train a new run from that checkpoint's weights (model=).
+void require_last_checkpoint(const std::string& checkpoint, const std::filesystem::path& run_dir, const LoopState& state);
 
 }  // namespace lucid::engine

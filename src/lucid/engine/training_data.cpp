@@ -6,6 +6,7 @@
 
 #include "lucid/data/labels.h"
 #include "lucid/util/error.h"
+#include "lucid/util/memory.h"
 
 namespace lucid::engine {
 
@@ -30,15 +31,20 @@ data::SampleSource make_sample_source(const PreparedSplit& ps) {
   return [split = ps.split, prepared = ps.images, usable = ps.usable, outlines](int64_t k) {
     const auto index = static_cast<size_t>(usable.at(static_cast<size_t>(k)));
     const auto& rec = split->images.at(index);
-    auto view = prepared->view(index);
     data::Sample s;
     s.index = k;
-    s.orig_height = view.original_height;
-    s.orig_width = view.original_width;
-    // A view of the prepared store (which the source keeps alive): augmentation never writes into
-    // its input image, and no copy is made on the worker thread.
-    s.image = torch::from_blob(const_cast<uint8_t*>(view.data), {view.height, view.width, view.channels}, torch::kUInt8);
-    const float w = static_cast<float>(view.width), h = static_cast<float>(view.height);
+    s.orig_height = rec.height;
+    s.orig_width = rec.width;
+    if (prepared->holds_pixels()) {
+      // A view of the prepared store (which the source keeps alive): augmentation never writes into
+      // its input image, and no copy is made on the worker thread.
+      auto view = prepared->view(index);
+      s.image = torch::from_blob(const_cast<uint8_t*>(view.data), {view.height, view.width, view.channels}, torch::kUInt8);
+    } else {  // cache=False: decoded now, the tensor owns the pixels
+      auto im = std::make_shared<data::Image>(prepared->decode(index));
+      s.image = torch::from_blob(im->pixels.data(), {im->height, im->width, im->channels}, [im](void*) {}, torch::kUInt8);
+    }
+    const float w = static_cast<float>(s.image.size(1)), h = static_cast<float>(s.image.size(0));
     for (size_t j = 0; j < rec.instances.size(); ++j) {
       const auto& inst = rec.instances[j];
       if (inst.crowd) continue;  // as the reference's converter: crowd regions are not trained on
@@ -115,18 +121,43 @@ std::optional<TrainBatch> LoaderSource::next() {
   return t;
 }
 
-PreparedSplit prepare_split(const data::Split& split, int imgsz, bool disk_cache, int threads) {
+data::PreparedStore prepared_store(const std::string& cache_option) {
+  if (cache_option == "disk") return data::PreparedStore::Disk;
+  if (cache_option == "False") return data::PreparedStore::None;
+  return data::PreparedStore::Ram;
+}
+
+void require_memory_for_ram_cache(const std::vector<const data::Split*>& splits, int imgsz) {
+  uint64_t need = 0;
+  size_t images = 0;
+  for (const auto* split : splits) need += data::prepared_bytes(*split, imgsz), images += split->images.size();
+  const uint64_t with_margin = need + need / 2;
+  const uint64_t available = util::available_memory_bytes();
+  if (available == 0 || with_margin <= available) return;
+  throw UserError("option cache=ram: the " + std::to_string(images) + " prepared images at imgsz=" +
+                  std::to_string(imgsz) + " need " + std::to_string(need) + " bytes (" + util::gigabytes(need) +
+                  "; " + std::to_string(with_margin) + " bytes with the reference's 50% margin) but " +
+                  std::to_string(available) + " bytes (" + util::gigabytes(available) +
+                  ") are available; use cache=disk (a memory-mapped file), cache=False (each image decoded when "
+                  "used) or fraction= (part of the training images)");
+}
+
+PreparedSplit prepare_split(const data::Split& split, int imgsz, data::PreparedStore store, int threads) {
+  const bool disk_cache = store == data::PreparedStore::Disk;
   data::PreparedOptions po;
   po.imgsz = imgsz;
-  po.store = disk_cache ? data::PreparedStore::Disk : data::PreparedStore::Ram;
+  po.store = store;
   po.threads = threads;
   po.on_problem = [](const data::Problem& p) { std::fprintf(stderr, "warning: %s\n", p.str().c_str()); };
   const auto t0 = std::chrono::steady_clock::now();
   auto prepared = std::make_shared<data::PreparedImages>(data::PreparedImages::build(split, po));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("%s: %zu prepared images at %d px, %.1f MiB %s, %.2f s%s\n", split.name.c_str(), prepared->size(), imgsz,
-              static_cast<double>(prepared->bytes()) / (1024.0 * 1024.0), disk_cache ? "memory-mapped" : "in RAM", secs,
-              prepared->from_cache() ? " (from cache)" : "");
+  if (store == data::PreparedStore::None)
+    std::printf("%s: %zu images at %d px, decoded when used (cache=False)\n", split.name.c_str(), prepared->size(), imgsz);
+  else
+    std::printf("%s: %zu prepared images at %d px, %.1f MiB %s, %.2f s%s\n", split.name.c_str(), prepared->size(),
+                imgsz, static_cast<double>(prepared->bytes()) / (1024.0 * 1024.0),
+                disk_cache ? "memory-mapped" : "in RAM", secs, prepared->from_cache() ? " (from cache)" : "");
   PreparedSplit out{std::make_shared<const data::Split>(split), prepared, {}};
   for (size_t i = 0; i < prepared->size(); ++i)
     if (prepared->ok(i)) out.usable.push_back(static_cast<int64_t>(i));

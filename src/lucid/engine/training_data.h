@@ -19,7 +19,16 @@ struct PreparedSplit {
   std::vector<int64_t> usable;
   int64_t size() const { return static_cast<int64_t>(usable.size()); }
 };
-PreparedSplit prepare_split(const data::Split& split, int imgsz, bool disk_cache, int threads);
+PreparedSplit prepare_split(const data::Split& split, int imgsz, data::PreparedStore store, int threads);
+
+// The store of the cache= option: ram (and True) the Ram store, disk the Disk store, False none
+// (each image decoded when used).
+data::PreparedStore prepared_store(const std::string& cache_option);
+
+// cache=ram: the bytes the prepared images of `splits` need, with the reference's 50% margin
+// (check_cache_ram), must be available now; refused up front otherwise, with the figures and the
+// ways out (cache=disk, cache=False, fraction=).
+void require_memory_for_ram_cache(const std::vector<const data::Split*>& splits, int imgsz);
 
 // Samples in loader order (pixels and instances in prepared-image pixels).
 data::SampleSource make_sample_source(const PreparedSplit& prepared);

@@ -16,6 +16,33 @@ int64_t make_divisible(double x, int64_t divisor) {
   return static_cast<int64_t>(std::ceil(x / divisor)) * divisor;
 }
 
+// What a model file may ask the builder to allocate. The reference's widest layer has 1280 channels
+// and its largest segmentation model about 62 million parameters; a spec read from a stranger's
+// weights (width, channel counts, repeats, kernel sizes) could otherwise ask for hundreds of GB
+// before a single weight is read.
+constexpr int64_t kMaxChannels = 8192;
+constexpr int64_t kMaxKernel = 31;
+constexpr double kMaxParameters = 1e9;
+
+// An upper bound on a base layer's parameters, known before it is made: outer x (c1 + (2 + 4 x
+// inner) x hidden) x hidden x k^2, hidden = c2 x max(1, e). A block's first convolution reads c1
+// channels; C2f, C3, C3k2 and C2PSA add one more and at most four per inner repeat, none wider than
+// hidden or with a larger kernel.
+double layer_parameter_bound(int64_t outer, int64_t inner, int64_t c1, int64_t c2, double e, int64_t k) {
+  const double hidden = static_cast<double>(c2) * std::max(1.0, e);
+  return static_cast<double>(outer) * (static_cast<double>(c1) + (2.0 + 4.0 * static_cast<double>(inner)) * hidden) *
+         hidden * static_cast<double>(k * k);
+}
+
+// The head's parameters at most: per level, the box, class and mask branches (two 3x3 convolutions
+// of the widest input each, then the outputs), twice with the one-to-one branch, and the prototypes.
+double head_parameter_bound(const std::vector<int64_t>& ch, int64_t nc, int64_t nm, int64_t npr, int64_t reg_max) {
+  double widest = static_cast<double>(npr);
+  for (auto c : ch) widest = std::max(widest, static_cast<double>(c));
+  const double per_level = 3 * 2 * widest * widest * 9 + widest * static_cast<double>(nc + nm + 4 * reg_max);
+  return static_cast<double>(ch.size()) * per_level * 2 + 3 * widest * widest * 9;
+}
+
 // Python's round(): half to even.
 int64_t py_round(double x) {
   std::fesetround(FE_TONEAREST);
@@ -175,6 +202,7 @@ SegmentationModelImpl::SegmentationModelImpl(const config::ModelSpec& spec) : sp
   bool legacy = true;
   const auto n_layers = static_cast<int>(spec_.layers.size());
   keep_.assign(n_layers, false);
+  double planned_parameters = 0;  // the layers' bounds so far
   for (int i = 0; i < n_layers; ++i) {
     const auto& row = spec_.layers[i];
     ArgReader reader{spec_, row};
@@ -206,12 +234,29 @@ SegmentationModelImpl::SegmentationModelImpl(const config::ModelSpec& spec) : sp
       if (args.empty() || args[0].kind != Arg::Int || args[0].i < 1)
         reader.fail("the first argument is the output channel count (a positive integer), e.g. [64, 3, 2]");
       c2 = make_divisible(std::min<double>(as_int(args, 0, 0, reader), spec_.max_channels) * spec_.width, 8);
+      if (c2 > kMaxChannels)
+        reader.fail(std::to_string(c2) + " output channels (after width " + std::to_string(spec_.width) +
+                    "); a layer may have at most " + std::to_string(kMaxChannels));
       std::vector<Arg> a{Arg::of(c1), Arg::of(c2)};
       a.insert(a.end(), args.begin() + 1, args.end());
       if (repeat.count(m)) {
         a.insert(a.begin() + 2, Arg::of(n));
         n = 1;
       }
+      const int64_t kernel = m == "Conv" || m == "DWConv" ? as_int(a, 2, 1, reader) : 3;
+      const int64_t inner = repeat.count(m) ? as_int(a, 2, 1, reader) : 1;
+      // The hidden-channel ratio e, where each block takes it.
+      const size_t e_at = m == "C3k2" ? 4 : m == "C2PSA" ? 3 : 5;
+      const double e = m == "Conv" || m == "DWConv" || m == "SPPF" ? 1.0 : as_double(a, e_at, 0.5, reader);
+      if (kernel < 1 || kernel > kMaxKernel) reader.fail("kernel size " + std::to_string(kernel) + " is not from 1 to 31");
+      if (inner < 1 || inner > 1000) reader.fail("repeats " + std::to_string(inner) + " is not from 1 to 1000");
+      if (!(e > 0 && e <= 4)) reader.fail("hidden-channel ratio " + std::to_string(e) + " is not above 0 and at most 4");
+      planned_parameters += layer_parameter_bound(n, inner, c1, c2, e, kernel);
+      if (planned_parameters > kMaxParameters)
+        reader.fail("the model would hold more than " + std::to_string(static_cast<int64_t>(kMaxParameters)) +
+                    " parameters by this layer (channels " + std::to_string(c1) + " -> " + std::to_string(c2) +
+                    ", depth " + std::to_string(spec_.depth) + ", width " + std::to_string(spec_.width) +
+                    "); refused before anything is allocated");
       if (m == "C3k2") {
         legacy = false;
         if (spec_.scale.size() == 1 && std::string("mlx").find(spec_.scale) != std::string::npos) {
@@ -294,12 +339,18 @@ SegmentationModelImpl::SegmentationModelImpl(const config::ModelSpec& spec) : sp
       SegmentHeadOptions o;
       o.nc = as_int(args, 0, spec_.nc, reader);
       o.nm = as_int(args, 1, 32, reader);
+      if (o.nm < 1 || o.nm > 1024) reader.fail("mask coefficients " + std::to_string(o.nm) + " is not from 1 to 1024");
       o.npr = make_divisible(std::min<double>(as_int(args, 2, 256, reader), spec_.max_channels) * spec_.width, 8);
+      if (o.npr > kMaxChannels) reader.fail(std::to_string(o.npr) + " prototype channels; at most " + std::to_string(kMaxChannels));
       o.reg_max = spec_.reg_max;
       o.end2end = spec_.end2end;
       o.legacy = legacy;
       o.proto26 = m == "Segment26";
       for (int f : row.from) o.ch.push_back(chan(f));
+      planned_parameters += head_parameter_bound(o.ch, o.nc, o.nm, o.npr, o.reg_max);
+      if (planned_parameters > kMaxParameters)
+        reader.fail("the model would hold more than " + std::to_string(static_cast<int64_t>(kMaxParameters)) +
+                    " parameters with this head (nc " + std::to_string(o.nc) + "); refused before anything is allocated");
       head_ = SegmentHead(o);
       module = head_.ptr();
       head_from_ = row.from;

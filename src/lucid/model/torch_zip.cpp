@@ -88,6 +88,9 @@ TorchZip::TorchZip(const std::string& path) : path_(path) {
   const std::string cd = bytes_at(cd_offset, cd_size, "the central directory");
 
   size_t at = 0;
+  // Every entry's header and bytes, added up: entries that overlap (each one's CRC can still be
+  // right) would make reads that add up to more than the file; no read of the archive may.
+  uint64_t entry_bytes = 0;
   for (uint64_t k = 0; k < count; ++k) {
     if (at + kCentralSize > cd.size() || le(cd, at, 4) != kCentralSig) throw bad("corrupt central directory");
     const uint64_t flags = le(cd, at + 8, 2), method = le(cd, at + 10, 2);
@@ -132,6 +135,9 @@ TorchZip::TorchZip(const std::string& path) : path_(path) {
       throw bad("entry '" + name + "' has a local header for another name");
     if (!fits(data, usize, cd_offset))
       throw bad("entry '" + name + "' of " + std::to_string(usize) + " bytes runs past the archive's data");
+    entry_bytes += kLocalSize + lnlen + lelen + usize;  // each term is below cd_offset (checked above)
+    if (entry_bytes > cd_offset)
+      throw bad("entry '" + name + "' overlaps another: the entries hold more bytes than the archive's data");
     if (!entries_.emplace(name, Entry{data, usize, crc, static_cast<size_t>(k)}).second)
       throw bad("entry '" + name + "' appears twice");
   }

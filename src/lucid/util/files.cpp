@@ -81,13 +81,59 @@ bool is_temporary_name(const std::string& filename) {
   return !pid.empty() && pid.size() <= 10 && pid.find_first_not_of("0123456789") == std::string::npos;
 }
 
+namespace {
+
+std::string file_kind(std::filesystem::file_type t) {
+  using T = std::filesystem::file_type;
+  switch (t) {
+    case T::directory: return "a folder";
+    case T::character: return "a character device";
+    case T::block: return "a block device";
+    case T::fifo: return "a fifo";
+    case T::socket: return "a socket";
+    default: return "not a regular file";
+  }
+}
+
+// The file a write to `path` lands in: a symlink is followed (the link stays and its target gets
+// the bytes); anything but a regular file or a missing one is refused, so a device node, a fifo or
+// a folder is never replaced.
+std::filesystem::path write_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path target(path);
+  if (fs::is_symlink(fs::symlink_status(target, ec))) {
+    target = fs::weakly_canonical(target, ec);
+    if (ec) throw UserError(path + ": a symlink that cannot be followed (" + ec.message() + ")");
+  }
+  const auto st = fs::status(target, ec);
+  if (!ec && st.type() != fs::file_type::regular && st.type() != fs::file_type::not_found)
+    throw UserError(path + ": is " + file_kind(st.type()) + "; lucid writes only regular files (give a file path)");
+  return target;
+}
+
+}  // namespace
+
 void write_atomically(const std::string& path, const std::function<void(std::ostream&)>& write) {
   namespace fs = std::filesystem;
-  auto target = fs::path(path);
-  const FaultPoint fault = fault_for(target);
-  if (target.has_parent_path()) fs::create_directories(target.parent_path());
+  const FaultPoint fault = fault_for(fs::path(path));
+  const fs::path target = write_target(path);
+  std::error_code ec;
+  if (target.has_parent_path() && !fs::is_directory(target.parent_path(), ec)) {
+    fs::create_directories(target.parent_path(), ec);
+    if (ec) throw UserError(path + ": cannot create its folder " + target.parent_path().string() + " (" + ec.message() + ")");
+  }
   auto tmp = target;
   tmp += kTemporaryInfix + std::to_string(::getpid());
+  // Whatever fails from here on (the writer, the disk, the rename), the temporary file goes.
+  struct RemoveUnlessDone {
+    const fs::path& tmp;
+    bool done = false;
+    ~RemoveUnlessDone() {
+      std::error_code ignored;
+      if (!done) fs::remove(tmp, ignored);
+    }
+  } guard{tmp};
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw UserError(tmp.string() + ": cannot write");
@@ -101,18 +147,19 @@ void write_atomically(const std::string& path, const std::function<void(std::ost
     }
     write(out);
     out.flush();
-    if (!out) {
-      out.close();
-      fs::remove(tmp);
-      throw UserError(tmp.string() + ": write failed");
-    }
+    if (!out) throw UserError(tmp.string() + ": write failed");
   }
   if (FILE* f = std::fopen(tmp.c_str(), "rb")) {  // make the bytes durable before the rename
     ::fsync(fileno(f));
     std::fclose(f);
   }
   if (fault == FaultPoint::BeforeRename) kill_self();
-  fs::rename(tmp, target);
+  // The target may have become a folder or a device since the check: rename never replaces a
+  // folder, and a second check keeps the window to the rename itself.
+  write_target(target.string());
+  fs::rename(tmp, target, ec);
+  if (ec) throw UserError(path + ": cannot replace it (" + ec.message() + ")");
+  guard.done = true;
   if (fault == FaultPoint::AfterRename) kill_self();
 }
 
