@@ -91,7 +91,6 @@ struct FitSetup {
   bool autocast = false;
   int64_t imgsz = 64;
   int64_t max_step_recordings = 8;
-  int64_t step_record_from_use = 1;  // the byte comparisons record every key on first use
   bool keep_step_outputs = true;  // false: as fits run, only the loss items are compared of the forward
   std::optional<engine::StepLossFns> loss;  // none: the segmentation loss
 };
@@ -122,7 +121,6 @@ class Fit {
     if (replay) s.replay = *replay;
     s.backend = setup_.backend;
     s.max_step_recordings = setup_.max_step_recordings;
-    s.step_record_from_use = setup_.step_record_from_use;
     s.keep_step_outputs = setup_.keep_step_outputs;
     s.print = false;
     if (setup_.loss)

@@ -36,8 +36,6 @@ TEST(StepRoute, ReasonsOfTheWholeStep) {
       {"hooks on the heads", [](FitFacts& f) { f.head_hooks = true; }, false},
       {"recording cap reached (another input signature or capacity bucket)",
        [](FitFacts& f) { f.recordings_full = true; }, false},
-      {"a new input signature or capacity bucket, recorded once it recurs",
-       [](FitFacts& f) { f.key_unproven = f.recordings_full = true; }, false},
   };
   for (const auto& c : cases) {
     FitFacts f;
@@ -112,26 +110,6 @@ TEST(TrainingStep, RecordingCapSendsNewSignaturesNative) {
   // they came from.
   EXPECT_EQ(log.replays(Stage::StepUpdate), 4);
   EXPECT_EQ(fit.step_recorder()->summary()["recordings"], 2);
-}
-
-TEST(TrainingStep, KeysRecordedOnTheirThirdUse) {
-  // Keys of the schedule: (2 images, capacity 4), (2, 0), (2, 8), (1, 1), then (2, 4) again. Recorded
-  // from the third use, none records: every micro-step runs natively with its reason, the bytes of
-  // the native fit; the optimizer steps still replay. From the second use, (2, 4) records on its return.
-  for (int64_t from : {3, 2}) {
-    FitSetup setup;
-    setup.step_record_from_use = from;
-    Fit fit(step_only(), optim::Kind::SGD, "", setup);
-    run_against_native(fit, optim::Kind::SGD, setup);
-    const auto& log = fit.step_recorder()->log();
-    const int64_t recorded = from == 2 ? 1 : 0;
-    EXPECT_EQ(log.replays(Stage::Step), recorded) << from;
-    EXPECT_EQ(log.reasons().at("training step: a new input signature or capacity bucket, recorded once it recurs"),
-              5 - recorded)
-        << from;
-    EXPECT_EQ(log.replays(Stage::StepUpdate), 4) << from;
-    EXPECT_EQ(fit.step_recorder()->summary()["recordings"], recorded) << from;
-  }
 }
 
 TEST(TrainingStep, CudaGraphsOnTheCpuFallBackNativelyWithTheirReason) {

@@ -33,8 +33,7 @@ TrainingStep::TrainingStep(model::SegmentationModel model, StepLossFns loss, opt
     };
     program.update = [this] { update(); };
     whole_ = std::make_unique<replay::StepRecorder>(std::move(program), model_, optimizer_, ema_, s_.backend,
-                                                    s_.max_step_recordings, s_.step_record_from_use, s_.keep_step_outputs,
-                                                    s_.print);
+                                                    s_.max_step_recordings, s_.keep_step_outputs, s_.print);
   }
 }
 

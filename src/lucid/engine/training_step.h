@@ -34,9 +34,6 @@ struct StepSettings {
   replay::ReplayOptions replay;
   replay::Backend backend = replay::Backend::CudaGraph;
   int64_t max_step_recordings = 16;  // capture_step: micro-step recordings held at once
-  // capture_step: a new input signature or capacity bucket is recorded on its third use; before, it
-  // runs natively (a shape used once or twice does not repay a recording).
-  int64_t step_record_from_use = 3;
   bool keep_step_outputs = false;    // capture_step: each recording keeps its forward's outputs
   bool print = true;                // route reasons and recordings on stdout
   // Data parallel: the gradient all-reduce, run first at every optimizer step (before clipping;

@@ -39,7 +39,6 @@ Route route(Stage stage, const ReplayOptions& options, const FitFacts& f) {
     // Frozen layers do not matter: gradients are taken for the trainable parameters only.
     if (!f.training) return native("the model is not in training mode");
     if (f.head_hooks) return native("hooks on the heads");
-    if (f.key_unproven) return native("a new input signature or capacity bucket, recorded once it recurs");
     if (f.recordings_full) return native("recording cap reached (another input signature or capacity bucket)");
     return Route{true, ""};
   }

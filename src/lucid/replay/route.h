@@ -36,8 +36,6 @@ struct FitFacts {
   bool anomaly_detection = false;  // autograd anomaly mode (its checks are host reads)
   bool recording_failed = false;   // an earlier recording of this stage failed
   bool recordings_full = false;    // Step: a new recording is needed and the cap is reached
-  bool key_unproven = false;       // Step: a new input signature or capacity bucket not yet used often
-                                   // enough to repay its recording (the partial last batch, a rare bucket)
 };
 
 struct Route {

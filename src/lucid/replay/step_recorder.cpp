@@ -1,6 +1,5 @@
 #include "lucid/replay/step_recorder.h"
 
-#include <algorithm>
 #include <chrono>
 #include <sstream>
 
@@ -74,10 +73,9 @@ struct StepRecorder::Recording {
 };
 
 StepRecorder::StepRecorder(StepProgram program, model::SegmentationModel model, optim::Optimizer& optimizer, optim::ModelEMA* ema, Backend backend, int64_t max_recordings,
-                           int64_t record_from_use, bool keep_outputs, bool print)
+                           bool keep_outputs, bool print)
     : program_(std::move(program)), model_(std::move(model)), optimizer_(optimizer), ema_(ema),
-      backend_(backend), max_recordings_(max_recordings), record_from_use_(std::max<int64_t>(1, record_from_use)),
-      keep_outputs_(keep_outputs), log_(print) {
+      backend_(backend), max_recordings_(max_recordings), keep_outputs_(keep_outputs), log_(print) {
   for (const auto& p : model_->parameters())
     if (p.requires_grad()) params_.push_back(p);
   grad_bufs_.resize(params_.size());
@@ -92,14 +90,13 @@ StepRecorder::~StepRecorder() {
   }
 }
 
-FitFacts StepRecorder::facts(bool new_key, int64_t uses) const {
+FitFacts StepRecorder::facts(bool new_key) const {
   FitFacts f;
   f.cuda = backend_ == Backend::Eager || (!params_.empty() && params_.front().is_cuda());
   f.devices = 1;
   f.training = model_->is_training();
   f.head_hooks = model_->has_head_hooks();
   f.anomaly_detection = torch::autograd::AnomalyMode::is_enabled();
-  f.key_unproven = new_key && uses < record_from_use_;
   f.recordings_full = new_key && static_cast<int64_t>(micro_.size()) >= max_recordings_;
   return f;
 }
@@ -158,13 +155,10 @@ std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, c
     if (!micro_ctx_) micro_ctx_ = std::make_unique<RecordingContext>(backend_);
     rec->x.copy_(x, /*non_blocking=*/true);
     stage(targets, rec->targets);
-    // The warm-up draws from the recordings' pool, so its memory serves the capture after it. A key
-    // recorded on a later use already ran natively (cuDNN's algorithm choices and the lazy set-up are
-    // made): one pass on the capture stream sets up that stream's own workspaces.
-    const int warmups = record_from_use_ > 1 ? 1 : 3;
+    // The warm-up draws from the recordings' pool, so its memory serves the capture after it.
     const int64_t kept = micro_ctx_->run_in_pool(
         [&] {
-          for (int i = 0; i < warmups; ++i) body();
+          for (int i = 0; i < 3; ++i) body();
           r->outputs = {};  // the warm-up's tensors go before the capture allocates its own
           r->items = Tensor();
         },
@@ -189,15 +183,13 @@ std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, c
 std::optional<MicroStep> StepRecorder::micro_step(const Tensor& x, const loss::PaddedTargets& targets) {
   const auto key = key_of(x, targets);
   auto it = micro_.find(key);
-  const int64_t uses = it == micro_.end() ? ++uses_[key] : 0;
-  auto f = facts(it == micro_.end(), uses);
+  auto f = facts(it == micro_.end());
   f.recording_failed = micro_failed_;
   auto r = route(Stage::Step, ReplayOptions{false, false, false, true}, f);
   if (r.replay && it == micro_.end()) {
     try {
       const auto t0 = Clock::now();
       it = micro_.emplace(key, record(x, targets)).first;
-      uses_.erase(key);
       std::ostringstream what;
       what << x.sizes() << ", instance capacity " << targets.capacity();
       std::printf("replay: recorded the training step for images %s in %.2f s (%lld held)\n",
@@ -317,7 +309,7 @@ bool StepRecorder::record_update() {
 }
 
 bool StepRecorder::optimizer_step() {
-  auto f = facts(false, 0);
+  auto f = facts(false);
   f.recording_failed = update_failed_;
   auto r = route(Stage::StepUpdate, ReplayOptions{false, false, false, true}, f);
   if (r.replay && update_.recorded()) {
@@ -354,7 +346,6 @@ nlohmann::ordered_json StepRecorder::summary() const {
   j["recorded_total"] = recorded_total_;
   j["dropped"] = dropped_;  // recordings dropped because a later warm-up kept memory
   j["max_recordings"] = max_recordings_;
-  j["record_from_use"] = record_from_use_;
   j["replayed_steps"] = log_.replays(Stage::Step);
   j["native_steps"] = log_.native(Stage::Step);
   j["update_recorded"] = update_recorded();

@@ -55,11 +55,8 @@ struct MicroStep {
 
 class StepRecorder {
  public:
-  // record_from_use: a key is recorded on its record_from_use-th micro-step (earlier ones run
-  // natively), so that a shape used once or twice (the partial last batch of a short fit, a rare
-  // capacity bucket) costs no recording; 1 records on first use.
   StepRecorder(StepProgram program, model::SegmentationModel model, optim::Optimizer& optimizer, optim::ModelEMA* ema, Backend backend, int64_t max_recordings,
-               int64_t record_from_use, bool keep_outputs, bool print = true);
+               bool keep_outputs, bool print = true);
   ~StepRecorder();
   StepRecorder(const StepRecorder&) = delete;
   StepRecorder& operator=(const StepRecorder&) = delete;
@@ -84,7 +81,7 @@ class StepRecorder {
 
  private:
   struct Recording;
-  FitFacts facts(bool new_key, int64_t uses) const;
+  FitFacts facts(bool new_key) const;
   std::string key_of(const Tensor& x, const loss::PaddedTargets& targets) const;
   std::unique_ptr<Recording> record(const Tensor& x, const loss::PaddedTargets& targets);
   bool record_update();
@@ -96,9 +93,7 @@ class StepRecorder {
   optim::ModelEMA* ema_;
   Backend backend_;
   int64_t max_recordings_;
-  int64_t record_from_use_;
   bool keep_outputs_;
-  std::map<std::string, int64_t> uses_;  // micro-steps seen per key not (yet) recorded
   RouteLog log_;
   std::vector<Tensor> params_;      // the trainable parameters, the backward's leaves
   std::vector<Tensor> grad_bufs_;   // gradients assigned on a first micro-step (persistent)
