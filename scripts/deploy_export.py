@@ -7,6 +7,7 @@ one module per format under deploy_formats/:
 
   onnx         the reference's ONNX exporter (--opset, --dynamic, --simplify, --nms --conf --iou)
   aoti         an AOTInductor package (.pt2) that LibTorch runs with no Python
+  torchscript  the reference's TorchScript export (--dynamic, --nms)
 
 The outputs of each are described in docs/deploy.md. A format's optional Python packages
 (requirements-export.txt) are named in the error when absent. Failures exit non-zero with a message
@@ -27,11 +28,12 @@ except ImportError as e:
     sys.exit(f"lucid export needs torch, safetensors and ultralytics in {sys.executable} "
              f"(missing: {e.name or e}); set LUCID_PYTHON to the project's Python")
 
-from deploy_formats import aoti_format, onnx_format  # noqa: E402
+from deploy_formats import aoti_format, onnx_format, torchscript_format  # noqa: E402
 
 FORMATS = {
     "onnx": onnx_format,
     "aoti": aoti_format,
+    "torchscript": torchscript_format,
 }
 
 

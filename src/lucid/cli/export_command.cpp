@@ -33,17 +33,17 @@ config::Options export_options() {
       "export",
       {{"model", "", "weights: a lucid train checkpoint (its EMA weights), lucid weights (.safetensors) or a .pt"},
        {"format", "safetensors",
-        "safetensors, pt, onnx or aoti (a compiled package, .pt2); docs/deploy.md"},
-       {"half", "", "FP16 (default: True for safetensors and pt, else False; aoti needs a CUDA device)"},
+        "safetensors, pt, onnx, aoti (a compiled package, .pt2) or torchscript; docs/deploy.md"},
+       {"half", "", "FP16 (default: True for safetensors and pt, else False; aoti and torchscript need a CUDA device)"},
        {"imgsz", "", "image size recorded with the weights, or the input size of the deployed file (default: the model file's, else 640)"},
        {"batch", "1", "deployed formats: the batch size of the fixed input (the largest with dynamic=True)"},
-       {"dynamic", "False", "onnx: dynamic batch, height and width"},
+       {"dynamic", "False", "onnx, torchscript: dynamic batch, height and width"},
        {"simplify", "True", "onnx: simplify the graph with onnxslim (as the reference)"},
-       {"nms", "False", "onnx: NMS inside the file (the reference's nms=True) over the one-to-many head"},
+       {"nms", "False", "onnx, torchscript: NMS inside the file (the reference's nms=True) over the one-to-many head"},
        {"conf", "0.25", "nms=True: the confidence threshold inside the file"},
        {"iou", "0.7", "nms=True: the IoU threshold inside the file"},
        {"opset", "", "onnx: the ONNX opset (default: the exporter's choice for this torch)"},
-       {"device", "cpu", "onnx, aoti: cpu or a CUDA device (0, cuda:0); an aoti package runs only on its kind"},
+       {"device", "cpu", "onnx, aoti, torchscript: cpu or a CUDA device (0, cuda:0); an aoti package runs only on its kind"},
        {"out", "", "output file or folder (default: next to model, <stem> with the format's suffix, docs/deploy.md)"}});
 }
 
@@ -119,6 +119,8 @@ int export_command(const std::vector<std::string>& args) {
   const auto device = export_device(options.str("device"));
   if (format.name == "aoti" && half && device == "cpu")
     throw UserError("option half=True: format=aoti compiles FP16 only for a CUDA device (device=0); on the CPU use half=False");
+  if (format.name == "torchscript" && half && device == "cpu")
+    throw UserError("option half=True: format=torchscript traces in FP16 only on a CUDA device (device=0), as the reference");
   auto m = engine::load_inference_model("model", model, torch::kCPU);
   int64_t imgsz = m.source.imgsz;
   if (!options.str("imgsz").empty()) {

@@ -36,6 +36,7 @@ const std::vector<ExportFormat>& export_formats() {
       {"pt", ".pt", {"half"}, true, false},
       {"onnx", ".onnx", {"batch", "dynamic", "opset", "simplify", "nms", "conf", "iou", "half", "device"}},
       {"aoti", ".pt2", {"batch", "half", "device"}},
+      {"torchscript", ".torchscript", {"batch", "dynamic", "nms", "conf", "iou", "half", "device"}},
   };
   return formats;
 }
