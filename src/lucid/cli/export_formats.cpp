@@ -37,6 +37,7 @@ const std::vector<ExportFormat>& export_formats() {
       {"onnx", ".onnx", {"batch", "dynamic", "opset", "simplify", "nms", "conf", "iou", "half", "device"}},
       {"aoti", ".pt2", {"batch", "half", "device"}},
       {"torchscript", ".torchscript", {"batch", "dynamic", "nms", "conf", "iou", "half", "device"}},
+      {"openvino", "_openvino_model", {"batch", "dynamic", "nms", "conf", "iou", "half", "int8", "data", "fraction"}},
   };
   return formats;
 }
