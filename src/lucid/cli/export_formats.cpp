@@ -38,6 +38,7 @@ const std::vector<ExportFormat>& export_formats() {
       {"aoti", ".pt2", {"batch", "half", "device"}},
       {"torchscript", ".torchscript", {"batch", "dynamic", "nms", "conf", "iou", "half", "device"}},
       {"openvino", "_openvino_model", {"batch", "dynamic", "nms", "conf", "iou", "half", "int8", "data", "fraction"}},
+      {"tflite", ".tflite", {"batch"}},
   };
   return formats;
 }
