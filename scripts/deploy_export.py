@@ -10,6 +10,7 @@ one module per format under deploy_formats/:
   torchscript  the reference's TorchScript export (--dynamic, --nms)
   openvino     the reference's OpenVINO IR folder (--dynamic, --nms; --quantize 8 --data YAML: NNCF INT8)
   tflite       LiteRT through litert-torch (the reference's `litert`)
+  executorch   an ExecuTorch program (XNNPACK) folder
 
 The outputs of each are described in docs/deploy.md. A format's optional Python packages
 (requirements-export.txt) are named in the error when absent. Failures exit non-zero with a message
@@ -30,7 +31,8 @@ except ImportError as e:
     sys.exit(f"lucid export needs torch, safetensors and ultralytics in {sys.executable} "
              f"(missing: {e.name or e}); set LUCID_PYTHON to the project's Python")
 
-from deploy_formats import aoti_format, litert_format, onnx_format, openvino_format, torchscript_format  # noqa: E402
+from deploy_formats import (aoti_format, executorch_format, litert_format, onnx_format, openvino_format,  # noqa: E402
+                            torchscript_format)
 
 FORMATS = {
     "onnx": onnx_format,
@@ -38,6 +40,7 @@ FORMATS = {
     "torchscript": torchscript_format,
     "openvino": openvino_format,
     "tflite": litert_format,
+    "executorch": executorch_format,
 }
 
 

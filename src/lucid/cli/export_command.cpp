@@ -33,7 +33,7 @@ config::Options export_options() {
       "export",
       {{"model", "", "weights: a lucid train checkpoint (its EMA weights), lucid weights (.safetensors) or a .pt"},
        {"format", "safetensors",
-        "safetensors, pt, onnx, aoti (a compiled package, .pt2), torchscript, openvino or tflite; docs/deploy.md"},
+        "safetensors, pt, onnx, aoti (a compiled package, .pt2), torchscript, openvino, tflite or executorch; docs/deploy.md"},
        {"half", "", "FP16 (default: True for safetensors and pt, else False; aoti and torchscript need a CUDA device)"},
        {"int8", "False", "openvino: INT8 by NNCF calibration on the validation images of data="},
        {"data", "", "openvino int8=True: the dataset YAML whose validation images calibrate"},

@@ -39,6 +39,7 @@ const std::vector<ExportFormat>& export_formats() {
       {"torchscript", ".torchscript", {"batch", "dynamic", "nms", "conf", "iou", "half", "device"}},
       {"openvino", "_openvino_model", {"batch", "dynamic", "nms", "conf", "iou", "half", "int8", "data", "fraction"}},
       {"tflite", ".tflite", {"batch"}},
+      {"executorch", "_executorch_model", {"batch"}},
   };
   return formats;
 }
