@@ -11,6 +11,7 @@ one module per format under deploy_formats/:
   openvino     the reference's OpenVINO IR folder (--dynamic, --nms; --quantize 8 --data YAML: NNCF INT8)
   tflite       LiteRT through litert-torch (the reference's `litert`)
   executorch   an ExecuTorch program (XNNPACK) folder
+  coreml       a Core ML ML Program (.mlpackage)
 
 The outputs of each are described in docs/deploy.md. A format's optional Python packages
 (requirements-export.txt) are named in the error when absent. Failures exit non-zero with a message
@@ -31,8 +32,8 @@ except ImportError as e:
     sys.exit(f"lucid export needs torch, safetensors and ultralytics in {sys.executable} "
              f"(missing: {e.name or e}); set LUCID_PYTHON to the project's Python")
 
-from deploy_formats import (aoti_format, executorch_format, litert_format, onnx_format, openvino_format,  # noqa: E402
-                            torchscript_format)
+from deploy_formats import (aoti_format, coreml_format, executorch_format, litert_format, onnx_format,  # noqa: E402
+                            openvino_format, torchscript_format)
 
 FORMATS = {
     "onnx": onnx_format,
@@ -41,6 +42,7 @@ FORMATS = {
     "openvino": openvino_format,
     "tflite": litert_format,
     "executorch": executorch_format,
+    "coreml": coreml_format,
 }
 
 

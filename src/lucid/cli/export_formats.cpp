@@ -40,6 +40,7 @@ const std::vector<ExportFormat>& export_formats() {
       {"openvino", "_openvino_model", {"batch", "dynamic", "nms", "conf", "iou", "half", "int8", "data", "fraction"}},
       {"tflite", ".tflite", {"batch"}},
       {"executorch", "_executorch_model", {"batch"}},
+      {"coreml", ".mlpackage", {"batch", "nms", "conf", "iou", "half"}},
   };
   return formats;
 }
