@@ -12,6 +12,7 @@ one module per format under deploy_formats/:
   tflite       LiteRT through litert-torch (the reference's `litert`)
   executorch   an ExecuTorch program (XNNPACK) folder
   coreml       a Core ML ML Program (.mlpackage)
+  engine       a TensorRT engine (needs TensorRT and a CUDA device)
 
 The outputs of each are described in docs/deploy.md. A format's optional Python packages
 (requirements-export.txt) are named in the error when absent. Failures exit non-zero with a message
@@ -33,7 +34,7 @@ except ImportError as e:
              f"(missing: {e.name or e}); set LUCID_PYTHON to the project's Python")
 
 from deploy_formats import (aoti_format, coreml_format, executorch_format, litert_format, onnx_format,  # noqa: E402
-                            openvino_format, torchscript_format)
+                            openvino_format, tensorrt_format, torchscript_format)
 
 FORMATS = {
     "onnx": onnx_format,
@@ -43,6 +44,7 @@ FORMATS = {
     "tflite": litert_format,
     "executorch": executorch_format,
     "coreml": coreml_format,
+    "engine": tensorrt_format,
 }
 
 

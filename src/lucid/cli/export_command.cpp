@@ -33,20 +33,22 @@ config::Options export_options() {
       "export",
       {{"model", "", "weights: a lucid train checkpoint (its EMA weights), lucid weights (.safetensors) or a .pt"},
        {"format", "safetensors",
-        "safetensors, pt, onnx, aoti (a compiled package, .pt2), torchscript, openvino, tflite, executorch or coreml; docs/deploy.md"},
+        "safetensors, pt, onnx, aoti (a compiled package, .pt2), torchscript, openvino, tflite, executorch, coreml "
+        "or engine (TensorRT); docs/deploy.md"},
        {"half", "", "FP16 (default: True for safetensors and pt, else False; aoti and torchscript need a CUDA device)"},
        {"int8", "False", "openvino: INT8 by NNCF calibration on the validation images of data="},
        {"data", "", "openvino int8=True: the dataset YAML whose validation images calibrate"},
        {"fraction", "1.0", "openvino int8=True: the share of those images used"},
        {"imgsz", "", "image size recorded with the weights, or the input size of the deployed file (default: the model file's, else 640)"},
        {"batch", "1", "deployed formats: the batch size of the fixed input (the largest with dynamic=True)"},
-       {"dynamic", "False", "onnx, torchscript, openvino: dynamic batch, height and width"},
+       {"dynamic", "False", "onnx, torchscript, openvino, engine: dynamic batch, height and width"},
        {"simplify", "True", "onnx: simplify the graph with onnxslim (as the reference)"},
        {"nms", "False", "onnx, torchscript, openvino, coreml: NMS inside the file (the reference's nms=True) over the one-to-many head"},
        {"conf", "0.25", "nms=True: the confidence threshold inside the file"},
        {"iou", "0.7", "nms=True: the IoU threshold inside the file"},
        {"opset", "", "onnx: the ONNX opset (default: the exporter's choice for this torch)"},
-       {"device", "cpu", "onnx, aoti, torchscript: cpu or a CUDA device (0, cuda:0); an aoti package runs only on its kind"},
+       {"workspace", "", "engine: TensorRT's workspace in GiB (default: TensorRT's)"},
+       {"device", "cpu", "onnx, aoti, torchscript, engine: cpu or a CUDA device (0, cuda:0); an aoti package runs only on its kind"},
        {"out", "", "output file or folder (default: next to model, <stem> with the format's suffix, docs/deploy.md)"}});
 }
 

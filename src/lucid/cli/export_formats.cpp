@@ -41,6 +41,7 @@ const std::vector<ExportFormat>& export_formats() {
       {"tflite", ".tflite", {"batch"}},
       {"executorch", "_executorch_model", {"batch"}},
       {"coreml", ".mlpackage", {"batch", "nms", "conf", "iou", "half"}},
+      {"engine", ".engine", {"batch", "dynamic", "workspace", "half", "device"}},
   };
   return formats;
 }
