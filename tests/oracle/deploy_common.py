@@ -3,6 +3,7 @@ network outputs on given inputs (deploy_oracle_tool), comparisons of export-layo
 per-image pairing of `lucid predict` detections (predictions.json) with another predictor's."""
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -210,13 +211,18 @@ def runtime_against_lucid(exported, ckpt, folder, imgsz, tmp, env, conf, what, n
     boxes within 1 px, mask IoU >= 0.99. Returns the failures."""
     from ultralytics import YOLO
 
-    ours = lucid_predictions(ckpt, folder, imgsz, tmp, f"lucid-{what.split()[0]}", env, conf, nms=nms)
+    ours = lucid_predictions(ckpt, folder, imgsz, tmp, run_name("lucid", what), env, conf, nms=nms)
     model = YOLO(str(exported), task="segment")
     match = DetectionMatch(conf, score_tol=score_tol, box_tol=1.0, iou_min=0.99)
     for p in sorted(folder.glob("*.png")):
         res = model.predict(str(p), imgsz=imgsz, conf=conf, retina_masks=True, device="cpu", verbose=False)[0]
         match.image(p.name, ours.get(p.name, []), reference_predictions(res))
     return match.finish(what)
+
+
+def run_name(prefix, what):
+    """A run folder name of its own for each comparison (lucid predict numbers a taken name)."""
+    return prefix + "-" + re.sub(r"[^A-Za-z0-9]+", "-", what).strip("-")
 
 
 def expect_error(args, want, env, failures):

@@ -15,15 +15,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from deploy_common import (TRAIN_IMGSZ as IMGSZ, LUCID, DetectionMatch, boundary_conf, compare_layout, letterbox,  # noqa: E402
-                           lucid_outputs, lucid_predictions, runtime_against_lucid, square_images, train_small)
+                           lucid_outputs, lucid_predictions, run_name, runtime_against_lucid, square_images, train_small)
 from oracle_common import Comparison, run  # noqa: E402
 
 CONF = 0.001
 
 
 def libtorch_against_eager(ts, ckpt, folder, imgsz, tmp, env, conf, what, extra=()):
-    eager = lucid_predictions(ckpt, folder, imgsz, tmp, f"eager-{what.split()[0]}", env, conf, extra)
-    script = lucid_predictions(ts, folder, imgsz, tmp, f"script-{what.split()[0]}", env, conf, extra)
+    eager = lucid_predictions(ckpt, folder, imgsz, tmp, run_name("eager", what), env, conf, extra)
+    script = lucid_predictions(ts, folder, imgsz, tmp, run_name("script", what), env, conf, extra)
     match = DetectionMatch(conf, score_tol=1e-3, box_tol=1.0, iou_min=0.99)
     for name in sorted(set(eager) | set(script)):
         match.image(name, script.get(name, []), eager.get(name, []))
