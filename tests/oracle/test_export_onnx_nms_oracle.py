@@ -20,7 +20,7 @@ from deploy_common import (TRAIN_IMGSZ as IMGSZ, LUCID, expect_error, letterbox,
                            square_images, train_small)
 from oracle_common import run  # noqa: E402
 
-CONF = 0.01  # a 2-epoch model's scores are low; NMS compared above this
+CONF = 0.001  # a 2-epoch model scores low on its one-to-many head
 
 
 def ort_run(path, x):
