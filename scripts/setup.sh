@@ -42,5 +42,16 @@ if [ "$have" != "$want" ] && { [ $main_only = 0 ] || [ "$have" != "torch $want" 
     echo "$want" > "$stamp"
   fi
 fi
+# LUCID_EXPORT_EXTRAS=ci: the optional export packages marked "ci" in requirements-export.txt
+# (LUCID_EXPORT_EXTRAS=all: every one), with the project's pins as constraints.
+if [ -n "${LUCID_EXPORT_EXTRAS:-}" ]; then
+  if [ "$LUCID_EXPORT_EXTRAS" = all ]; then
+    extras=$(grep -E '^[a-z]' requirements-export.txt | cut -d' ' -f1)
+  else
+    extras=$(grep -E '^[a-z].*# +ci ' requirements-export.txt | cut -d' ' -f1)
+  fi
+  # shellcheck disable=SC2086
+  .venv/bin/python -m pip install -q -c requirements.txt $extras
+fi
 
 exec "$root/scripts/build.sh" "$@"

@@ -3,6 +3,7 @@ network outputs on given inputs (deploy_oracle_tool), comparisons of export-layo
 per-image pairing of `lucid predict` detections (predictions.json) with another predictor's."""
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -106,12 +107,13 @@ def boundary_conf(preds, conf, margin=2e-4):
     return max([conf] + [float(p[..., 4].min()) + margin for p in preds])
 
 
-def lucid_predictions(model, source, imgsz, tmp, name, env, conf, extra=()):
+def lucid_predictions(model, source, imgsz, tmp, name, env, conf, extra=(), nms="False"):
     """`lucid predict nms=False` (the one-to-one head of an end-to-end model, as lucid's export carries
-    it; retina masks, predictions.json) -> {file name: [(score, class, xyxy, mask)]}."""
+    it; nms="" for the one-to-many head and NMS; retina masks, predictions.json) -> {file name: [(score,
+    class, xyxy, mask)]}."""
     run([LUCID, "predict", f"model={model}", f"source={source}", f"imgsz={imgsz}", f"conf={conf}", "device=cpu",
-         "retina_masks=True", "save=False", "save_json=True", "nms=False", f"project={tmp / 'runs'}", f"name={name}",
-         *extra])
+         "retina_masks=True", "save=False", "save_json=True", *([f"nms={nms}"] if nms else []),
+         f"project={tmp / 'runs'}", f"name={name}", *extra])
     out = {}
     for p in json.loads((tmp / "runs" / name / "predictions.json").read_text()):
         b = p["bbox"]
@@ -173,3 +175,61 @@ class DetectionMatch:
         if self.compared == 0:
             self.failures.append(f"{what}: no detections above conf to compare")
         return [f"{what}: {f}" for f in self.failures]
+
+
+SKIP = 77  # the exit status CTest reads as skipped (SKIP_RETURN_CODE in tests/CMakeLists.txt)
+
+
+def require_optional(*modules):
+    """Exits as skipped when an optional export package (requirements-export.txt) is absent."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"skipped: the optional package(s) {', '.join(missing)} are absent (pip install -r requirements-export.txt -c requirements.txt)")
+        sys.exit(SKIP)
+
+
+def square_images(val, folder, size):
+    """The validation images cropped square and resized to size x size (PNG): every letterbox of them at
+    imgsz=size, minimal or to the full square, is the image itself, so a fixed-shape file and lucid's
+    eager model see the same input."""
+    import cv2
+
+    folder.mkdir(exist_ok=True)
+    for p in sorted(val.glob("*.jpg")):
+        im = cv2.imread(str(p))
+        s = min(im.shape[:2])
+        cv2.imwrite(str(folder / (p.stem + ".png")), cv2.resize(im[:s, :s], (size, size), interpolation=cv2.INTER_AREA))
+    return sorted(folder.glob("*.png"))
+
+
+def runtime_against_lucid(exported, ckpt, folder, imgsz, tmp, env, conf, what, nms="False", score_tol=1e-3):
+    """The reference predictor running an exported file in its format's own runtime (its AutoBackend:
+    onnxruntime, torch.jit, OpenVINO, the LiteRT interpreter, the ExecuTorch runtime) against `lucid
+    predict` of the weights on the same images (retina masks): same classes, scores within score_tol,
+    boxes within 1 px, mask IoU >= 0.99. Returns the failures."""
+    from ultralytics import YOLO
+
+    ours = lucid_predictions(ckpt, folder, imgsz, tmp, run_name("lucid", what), env, conf, nms=nms)
+    model = YOLO(str(exported), task="segment")
+    match = DetectionMatch(conf, score_tol=score_tol, box_tol=1.0, iou_min=0.99)
+    for p in sorted(folder.glob("*.png")):
+        res = model.predict(str(p), imgsz=imgsz, conf=conf, retina_masks=True, device="cpu", verbose=False)[0]
+        match.image(p.name, ours.get(p.name, []), reference_predictions(res))
+    return match.finish(what)
+
+
+def run_name(prefix, what):
+    """A run folder name of its own for each comparison (lucid predict numbers a taken name)."""
+    return prefix + "-" + re.sub(r"[^A-Za-z0-9]+", "-", what).strip("-")
+
+
+def expect_error(args, want, env, failures):
+    """`lucid export ARGS` must fail with a message containing want (no signal, no library trace)."""
+    r = subprocess.run([str(LUCID), "export", *map(str, args)], capture_output=True, text=True, env=env)
+    msg = (r.stdout + r.stderr).strip()
+    if r.returncode == 0 or want not in msg or "terminate" in msg or "Traceback" in msg:
+        failures.append(f"export {' '.join(map(str, args))}: exit {r.returncode}, expected an error with '{want}': {msg[-400:]}")
+    else:
+        print(f"error as expected: {msg.splitlines()[-1]}")

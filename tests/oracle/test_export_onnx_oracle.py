@@ -150,7 +150,7 @@ def main():
         error([f"model={ckpt}", "format=aoti", "half=True"], "option half=True")
         error([f"model={ckpt}", "format=aoti", f"out={tmp / 'x.so'}"], ".pt2")
         error([f"model={ckpt}", "format=onnx", "device=gpu"], "option device=gpu")
-        error([f"model={ckpt}", "format=tflite"], "option format=tflite")
+        error([f"model={ckpt}", "format=paddle"], "option format=paddle")
     if failures:
         sys.exit("\n".join(failures[:30]))
 

@@ -2,9 +2,10 @@
 // training checkpoint; FP16 unless half=False) with the model dict, nc, class names and imgsz as
 // metadata, which every lucid command loads back. format=pt writes an Ultralytics checkpoint through
 // the project's Python (scripts/ultralytics_weights.py), which the reference's YOLO(...).val(),
-// .predict() and .export() load, with the class names kept. format=onnx (the reference's ONNX
-// exporter) and format=aoti (an AOTInductor package that `lucid predict` runs with no Python) go
-// through scripts/deploy_export.py; their outputs are described in docs/deploy.md.
+// .predict() and .export() load, with the class names kept. The deployment formats (onnx, aoti,
+// torchscript, openvino, tflite, executorch, coreml, engine; export_formats.h lists them and their
+// options) go through scripts/deploy_export.py, the reference's converters run on lucid's weights;
+// their outputs and runtimes are described in docs/deploy.md.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <iostream>
 
 #include "lucid/cli/commands.h"
+#include "lucid/cli/export_formats.h"
 #include "lucid/config/options.h"
 #include "lucid/engine/compiled_model.h"
 #include "lucid/engine/model_source.h"
@@ -30,14 +32,24 @@ config::Options export_options() {
   return config::Options(
       "export",
       {{"model", "", "weights: a lucid train checkpoint (its EMA weights), lucid weights (.safetensors) or a .pt"},
-       {"format", "safetensors", "safetensors, pt, onnx or aoti (a compiled package, .pt2)"},
-       {"half", "", "FP16 (default: True for safetensors and pt, False for onnx and aoti; aoti needs a CUDA device)"},
-       {"imgsz", "", "image size recorded with the weights, or the input size of onnx and aoti (default: the model file's, else 640)"},
-       {"batch", "1", "onnx and aoti: the batch size of the fixed input"},
-       {"dynamic", "False", "onnx: dynamic batch, height and width"},
+       {"format", "safetensors",
+        "safetensors, pt, onnx, aoti (a compiled package, .pt2), torchscript, openvino, tflite, executorch, coreml "
+        "or engine (TensorRT); docs/deploy.md"},
+       {"half", "", "FP16 (default: True for safetensors and pt, else False; aoti and torchscript need a CUDA device)"},
+       {"int8", "False", "openvino: INT8 by NNCF calibration on the validation images of data="},
+       {"data", "", "openvino int8=True: the dataset YAML whose validation images calibrate"},
+       {"fraction", "1.0", "openvino int8=True: the share of those images used"},
+       {"imgsz", "", "image size recorded with the weights, or the input size of the deployed file (default: the model file's, else 640)"},
+       {"batch", "1", "deployed formats: the batch size of the fixed input (the largest with dynamic=True)"},
+       {"dynamic", "False", "onnx, torchscript, openvino, engine: dynamic batch, height and width"},
+       {"simplify", "True", "onnx: simplify the graph with onnxslim (as the reference)"},
+       {"nms", "False", "onnx, torchscript, openvino, coreml: NMS inside the file (the reference's nms=True) over the one-to-many head"},
+       {"conf", "0.25", "nms=True: the confidence threshold inside the file"},
+       {"iou", "0.7", "nms=True: the IoU threshold inside the file"},
        {"opset", "", "onnx: the ONNX opset (default: the exporter's choice for this torch)"},
-       {"device", "cpu", "onnx and aoti: cpu or a CUDA device (0, cuda:0); an aoti package runs only on its kind"},
-       {"out", "", "output file (default: next to model, <stem>-weights.safetensors, <stem>.pt, <stem>.onnx or <stem>.pt2)"}});
+       {"workspace", "", "engine: TensorRT's workspace in GiB (default: TensorRT's)"},
+       {"device", "cpu", "onnx, aoti, torchscript, engine: cpu or a CUDA device (0, cuda:0); an aoti package runs only on its kind"},
+       {"out", "", "output file or folder (default: next to model, <stem> with the format's suffix, docs/deploy.md)"}});
 }
 
 // The Python the build was configured with (CMake's LUCID_PYTHON), unless LUCID_PYTHON says otherwise.
@@ -106,57 +118,45 @@ int export_command(const std::vector<std::string>& args) {
   if (!options.parse_or_help(args)) return 0;
   const auto model = options.str("model");
   if (model.empty()) throw UserError("option model= is required (a weights file: .safetensors or .pt)");
-  const auto format = options.str("format");
-  if (format != "safetensors" && format != "pt" && format != "onnx" && format != "aoti")
-    throw UserError("option format=" + format + ": supported formats are safetensors, pt, onnx and aoti");
-  const bool deploy = format == "onnx" || format == "aoti";
-  const bool half = options.str("half").empty() ? !deploy : options.flag("half");
+  const auto& format = find_export_format(options.str("format"));
+  check_format_options(format, options);
+  const bool half = options.str("half").empty() ? format.half_default : options.flag("half");
   const auto device = export_device(options.str("device"));
-  const auto batch = options.integer("batch", 1, 1024);
-  if (!deploy) {
-    for (const auto& [k, formats] : std::vector<std::pair<std::string, std::string>>{
-             {"batch", "onnx and aoti"}, {"dynamic", "onnx"}, {"opset", "onnx"}, {"device", "onnx and aoti"}})
-      if (options.given(k)) throw UserError("option " + k + "= is for format=" + formats + ", not format=" + format);
-  }
-  if (format == "aoti" && (options.flag("dynamic") || options.given("opset")))
-    throw UserError(std::string("option ") + (options.flag("dynamic") ? "dynamic" : "opset") +
-                    "= is for format=onnx; an aoti package has a fixed input (batch=, imgsz=)");
-  if (format == "aoti" && half && device == "cpu")
+  if (format.name == "aoti" && half && device == "cpu")
     throw UserError("option half=True: format=aoti compiles FP16 only for a CUDA device (device=0); on the CPU use half=False");
+  if (format.name == "torchscript" && half && device == "cpu")
+    throw UserError("option half=True: format=torchscript traces in FP16 only on a CUDA device (device=0), as the reference");
   auto m = engine::load_inference_model("model", model, torch::kCPU);
   int64_t imgsz = m.source.imgsz;
   if (!options.str("imgsz").empty()) {
     imgsz = config::stride_multiple(options.integer("imgsz", 1, config::kMaxImgsz));
   }
-  if (deploy && imgsz <= 0) imgsz = 640;
+  if (format.python && imgsz <= 0) imgsz = 640;
   fs::path out = options.str("out");
   if (out.empty()) {
     const fs::path in(model);
-    const std::string suffix = format == "pt" ? ".pt" : format == "onnx" ? ".onnx" : format == "aoti" ? ".pt2" : "-weights.safetensors";
-    out = in.parent_path() / (in.stem().string() + suffix);
+    out = in.parent_path() / (in.stem().string() + format.suffix);
   }
-  if (format == "aoti" && !engine::is_compiled_package(out.string()))
+  if (format.name == "aoti" && !engine::is_compiled_package(out.string()))
     throw UserError("out=" + out.string() + ": a compiled package's name ends in .pt2 (lucid predict tells it by that)");
   std::error_code ec;
   if (fs::exists(out, ec) && fs::equivalent(out, model, ec))
     throw UserError("out=" + out.string() + ": would overwrite model=" + model + "; give another out=");
-  if (format == "safetensors") {
+  if (format.name == "safetensors") {
     engine::write_weights_file(out.string(), *m.model, m.source.names, imgsz, half);
-  } else if (format == "pt") {
+  } else if (format.name == "pt") {
     std::vector<std::string> args{"to-pt", "{weights}", out.string()};
     if (!half) args.push_back("--fp32");
-    run_python_export(m, format, imgsz, out.string(), "ultralytics_weights.py", args);
+    run_python_export(m, format.name, imgsz, out.string(), "ultralytics_weights.py", args);
   } else {
-    std::vector<std::string> args{format, "{weights}", out.string(), "--imgsz", std::to_string(imgsz),
-                                  "--batch", std::to_string(batch), "--device", device};
-    if (half) args.push_back("--half");
-    if (format == "onnx" && options.flag("dynamic")) args.push_back("--dynamic");
-    if (format == "onnx" && options.given("opset"))
-      args.insert(args.end(), {"--opset", std::to_string(options.integer("opset", 7, 30))});
-    run_python_export(m, format, imgsz, out.string(), "deploy_export.py", args);
+    std::vector<std::string> args{format.name, "{weights}", out.string()};
+    auto rest = exporter_arguments(format, options, imgsz, device, half);
+    args.insert(args.end(), rest.begin(), rest.end());
+    run_python_export(m, format.name, imgsz, out.string(), "deploy_export.py", args);
   }
+  const char* precision = options.values().count("int8") && options.flag("int8") ? "INT8" : half ? "FP16" : "FP32";
   std::printf("exported %s (%s) -> %s (%s, %s)\n", model.c_str(), engine::kind_name(m.source.kind).c_str(),
-              out.string().c_str(), format.c_str(), half ? "FP16" : "FP32");
+              out.string().c_str(), format.name.c_str(), precision);
   return 0;
 }
 

@@ -45,7 +45,8 @@ config::Options predict_options() {
   return config::Options(
       "predict", {{"model", "",
                    "weights: a lucid train checkpoint (weights/best.safetensors), lucid weights (.safetensors), "
-                   "an Ultralytics .pt or a compiled package (.pt2, lucid export format=aoti)"},
+                   "an Ultralytics .pt, a compiled package (.pt2, lucid export format=aoti) or a TorchScript file (.torchscript, "
+                   "lucid export format=torchscript)"},
                   {"source", "",
                    "an image or video file, a folder, a glob ('imgs/*.jpg', 'data/**/*.png') or a list file (.txt: "
                    "a path a line; .csv: comma-separated); URLs and cameras are not supported"},
@@ -254,7 +255,7 @@ int predict_command(const std::vector<std::string>& command_line) {
   if (loaded.model)
     config::warn_without_one_to_one(po.nms, loaded.model->end2end(), checkpoint);
   else if (options.given("nms") && loaded.network->end2end() != (po.nms == std::optional<bool>(false)))
-    std::fprintf(stderr, "warning: nms=%s: %s is compiled with its %s, which it runs\n", options.str("nms").c_str(),
+    std::fprintf(stderr, "warning: nms=%s: %s is exported with its %s, which it runs\n", options.str("nms").c_str(),
                  checkpoint.c_str(), loaded.network->end2end() ? "one-to-one head" : "one-to-many head for NMS");
   if (options.str("imgsz").empty()) po.imgsz = loaded.imgsz > 0 ? static_cast<int>(loaded.imgsz) : 640;
   if (loaded.fixed_imgsz && po.imgsz != loaded.imgsz)

@@ -2,6 +2,7 @@
 
 #include "lucid/engine/compiled_model.h"
 #include "lucid/engine/model_source.h"
+#include "lucid/engine/torchscript_model.h"
 #include "lucid/util/device.h"
 
 namespace lucid::engine {
@@ -44,6 +45,14 @@ LoadedNetwork load_network(const std::string& option, const std::string& path, c
     out.imgsz = compiled->imgsz();
     out.fixed_imgsz = true;
     out.network = std::move(compiled);
+    return out;
+  }
+  if (is_torchscript(path)) {
+    auto script = std::make_unique<TorchScriptModel>(option, path, device);
+    out.names = script->names();
+    out.imgsz = script->imgsz();
+    out.fixed_imgsz = !script->dynamic();
+    out.network = std::move(script);
     return out;
   }
   auto loaded = load_inference_model(option, path, device);

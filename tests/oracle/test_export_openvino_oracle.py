@@ -1,0 +1,68 @@
+"""`lucid export format=openvino` (the reference's OpenVINO export) run by the OpenVINO runtime on
+the CPU. A 2-epoch yolo26n-seg run on the synthetic set (imgsz 128) is exported at 128 x 128: the
+reference predictor running the IR in OpenVINO must give the detections of `lucid predict` on square
+images (same classes, scores within 1e-3, boxes within 1 px, mask IoU >= 0.99). int8=True quantizes
+with NNCF, calibrated on the set's validation images: the IR must hold INT8 weights (FakeQuantize
+nodes), and the accuracy it keeps is measured by the reference's validator on the same set, FP32 IR
+against INT8 IR (box and mask mAP50-95, printed); INT8 must keep at least 80% of the FP32 mask mAP50.
+Skipped without the optional packages openvino and nncf."""
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from deploy_common import (TRAIN_IMGSZ as IMGSZ, LUCID, boundary_conf, letterbox, lucid_outputs,  # noqa: E402
+                           expect_error, require_optional, runtime_against_lucid, square_images,
+                           train_small)
+from oracle_common import run  # noqa: E402
+
+CONF = 0.001
+
+
+def accuracy(ir, data):
+    from ultralytics import YOLO
+
+    m = YOLO(str(ir), task="segment").val(data=str(data), imgsz=IMGSZ, batch=1, device="cpu", plots=False, verbose=False)
+    return {"box mAP50-95": m.box.map, "box mAP50": m.box.map50, "mask mAP50-95": m.seg.map, "mask mAP50": m.seg.map50}
+
+
+def main():
+    require_optional("openvino", "nncf")
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        ckpt, env, val = train_small(tmp)
+        data = tmp / "cache" / "synth-v1" / "data.yaml"
+        ir = tmp / "model_openvino_model"
+        print(run([LUCID, "export", f"model={ckpt}", "format=openvino", f"out={ir}"]).strip().splitlines()[-1])
+        square = tmp / "square"
+        images = square_images(val, square, IMGSZ)
+        # above the one-to-one top-k boundary, whose tied scores make either side's choice arbitrary
+        conf = boundary_conf([y[0] for y in lucid_outputs(ckpt, [torch.stack(letterbox(images, IMGSZ, False))], tmp)], CONF)
+        failures += runtime_against_lucid(ir, ckpt, square, IMGSZ, tmp, env, conf, "OpenVINO FP32 vs lucid predict")
+
+        int8 = tmp / "model_int8_openvino_model"
+        print(run([LUCID, "export", f"model={ckpt}", "format=openvino", "int8=True", f"data={data}", f"out={int8}"])
+              .strip().splitlines()[-1])
+        xml = next(int8.glob("*.xml")).read_text()
+        if xml.count('type="FakeQuantize"') == 0:
+            failures.append("int8=True: the IR has no FakeQuantize nodes")
+        fp32, q8 = accuracy(ir, data), accuracy(int8, data)
+        for k in fp32:
+            print(f"{k}: FP32 {fp32[k]:.4f}, INT8 {q8[k]:.4f} ({q8[k] / fp32[k] * 100 if fp32[k] else float('nan'):.1f}% kept)")
+        if not fp32["mask mAP50"] > 0:
+            failures.append("FP32 mask mAP50 is 0: nothing to measure INT8 against")
+        elif q8["mask mAP50"] < 0.8 * fp32["mask mAP50"]:
+            failures.append(f"INT8 keeps {q8['mask mAP50'] / fp32['mask mAP50']:.1%} of the FP32 mask mAP50 (< 80%)")
+
+        expect_error([f"model={ckpt}", "format=openvino", "int8=True"], "needs data=", env, failures)
+        expect_error([f"model={ckpt}", "format=openvino", "int8=True", f"data={tmp / 'none.yaml'}"], "none.yaml", env, failures)
+        expect_error([f"model={ckpt}", "format=onnx", "int8=True"], "option int8=", env, failures)
+    if failures:
+        sys.exit("\n".join(failures[:30]))
+
+
+if __name__ == "__main__":
+    main()
