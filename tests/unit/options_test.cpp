@@ -43,6 +43,21 @@ TEST(Options, DefaultsParsingAndErrorsNameTheKey) {
   EXPECT_NE(o.help().find("imgsz [640]"), std::string::npos);
 }
 
+// The reference's bare flags (the entrypoint of its cfg/__init__.py): a key whose reference default is
+// a boolean, or half/int8/end2end/nms, alone means True; lucid's own True/False keys likewise; any
+// other key given without a value is refused, naming it.
+TEST(Options, BareBooleanFlagsAreTrueAsInTheReference) {
+  auto o = lucid::engine::train_options();
+  o.parse({"resume", "val", "nms", "capture_step", "cache"});
+  for (const char* key : {"resume", "val", "nms", "capture_step", "cache"}) {
+    EXPECT_EQ(o.str(key), "True") << key;
+    EXPECT_TRUE(o.given(key)) << key;
+  }
+  lucid::testing::expect_user_error([&] { o.parse({"epochs"}); }, {"'epochs' is a valid option", "missing '='"});
+  lucid::testing::expect_user_error([&] { o.parse({"model"}); }, {"'model'", "model=yolo26n-seg.yaml"});
+  lucid::testing::expect_user_error([&] { o.parse({"novalue"}); }, {"'novalue'", "key=value"});
+}
+
 // NaN and infinity pass every range check written as a comparison: number() refuses them for
 // every command, naming the option.
 TEST(Options, UnknownKeysSuggestTheNearestValidOne) {

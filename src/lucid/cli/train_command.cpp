@@ -174,7 +174,15 @@ int train_command(const std::vector<std::string>& command_line) {
   engine::ModelSource model_source;
   engine::TrainSettings settings;
   if (!options.str("resume").empty() && options.str("resume") != "False") {
-    resume = options.str("resume") == "True" ? newest_last_checkpoint(options.str("project")) : options.str("resume");
+    // resume=True: the checkpoint model= names (the reference's `yolo train resume
+    // model=RUN/weights/last.pt`), else the newest run's under project=.
+    const bool of_model = options.str("resume") == "True" && options.given("model");
+    if (of_model && fs::path(options.str("model")).extension() != ".safetensors")
+      throw UserError("resume=True model=" + options.str("model") + ": resume continues a lucid training checkpoint " +
+                      "(RUN/weights/last.safetensors); to train from these weights, leave resume out");
+    resume = of_model                              ? options.str("model")
+             : options.str("resume") == "True" ? newest_last_checkpoint(options.str("project"))
+                                               : options.str("resume");
     // The run's own options, so it continues exactly as it started (but a new epochs or device).
     auto state = engine::read_checkpoint_state(resume);
     engine::require_resumable(resume);
