@@ -3,6 +3,10 @@
 //     the fit's time= decisions (engine/time_budget.h) and schedule (optim::Schedule), one optimizer
 //     step per batch, with epoch e taking SECONDS[e] spread evenly over its batches (the last value
 //     repeats): per epoch "epoch lf(epoch) batches_trained epochs_after stop".
+//   train_oracle_tool stop PATIENCE EPOCHS VAL FITNESS...
+//     the fit's validation, best and early-stop decisions (engine/early_stopping.h) with epoch e's
+//     validation giving FITNESS[e]: per epoch "epoch validated best stop", then "end EPOCHS_TRAINED
+//     BEST_EPOCH".
 //   train_oracle_tool autobatch TOTAL_GIB AVAILABLE_GIB FRACTION DATASET_SIZE GIB...
 //     engine::choose_batch on probes at probe_batch_sizes(TOTAL, DATASET_SIZE) measuring GIB each
 //     ("none": the probe failed); prints the batch.
@@ -20,6 +24,7 @@
 #include "lucid/data/dataset.h"
 #include "lucid/data/loader.h"
 #include "lucid/engine/autobatch.h"
+#include "lucid/engine/early_stopping.h"
 #include "lucid/engine/time_budget.h"
 #include "lucid/engine/training_data.h"
 #include "lucid/optim/schedule.h"
@@ -59,6 +64,23 @@ int main(int argc, char** argv) {
                     static_cast<long long>(epochs), end.stop ? 1 : 0);
         if (end.stop || epoch > 10000) break;
       }
+      return 0;
+    }
+    if (mode == "stop" && argc >= 5) {
+      const int64_t patience = std::stoll(argv[2]), epochs = std::stoll(argv[3]);
+      const bool val = std::string(argv[4]) == "True";
+      engine::LoopState state;
+      for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+        const bool final_epoch = epoch + 1 >= epochs;
+        const bool validated = engine::validation_due(val, final_epoch, false);
+        const int k = 5 + static_cast<int>(epoch);
+        if (validated && k >= argc) throw std::invalid_argument("no fitness given for epoch " + std::to_string(epoch + 1));
+        state.epoch = epoch + 1;
+        const auto v = engine::judge_epoch(state, validated ? std::optional<double>(std::stod(argv[k])) : std::nullopt, patience);
+        std::printf("%lld %d %d %d\n", static_cast<long long>(epoch + 1), validated, v.best, v.stop);
+        if (v.stop) break;
+      }
+      std::printf("end %lld %lld\n", static_cast<long long>(state.epoch), static_cast<long long>(state.best_epoch));
       return 0;
     }
     if (mode == "autobatch" && argc >= 6) {

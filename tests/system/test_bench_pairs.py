@@ -70,7 +70,7 @@ def main():
                   f"{arm} fit_report.json has every field and 64-hex digests")
             # The replay component's summary reaches the report (on the CPU: every stage native, with why).
             check((report["replay"] == {}) == (arm == "native"), f"{arm} report's replay summary {'empty' if arm == 'native' else 'filled'}")
-            args = (run / "args.yaml").read_text()
+            args = (run / "lucid_args.yaml").read_text()  # lucid's own keys
             want = "True" if arm == "replay" else "False"
             check(all(f"{c}: {want}" in args
                       for c in ("capture_network", "capture_segment_heads", "capture_optimizer", "capture_step")),

@@ -94,9 +94,9 @@ def main():
         t0 = time.monotonic()
         train(args[:-3], env, "runs", "run", ["exist_ok=True"], cwd=ref)
         print(f"uninterrupted fit: {time.monotonic() - t0:.1f} s", flush=True)
-        best_fitness = [-1.0] + [checkpoint_state(ref / RUN / "weights" / f"epoch{e}.safetensors")["best_fitness"]
-                                 for e in range(1, EPOCHS + 1)]
-        improving = {e for e in range(1, EPOCHS + 1) if best_fitness[e] > best_fitness[e - 1]}
+        # weights/best is written in the epochs whose state names them its best epoch (improvements and ties)
+        improving = {e for e in range(1, EPOCHS + 1)
+                     if checkpoint_state(ref / RUN / "weights" / f"epoch{e}.safetensors")["best_epoch"] == e}
         print(f"best written in epochs {sorted(improving)}; random kill seed {seed}", flush=True)
 
         def kill(file, point):

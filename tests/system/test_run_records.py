@@ -15,10 +15,13 @@ from lucid_runs import check, checkpoint_state, digest, failures, lucid, train  
 
 
 def args_yaml(run):
+    """args.yaml (the reference's keys) and lucid_args.yaml (lucid's own) as one record, YAML's null
+    as the record's None."""
     out = {}
-    for line in (run / "args.yaml").read_text().splitlines():
-        key, _, value = line.partition(": ")
-        out[key] = value
+    for name in ("args.yaml", "lucid_args.yaml"):
+        for line in (run / name).read_text().splitlines():
+            key, _, value = line.partition(": ")
+            out[key] = "None" if value == "null" else value
     return out
 
 

@@ -2,6 +2,7 @@
 
 #include "data_test_util.h"
 #include "lucid/config/options.h"
+#include "lucid/config/reference_keys.h"
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -40,6 +41,21 @@ TEST(Options, DefaultsParsingAndErrorsNameTheKey) {
   }
   EXPECT_THROW(o.parse({"novalue"}), UserError);
   EXPECT_NE(o.help().find("imgsz [640]"), std::string::npos);
+}
+
+// The reference's bare flags (the entrypoint of its cfg/__init__.py): a key whose reference default is
+// a boolean, or half/int8/end2end/nms, alone means True; lucid's own True/False keys likewise; any
+// other key given without a value is refused, naming it.
+TEST(Options, BareBooleanFlagsAreTrueAsInTheReference) {
+  auto o = lucid::engine::train_options();
+  o.parse({"resume", "val", "nms", "capture_step", "cache"});
+  for (const char* key : {"resume", "val", "nms", "capture_step", "cache"}) {
+    EXPECT_EQ(o.str(key), "True") << key;
+    EXPECT_TRUE(o.given(key)) << key;
+  }
+  lucid::testing::expect_user_error([&] { o.parse({"epochs"}); }, {"'epochs' is a valid option", "missing '='"});
+  lucid::testing::expect_user_error([&] { o.parse({"model"}); }, {"'model'", "model=yolo26n-seg.yaml"});
+  lucid::testing::expect_user_error([&] { o.parse({"novalue"}); }, {"'novalue'", "key=value"});
 }
 
 // NaN and infinity pass every range check written as a comparison: number() refuses them for
@@ -156,16 +172,23 @@ TEST(TrainFields, EveryOptionIsDeclaredOnceAndEveryTableComesFromThatList) {
   for (const char* left_out : {"capture_network", "stage_times", "kernel_times", "gpu_augment", "project", "name", "resume"})
     EXPECT_FALSE(checkpoint.contains(left_out)) << left_out;
 
-  // args.yaml: one line per declared key, in order, none empty (defaults are written resolved).
+  // args.yaml and lucid_args.yaml: one line per declared key, in order, none empty (defaults are
+  // written resolved), the reference's keys in args.yaml and lucid's own beside it.
   lucid::testing::TempDir dir;
   lucid::engine::write_args_yaml(dir.path(), args);
-  std::ifstream in(dir.path() / "args.yaml");
-  std::vector<std::string> lines_keys;
-  for (std::string line; std::getline(in, line);) {
-    lines_keys.push_back(line.substr(0, line.find(": ")));
-    EXPECT_GT(line.size(), lines_keys.back().size() + 2) << "empty value: " << line;
+  std::vector<std::string> reference_declared, own_declared;
+  for (const auto& k : declared) (lucid::config::reference_keys().count(k) ? reference_declared : own_declared).push_back(k);
+  for (const auto& [file, want] : {std::pair{"args.yaml", reference_declared}, std::pair{"lucid_args.yaml", own_declared}}) {
+    std::ifstream in(dir.path() / file);
+    std::vector<std::string> lines_keys;
+    for (std::string line; std::getline(in, line);) {
+      lines_keys.push_back(line.substr(0, line.find(": ")));
+      EXPECT_GT(line.size(), lines_keys.back().size() + 2) << "empty value: " << line;
+      EXPECT_EQ(line.find("None"), std::string::npos) << "None is written as null: " << line;
+    }
+    EXPECT_EQ(lines_keys, want) << file;
   }
-  EXPECT_EQ(lines_keys, declared);
+  EXPECT_FALSE(own_declared.empty());
   EXPECT_EQ(args["epochs"], "30");  // the synthetic dataset's defaults
   EXPECT_EQ(args["imgsz"], "160");
   EXPECT_EQ(args["batch"], "8");

@@ -214,6 +214,32 @@ TEST(CfgFile, TheFileFillsOptionsAndTheCommandLineWins) {
   EXPECT_EQ(s.frozen, (std::vector<int>{0, 1}));
 }
 
+// An Ultralytics run's args.yaml: the reference's keys lucid train does not use are ignored (named
+// on one line), YAML's true/false are lucid's True/False, null keeps the default; a key of neither
+// is still an error.
+TEST(CfgFile, AnUltralyticsArgsYamlIsAccepted) {
+  lucid::testing::TempDir dir;
+  const auto cfg = (dir.path() / "args.yaml").string();
+  lucid::testing::write(cfg, "task: segment\nmode: train\nmodel: yolo26n-seg.yaml\nepochs: 3\nresume: false\n"
+                             "cache: false\nfreeze: null\nsave_dir: runs/segment/train\nshow: false\nrect: true\n"
+                             "tracker: botsort.yaml\ncfg: null\nsource: null\n");
+  auto o = engine::train_options();
+  testing::internal::CaptureStdout();
+  lucid::config::parse_with_cfg_file(o, {"cfg=" + cfg}, [](const lucid::config::Options& x) { engine::TrainSettings::from(x); });
+  const auto out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("the reference's keys this command does not use, ignored: task, mode, save_dir, show, tracker, source\n"),
+            std::string::npos) << out;
+  EXPECT_EQ(o.str("epochs"), "3");
+  EXPECT_EQ(o.str("resume"), "False");
+  EXPECT_EQ(o.str("cache"), "False");
+  EXPECT_EQ(o.str("rect"), "True");
+  const auto s = engine::TrainSettings::from(o);
+  EXPECT_TRUE(s.frozen.empty());
+  lucid::testing::write(cfg, "task: segment\nimgz: 64\n");
+  auto again = engine::train_options();
+  expect_user_error([&] { lucid::config::parse_with_cfg_file(again, {"cfg=" + cfg}); }, {"args.yaml:2", "'imgz'"});
+}
+
 TEST(CfgFile, ErrorsNameTheFileLineAndKey) {
   lucid::testing::TempDir dir;
   auto parse = [&](const std::string& text) {

@@ -84,6 +84,25 @@ std::string newest_last_checkpoint(const std::string& project) {
   return best.string();
 }
 
+// A new run without data=: weights that record their dataset train on it (as `lucid val` validates
+// on it); otherwise the embedded synthetic dataset. The choice is printed either way.
+void choose_default_data(config::Options& options) {
+  const std::string model = options.str("model");
+  const auto ext = fs::path(model).extension().string();
+  const bool weights = ext != ".yaml" && ext != ".yml";
+  const std::string recorded = weights ? engine::read_model_source("model", model, /*weights=*/false).data : "";
+  if (recorded.empty() || recorded == data::default_synth_yaml()) {
+    std::printf("data= not given: training on the embedded synthetic dataset (lucid data synth)%s\n",
+                weights ? (recorded.empty() ? ", which " + model + " does not name" : ", as " + model + " records").c_str()
+                        : "");
+    return;
+  }
+  if (!fs::exists(recorded))
+    throw UserError("data= not given: " + model + " was trained on " + recorded + ", which is not found; give data=");
+  std::printf("data= not given: training on %s, the dataset %s was trained on\n", recorded.c_str(), model.c_str());
+  options.parse({"data=" + recorded});
+}
+
 // The model of a new run: model= (a YAML or a weights file) and pretrained= (True, False, or a
 // weights file beside a YAML).
 engine::ModelSource training_model(const engine::TrainSettings& s) {
@@ -177,7 +196,15 @@ int train_command(const std::vector<std::string>& command_line) {
   engine::TrainSettings settings;
   if (!options.str("resume").empty() && options.str("resume") != "False") {
     const auto project = options.given("project") ? options.str("project") : config::default_project();
-    resume = options.str("resume") == "True" ? newest_last_checkpoint(project) : options.str("resume");
+    // resume=True: the checkpoint model= names (the reference's `yolo train resume
+    // model=RUN/weights/last.pt`), else the newest run's under project=.
+    const bool of_model = options.str("resume") == "True" && options.given("model");
+    if (of_model && fs::path(options.str("model")).extension() != ".safetensors")
+      throw UserError("resume=True model=" + options.str("model") + ": resume continues a lucid training checkpoint " +
+                      "(RUN/weights/last.safetensors); to train from these weights, leave resume out");
+    resume = of_model                              ? options.str("model")
+             : options.str("resume") == "True" ? newest_last_checkpoint(project)
+                                               : options.str("resume");
     // The run's own options, so it continues exactly as it started (but a new epochs or device).
     auto state = engine::read_checkpoint_state(resume);
     engine::require_resumable(resume);
@@ -201,6 +228,7 @@ int train_command(const std::vector<std::string>& command_line) {
   }
   // The complete-fit clock (fit_report.json): before data, model and trainer construction.
   const auto fit_start = std::chrono::steady_clock::now();
+  if (resume.empty() && !options.given("data")) choose_default_data(options);
   if (resume.empty()) settings = engine::TrainSettings::from(options);
   engine::refuse_control_characters(engine::train_record(settings, engine::RecordScope::ArgsYaml));
   if (const auto launched = start_or_join_world(settings, args)) return *launched;

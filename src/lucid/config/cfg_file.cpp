@@ -2,9 +2,14 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <filesystem>
 #include <map>
+#include <set>
 
+#include "lucid/config/reference_keys.h"
 #include "lucid/util/error.h"
 #include "lucid/config/yaml_bounds.h"
 #include "lucid/util/input_files.h"
@@ -17,8 +22,14 @@ namespace {
 constexpr std::uintmax_t kMaxCfgBytes = 1 << 20;
 
 std::string value_text(const YAML::Node& v, const std::string& where) {
-  if (v.IsNull()) return "";
-  if (v.IsScalar()) return v.Scalar();
+  if (v.IsScalar()) {
+    // YAML's booleans (the reference writes true/false) as lucid's flags and texts spell them:
+    // resume: false is resume=False, not a checkpoint named "false".
+    std::string lower = v.Scalar();
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (v.Tag() == "?" && (lower == "true" || lower == "false")) return lower == "true" ? "True" : "False";
+    return v.Scalar();
+  }
   if (v.IsSequence()) {
     std::string out;
     for (const auto& item : v) {
@@ -30,14 +41,10 @@ std::string value_text(const YAML::Node& v, const std::string& where) {
   throw UserError(where + ": a mapping is not an option value");
 }
 
-}  // namespace
-
-void parse_with_cfg_file(Options& options, const std::vector<std::string>& args,
-                         const std::function<void(const Options&)>& validate) {
-  const Options declared = options;
-  options.parse(args);
-  const std::string path = options.str("cfg");
-  if (path.empty() || path == "None") return;  // None: the run record's "no file"
+// Reads one options file into `from_file`: each key's line goes into `lines`; the reference's keys
+// the command does not have go into `ignored`.
+void read_file(const std::string& path, Options& from_file, std::map<std::string, int>& lines,
+               std::vector<std::string>& ignored) {
   util::require_regular_file(path, "option cfg=" + path);
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
@@ -51,21 +58,53 @@ void parse_with_cfg_file(Options& options, const std::vector<std::string>& args,
   }
   if (root.IsNull()) return;  // an empty file
   if (!root.IsMap()) throw UserError(path + ": an options file is a mapping of key: value lines");
-  Options from_file = declared;
-  std::map<std::string, int> lines;
+  std::set<std::string> seen;
   for (const auto& kv : root) {
     const std::string where = path + ":" + std::to_string(kv.first.Mark().line + 1);
     if (!kv.first.IsScalar()) throw UserError(where + ": a key is a plain name");
     const std::string key = kv.first.Scalar();
-    if (!lines.emplace(key, kv.first.Mark().line + 1).second)
-      throw UserError(where + ": duplicate key '" + key.substr(0, 100) + "'");
+    if (!seen.insert(key).second) throw UserError(where + ": duplicate key '" + key.substr(0, 100) + "'");
+    lines[key] = kv.first.Mark().line + 1;
     if (key == "cfg") continue;
+    // An Ultralytics args.yaml holds every key of the reference: those this command does not use
+    // (task, mode, the other commands' keys) are ignored and named once.
+    if (!from_file.values().count(key) && reference_keys().count(key)) {
+      ignored.push_back(key);
+      continue;
+    }
+    if (kv.second.IsNull()) continue;  // null (`time:`, the reference's None): the option keeps its default
     const std::string value = value_text(kv.second, where + ": " + key);
     try {
       from_file.parse({key + "=" + value});
     } catch (const UserError& e) {
       throw UserError(where + ": " + e.what());
     }
+  }
+}
+
+}  // namespace
+
+void parse_with_cfg_file(Options& options, const std::vector<std::string>& args,
+                         const std::function<void(const Options&)>& validate) {
+  const Options declared = options;
+  options.parse(args);
+  const std::string path = options.str("cfg");
+  if (path.empty() || path == "None") return;  // None: the run record's "no file"
+  Options from_file = declared;
+  std::map<std::string, int> lines;
+  std::vector<std::string> ignored;
+  read_file(path, from_file, lines, ignored);
+  // A lucid run's args.yaml holds the reference's keys; lucid's own are in lucid_args.yaml beside it.
+  const auto own = std::filesystem::path(path).parent_path() / kLucidArgsFile;
+  if (std::filesystem::path(path).filename() == kArgsFile && std::filesystem::exists(own)) {
+    std::map<std::string, int> own_lines;
+    read_file(own.string(), from_file, own_lines, ignored);
+    std::printf("cfg=%s: with %s beside it (lucid's own options)\n", path.c_str(), own.string().c_str());
+  }
+  if (!ignored.empty()) {
+    std::string names;
+    for (const auto& k : ignored) names += (names.empty() ? "" : ", ") + k;
+    std::printf("cfg=%s: the reference's keys this command does not use, ignored: %s\n", path.c_str(), names.c_str());
   }
   if (validate) {
     try {

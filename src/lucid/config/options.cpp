@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "lucid/config/fields.h"
+#include "lucid/config/reference_keys.h"
 #include "lucid/util/error.h"
 
 namespace lucid::config {
@@ -66,9 +67,32 @@ std::string Options::unknown_option_message(const std::string& key) const {
   return message + " (see lucid " + command_ + " --help)";
 }
 
+namespace {
+
+std::string declared_default(const std::vector<OptionSpec>& specs, const std::string& key) {
+  for (const auto& s : specs)
+    if (s.key == key) return s.default_value;
+  return "";
+}
+
+}  // namespace
+
 void Options::parse(const std::vector<std::string>& tokens) {
+  const auto specs_default = [&](const std::string& key) { return declared_default(specs_, key); };
   for (const auto& tok : tokens) {
     auto eq = tok.find('=');
+    if (eq == std::string::npos && values_.count(tok)) {
+      // The reference's bare flags: `resume`, `val`, `half` alone mean True (the entrypoint of its
+      // cfg/__init__.py); lucid's own keys with a True/False default likewise. Other keys need a value.
+      const auto def = specs_default(tok);
+      const bool bare = reference_keys().count(tok) ? reference_bare_flag(tok) : def == "True" || def == "False";
+      if (!bare)
+        throw UserError("'" + tok + "' is a valid option but is missing '=' to set its value, e.g. " + tok + "=" +
+                        (def.empty() ? "VALUE" : def) + " (see lucid " + command_ + " --help)");
+      values_[tok] = "True";
+      given_[tok] = true;
+      continue;
+    }
     if (eq == std::string::npos || eq == 0)
       throw UserError("'" + tok + "': options are key=value (see lucid " + command_ + " --help)");
     auto key = tok.substr(0, eq);

@@ -16,6 +16,7 @@ nlohmann::ordered_json to_json(const LoopState& s) {
   j["format"] = "lucid-checkpoint-1";
   j["epoch"] = s.epoch;
   j["best_fitness"] = s.best_fitness;
+  j["best_epoch"] = s.best_epoch;
   j["ema_updates"] = s.ema_updates;
   j["optimizer_steps"] = s.optimizer_steps;
   j["last_opt_step"] = s.last_opt_step;
@@ -49,6 +50,9 @@ LoopState from_json(const nlohmann::ordered_json& j, const std::string& path) {
     throw UserError(path + ": checkpoint state 'best_fitness' is missing or not a number");
   s.best_fitness = j["best_fitness"].get<double>();
   if (!std::isfinite(s.best_fitness)) throw UserError(path + ": checkpoint state 'best_fitness' is not finite");
+  // Checkpoints written before best_epoch was recorded leave it 0 (unknown); nothing reads it to
+  // decide, it is the run's record of where weights/best came from.
+  if (j.contains("best_epoch")) s.best_epoch = int_field(j, "best_epoch", 0, s.epoch, path);
   s.ema_updates = int_field(j, "ema_updates", 0, kHuge, path);
   s.optimizer_steps = int_field(j, "optimizer_steps", 0, kHuge, path);
   s.last_opt_step = int_field(j, "last_opt_step", -1, kHuge, path);

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <set>
 
+#include "lucid/config/reference_keys.h"
 #include "lucid/engine/train_options.h"
 #include "lucid/util/error.h"
 #include "lucid/util/files.h"
@@ -21,7 +22,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kLockFile = ".lucid.lock";
-constexpr const char* kArgsFile = "args.yaml";
+using config::kArgsFile;
+using config::kLucidArgsFile;
 
 bool has_control_character(const std::string& v) {
   for (const unsigned char c : v)
@@ -52,8 +54,9 @@ void check_run_name(const std::string& name) {
 }
 
 // A YAML scalar that reads back as the same string: quoted (single quotes doubled) where plain
-// YAML would read it otherwise.
+// YAML would read it otherwise. The record's None is YAML's null, as the reference writes it.
 std::string yaml_scalar(const std::string& v) {
+  if (v == "None") return "null";
   const bool plain = !v.empty() && v.find_first_of(":#{}[],&*!|>'\"%@`") == std::string::npos && v.front() != ' ' &&
                      v.back() != ' ';
   if (plain) return v;
@@ -63,6 +66,10 @@ std::string yaml_scalar(const std::string& v) {
 }
 
 std::string args_line(const std::string& key, const std::string& value) { return key + ": " + yaml_scalar(value); }
+
+// The record's file of a key: the reference's keys in args.yaml (which the reference's cfg= loads),
+// lucid's own in lucid_args.yaml.
+const char* record_file(const std::string& key) { return config::reference_keys().count(key) ? kArgsFile : kLucidArgsFile; }
 
 // A resume may record a new value of these (epochs, device) before its first checkpoint: args.yaml
 // then holds it while the checkpoint still holds the old one.
@@ -139,36 +146,43 @@ int remove_interrupted_writes(const fs::path& run_dir) {
 }
 
 void write_args_yaml(const fs::path& run_dir, const nlohmann::ordered_json& record) {
-  util::write_atomically((run_dir / kArgsFile).string(), [&](std::ostream& out) {
-    for (auto it = record.begin(); it != record.end(); ++it) out << args_line(it.key(), it.value().get<std::string>()) << "\n";
-  });
+  // lucid_args.yaml first: args.yaml, written last, completes the record.
+  for (const char* file : {kLucidArgsFile, kArgsFile})
+    util::write_atomically((run_dir / file).string(), [&](std::ostream& out) {
+      for (auto it = record.begin(); it != record.end(); ++it)
+        if (std::string(record_file(it.key())) == file) out << args_line(it.key(), it.value().get<std::string>()) << "\n";
+    });
 }
 
 bool update_args_yaml(const fs::path& run_dir, const nlohmann::ordered_json& record) {
-  std::ifstream in(run_dir / kArgsFile);
-  std::vector<std::string> lines;
-  std::set<std::string> seen;
-  bool changed = false;
-  for (std::string line; std::getline(in, line);) {
-    const auto key = line.substr(0, line.find(": "));
-    if (const auto it = record.find(key); it != record.end()) {
-      seen.insert(key);
-      const auto want = args_line(key, it->get<std::string>());
-      changed |= want != line;
-      line = want;
+  bool any = false;
+  for (const char* file : {kLucidArgsFile, kArgsFile}) {
+    std::ifstream in(run_dir / file);
+    std::vector<std::string> lines;
+    std::set<std::string> seen;
+    bool changed = false;
+    for (std::string line; std::getline(in, line);) {
+      const auto key = line.substr(0, line.find(": "));
+      if (const auto it = record.find(key); it != record.end()) {
+        seen.insert(key);
+        const auto want = args_line(key, it->get<std::string>());
+        changed |= want != line;
+        line = want;
+      }
+      lines.push_back(line);
     }
-    lines.push_back(line);
+    for (auto it = record.begin(); it != record.end(); ++it)
+      if (!seen.count(it.key()) && std::string(record_file(it.key())) == file) {
+        lines.push_back(args_line(it.key(), it.value().get<std::string>()));
+        changed = true;
+      }
+    if (changed)
+      util::write_atomically((run_dir / file).string(), [&](std::ostream& out) {
+        for (const auto& l : lines) out << l << "\n";
+      });
+    any |= changed;
   }
-  for (auto it = record.begin(); it != record.end(); ++it)
-    if (!seen.count(it.key())) {
-      lines.push_back(args_line(it.key(), it.value().get<std::string>()));
-      changed = true;
-    }
-  if (changed)
-    util::write_atomically((run_dir / kArgsFile).string(), [&](std::ostream& out) {
-      for (const auto& l : lines) out << l << "\n";
-    });
-  return changed;
+  return any;
 }
 
 fs::path resume_run_dir(const std::string& checkpoint, const LoopState& state) {
@@ -184,9 +198,11 @@ fs::path resume_run_dir(const std::string& checkpoint, const LoopState& state) {
   if (!in) throw refuse("no " + (run / kArgsFile).string());
   std::set<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.insert(line);
+  std::ifstream own(run / kLucidArgsFile);  // absent in runs recorded before lucid's keys had their own file
+  for (std::string line; std::getline(own, line);) lines.insert(line);
   for (auto it = state.args.begin(); it != state.args.end(); ++it)
     if (!may_change_on_resume(it.key()) && !lines.count(args_line(it.key(), it.value().get<std::string>())))
-      throw refuse((run / kArgsFile).string() + " is another run's: its " + it.key() + " differs");
+      throw refuse((run / record_file(it.key())).string() + " is another run's: its " + it.key() + " differs");
   return run;
 }
 

@@ -36,9 +36,11 @@ int remove_interrupted_writes(const std::filesystem::path& run_dir);
 // first such option, its value shown with \xNN escapes (the error stays one line).
 void refuse_control_characters(const nlohmann::ordered_json& record);
 
-// args.yaml: every option of the run (its record, engine/train_options.h), one `key: value` line each.
+// args.yaml: every option of the run (its record, engine/train_options.h), one `key: value` line each
+// (None as null): the reference's keys in args.yaml, which the reference's cfg= loads, lucid's own
+// (capture_*, world, ...) in lucid_args.yaml beside it (config/reference_keys.h).
 void write_args_yaml(const std::filesystem::path& run_dir, const nlohmann::ordered_json& record);
-// Rewrites the lines of args.yaml whose value `record` changes (a resume's new epochs or device, or
+// Rewrites the lines of args.yaml and lucid_args.yaml whose value `record` changes (a resume's new epochs or device, or
 // the resolved values of a run recorded before they were), keeping the others; writes nothing and
 // returns false when nothing changes.
 bool update_args_yaml(const std::filesystem::path& run_dir, const nlohmann::ordered_json& record);

@@ -387,6 +387,7 @@ void refuse_options_ignored_by_resume(const config::Options& o, const nlohmann::
   for (const auto& f : train_fields().fields()) {
     const auto& key = f.spec.key;
     if (!o.given(key) || f.role != config::Role::Computation) continue;
+    if (key == "model" && newest) continue;  // resume=True model=CHECKPOINT: the checkpoint resumed
     // Compared as resolved, so imgsz=650 is the run's imgsz=672 and a relative data= its absolute path.
     auto asked = run;
     f.read(asked, o.str(key));

@@ -7,6 +7,7 @@
 
 #include "lucid/dist/data_parallel.h"
 #include "lucid/dist/sync_batch_norm.h"
+#include "lucid/engine/early_stopping.h"
 #include "lucid/engine/fit_report.h"
 #include "lucid/engine/freeze.h"
 #include "lucid/engine/progress.h"
@@ -38,20 +39,17 @@ ValidationResult shared_validation(const dist::DataParallel& parallel, const Val
   std::vector<double> flat(v.metrics.begin(), v.metrics.end());
   flat.insert(flat.end(), v.losses.begin(), v.losses.end());
   flat.push_back(v.fitness);
+  flat.push_back(v.validated ? 1.0 : 0.0);
   flat = parallel.from_primary(std::move(flat));
   ValidationResult out;
   std::copy_n(flat.begin(), out.metrics.size(), out.metrics.begin());
   std::copy_n(flat.begin() + static_cast<std::ptrdiff_t>(out.metrics.size()), out.losses.size(), out.losses.begin());
-  out.fitness = flat.back();
+  out.fitness = flat[flat.size() - 2];
+  out.validated = flat.back() != 0;
   return out;
 }
 
 }  // namespace
-
-// patience=0 disables early stopping, as the reference's EarlyStopping (patience or inf).
-bool early_stop_due(const LoopState& state, int64_t patience) {
-  return patience > 0 && state.epochs_without_improvement >= patience;
-}
 
 bool fit_finished(const LoopState& state, const TrainSettings& settings) {
   return state.epoch >= settings.epochs || (state.epoch > 0 && early_stop_due(state, settings.patience));
@@ -469,23 +467,19 @@ ValidationResult Trainer::fit() {
       parallel_->share_buffers(*ema_->model());
       parallel_->gather_gradients(model_->parameters());
     }
-    if (validate_ && (s_.val || final_epoch || stop) && primary_) {
+    if (validate_ && validation_due(s_.val, final_epoch, stop) && primary_) {
       util::TraceRange range("validation");
       const auto alone = parallel_ ? parallel_->alone() : nullptr;
       step->beside_steps([&] { val = validate_(ema_->model(), *loss_); });
+      val.validated = true;
     }
     if (parallel_) val = shared_validation(*parallel_, val);
     state_.epoch = epoch + 1;
-    const bool best = val.fitness > state_.best_fitness;
-    if (best) {
-      state_.best_fitness = val.fitness;
-      state_.epochs_without_improvement = 0;
-    } else {
-      ++state_.epochs_without_improvement;
-    }
+    const auto verdict = judge_epoch(state_, val.validated ? std::optional<double>(val.fitness) : std::nullopt, s_.patience);
+    const bool best = verdict.best;
     state_.accumulate = sched.accumulate();
     const double secs = elapsed();
-    const bool stop_early = !final_epoch && early_stop_due(state_, s_.patience);
+    const bool stop_early = !final_epoch && verdict.stop;
     // time=: the epochs re-estimated from the mean epoch time and the schedule set up for them.
     const auto end = budget.end_epoch(epoch, start_epoch, s_.epochs, secs, stop || final_epoch || stop_early);
     stop = end.stop;
@@ -511,7 +505,9 @@ ValidationResult Trainer::fit() {
       save(run_dir_ / "weights" / ("epoch" + std::to_string(epoch + 1) + ".safetensors"));
     if (stop) write_report();
     save(run_dir_ / "weights" / "last.safetensors");
-    if (stop_early) std::printf("Stopping early: no improvement in the last %lld epochs\n", static_cast<long long>(s_.patience));
+    if (stop_early)
+      std::printf("Stopping early: no improvement in the last %lld epochs; the best, epoch %lld, is in weights/best\n",
+                  static_cast<long long>(s_.patience), static_cast<long long>(state_.best_epoch));
     if (stop) break;
   }
   return val;

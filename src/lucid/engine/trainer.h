@@ -33,6 +33,7 @@ struct ValidationResult {
   std::array<double, 8> metrics{};  // P R mAP50 mAP50-95 for boxes, then for masks
   std::array<double, 5> losses{};
   double fitness = 0;
+  bool validated = false;  // false: the epoch was not validated (val=False), fitness is not measured
 };
 
 using Validate = std::function<ValidationResult(model::SegmentationModel& ema, loss::SegmentationLoss& loss)>;
@@ -110,10 +111,6 @@ class Trainer {
   std::vector<float> step_losses_;
   nlohmann::ordered_json replay_summary_ = nlohmann::ordered_json::object();
 };
-
-// Whether a run stops after the epochs its state has finished: no improvement of fitness in the
-// last `patience` epochs.
-bool early_stop_due(const LoopState& state, int64_t patience);
 
 // Whether a checkpoint's fit is over (all epochs trained, or stopped early): nothing to resume.
 bool fit_finished(const LoopState& state, const TrainSettings& settings);
