@@ -175,9 +175,10 @@ def main():
                                                   ("step_losses.f32", lambda b: b[:8], "holds fewer steps")]):
             folder = project / f"log{i}"
             shutil.copytree(run, folder)
+            shutil.copy(folder / "weights" / "epoch1.safetensors", folder / "weights" / "last.safetensors")
             (folder / log).write_bytes(cut((folder / log).read_bytes()))
             before = tree(folder)
-            r = lucid(["train", f"resume={folder / 'weights' / 'epoch1.safetensors'}"], env)
+            r = lucid(["train", f"resume={folder / 'weights' / 'last.safetensors'}"], env)
             check(refused(r, str(folder / log), fragment) and tree(folder) == before,
                   f"{log} shorter than the checkpoint: {r.stderr.strip()[-300:]}")
     if failures:
