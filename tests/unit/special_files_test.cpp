@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "data_test_util.h"
