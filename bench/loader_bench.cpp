@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
     // Preparation = decode + resize of every image, once per run with the RAM store.
     for (int threads : {1, 0}) {
       const auto t0 = Clock::now();
-      const auto ps = lucid::engine::prepare_split(*split, imgsz, /*disk_cache=*/false, threads);
+      const auto ps = lucid::engine::prepare_split(*split, imgsz, lucid::data::PreparedStore::Ram, threads);
       std::printf("preparation with %s: %.3f s for %lld images\n", threads ? "1 thread" : "all threads",
                   seconds(t0, Clock::now()), (long long)ps.size());
       if (threads) continue;

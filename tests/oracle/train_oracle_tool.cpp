@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
       const int imgsz = std::stoi(argv[3]), batch = std::stoi(argv[4]);
       const auto index = data::build_index(argv[2]);
       const auto* split = index.find("train");
-      auto prepared = engine::prepare_split(*split, imgsz, false, 1);
+      auto prepared = engine::prepare_split(*split, imgsz, lucid::data::PreparedStore::Ram, 1);
       data::LoaderOptions o;
       o.dataset_size = prepared.size();
       o.imgsz = imgsz;

@@ -129,7 +129,8 @@ def main():
         r = lucid(["train", *args, f"project={project}", "name=lk", "exist_ok=True"], env, fault="args.yaml:after-rename:1")
         check(r.returncode == -9, f"lock released by a killed holder (exit {r.returncode}) {r.stderr.strip()[-200:]}")
 
-        # Checkpoints that cannot be right, in a copy of the run folder each (epoch1: not finished).
+        # Checkpoints that cannot be right, in a copy of the run folder each, written as its last
+        # (epoch1's content: a run not finished, so resume reads it).
         tensors, meta = load(run / "weights" / "epoch1.safetensors")
         first = lambda prefix: next(k for k in tensors if k.startswith(prefix) and tensors[k].dtype == np.float32)
         cases = {
@@ -158,7 +159,7 @@ def main():
         for i, (what, (t, m, commands, fragment)) in enumerate(cases.items()):
             folder = project / f"bad{i}"
             shutil.copytree(run, folder)
-            ckpt = folder / "weights" / "epoch1.safetensors"
+            ckpt = folder / "weights" / "last.safetensors"
             save_file(t, str(ckpt), metadata=m)
             for command in commands:
                 cmd = {"resume": ["train", f"resume={ckpt}"],
@@ -174,9 +175,10 @@ def main():
                                                   ("step_losses.f32", lambda b: b[:8], "holds fewer steps")]):
             folder = project / f"log{i}"
             shutil.copytree(run, folder)
+            shutil.copy(folder / "weights" / "epoch1.safetensors", folder / "weights" / "last.safetensors")
             (folder / log).write_bytes(cut((folder / log).read_bytes()))
             before = tree(folder)
-            r = lucid(["train", f"resume={folder / 'weights' / 'epoch1.safetensors'}"], env)
+            r = lucid(["train", f"resume={folder / 'weights' / 'last.safetensors'}"], env)
             check(refused(r, str(folder / log), fragment) and tree(folder) == before,
                   f"{log} shorter than the checkpoint: {r.stderr.strip()[-300:]}")
     if failures:

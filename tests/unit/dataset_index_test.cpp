@@ -362,7 +362,7 @@ TEST(DatasetIndex, CocoTrainingSamples) {
   IndexOptions io;
   io.coco_images = d.str("images");
   const auto index = build_index(d.str("instances.json"), io);
-  const auto prepared = engine::prepare_split(index.splits[0], 60, /*disk_cache=*/false, 1);
+  const auto prepared = engine::prepare_split(index.splits[0], 60, data::PreparedStore::Ram, 1);
   const Sample s = engine::make_sample_source(prepared)(0);
   ASSERT_EQ(s.instances.size(), 2u);  // the crowd left out
   const auto& rect = s.instances.polygons[1];

@@ -206,9 +206,10 @@ TEST(Prepared, RamCacheBeyondAvailableMemoryIsRefusedWithTheFigures) {
   } catch (const UserError& e) {
     message = e.what();
   }
-  for (const std::string part : {"option cache=ram", "need " + std::to_string(need) + " bytes",
-                                 std::to_string(need) + " bytes (", "are available", "cache=disk", "cache=False",
-                                 "fraction="})
+  const std::vector<std::string> parts{"option cache=ram", "need " + std::to_string(need) + " bytes",
+                                       std::to_string(need) + " bytes (", "are available", "cache=disk",
+                                       "cache=False", "fraction="};
+  for (const auto& part : parts)
     EXPECT_NE(message.find(part), std::string::npos) << part << " in: " << message;
   EXPECT_EQ(message.find('\n'), std::string::npos);
   ::setenv("LUCID_AVAILABLE_MEMORY", std::to_string(need * 2).c_str(), 1);

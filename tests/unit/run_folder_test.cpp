@@ -52,7 +52,7 @@ TEST(RunFolder, NamesStayInsideTheProject) {
 TEST(RunFolder, ControlCharactersInNamesAndRecordsAreRefused) {
   TempDir dir;
   const auto project = dir.str("p");
-  for (const std::string name : {"a\nb", "tab\there", std::string("esc\x1b[31m")}) {
+  for (const std::string& name : {std::string("a\nb"), std::string("tab\there"), std::string("esc\x1b[31m")}) {
     try {
       engine::make_run_dir(project, name, false);
       ADD_FAILURE() << "accepted a run name with a control character";

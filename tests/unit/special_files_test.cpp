@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "data_test_util.h"
@@ -69,6 +70,12 @@ TEST(WriteAtomically, FifosFoldersAndSymlinksAreNeverReplaced) {
   write_text(link, "new");
   EXPECT_TRUE(fs::is_symlink(link));
   EXPECT_EQ(text(real), "new");
+  // A link to a file not yet there: the link stays, the file is made where it points.
+  const auto dangling = dir.path() / "dangling.json";
+  fs::create_symlink("made.json", dangling);
+  write_text(dangling, "made");
+  EXPECT_TRUE(fs::is_symlink(dangling));
+  EXPECT_EQ(text(dir.path() / "made.json"), "made");
   // A symlink to a fifo is refused like the fifo.
   const auto to_fifo = dir.path() / "to_pipe";
   fs::create_symlink(fifo, to_fifo);

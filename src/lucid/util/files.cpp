@@ -102,9 +102,12 @@ std::filesystem::path write_target(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path target(path);
-  if (fs::is_symlink(fs::symlink_status(target, ec))) {
-    target = fs::weakly_canonical(target, ec);
-    if (ec) throw UserError(path + ": a symlink that cannot be followed (" + ec.message() + ")");
+  // Link by link (weakly_canonical leaves a link to a missing file unresolved, which the rename
+  // would replace); a chain of more than 40 is a loop, as for the kernel.
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(target, ec)); ++hops) {
+    const fs::path next = fs::read_symlink(target, ec);
+    if (ec || hops == 40) throw UserError(path + ": a symlink that cannot be followed (" + (ec ? ec.message() : "a loop") + ")");
+    target = next.is_absolute() ? next : target.parent_path() / next;
   }
   const auto st = fs::status(target, ec);
   if (!ec && st.type() != fs::file_type::regular && st.type() != fs::file_type::not_found)
