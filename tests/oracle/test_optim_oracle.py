@@ -1,6 +1,7 @@
-"""Optimizer oracle: (1) parameter groups and three SGD, AdamW and MuSGD steps from the same state
-against the reference package's optimizers (built by its trainer's build_optimizer), parameters
-within 1e-6 relative; (2) lr and momentum of every group and the accumulation count at every
+"""Optimizer oracle: (1) parameter groups and three SGD, AdamW and MuSGD steps, and eight Adam,
+Adamax, NAdam, RAdam (its plain steps, then rectified ones from step 6) and RMSprop steps, from the
+same state against the reference package's optimizers (built by its trainer's build_optimizer: the
+torch.optim classes), parameters within 1e-6 relative; (2) lr and momentum of every group and the accumulation count at every
 iteration over warmup and 3 epochs, against a real reference training run (tiny synthetic dataset,
 CPU), for SGD, MuSGD and the auto rule (AdamW here)."""
 import math
@@ -25,6 +26,7 @@ from ultralytics.engine.trainer import BaseTrainer  # noqa: E402
 from ultralytics.nn.tasks import SegmentationModel  # noqa: E402
 
 TOOL = BUILD_DIR / "tests" / "optim_oracle_tool"
+ADAM_FAMILY = ("AdamW", "Adam", "Adamax", "NAdam", "RAdam")
 NC = 4
 
 
@@ -40,9 +42,10 @@ def check_steps(kind, tmp):
     g = torch.Generator().manual_seed(1)
     steps, ref = {}, {}
     params = dict(model.named_parameters())
-    for k in range(3):
+    for k in range(3 if kind in ("SGD", "AdamW", "MuSGD") else 8):
         lrs = [0.01 * (1 + 0.3 * k) * (3 if i % 2 == 0 and kind == "MuSGD" else 1) for i in range(len(opt.param_groups))]
-        moms = [0.8 + 0.05 * k] * len(opt.param_groups) if kind != "AdamW" else [0.937] * len(opt.param_groups)
+        # The Adam family's beta1 stays the momentum it was built with (no momentum key to warm).
+        moms = [0.8 + 0.05 * k] * len(opt.param_groups) if kind not in ADAM_FAMILY else [0.937] * len(opt.param_groups)
         steps[f"{k}.lr"], steps[f"{k}.momentum"] = torch.tensor(lrs, dtype=torch.float64), torch.tensor(moms, dtype=torch.float64)
         for n, p in params.items():
             p.grad = torch.randn(p.shape, generator=g) * 0.1
@@ -64,7 +67,7 @@ def check_steps(kind, tmp):
     c = Comparison(1e-6)
     for name in sorted(ref):
         c.check(name, ours[name], ref[name])
-    c.finish(f"{kind}: {len(ref_groups)} groups identical; 3 steps")
+    c.finish(f"{kind}: {len(ref_groups)} groups identical; {k + 1} steps")
 
 
 def make_dataset(root, n=10, size=64):
@@ -115,7 +118,7 @@ def main():
     torch.set_num_threads(2)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        for kind in ("SGD", "AdamW", "MuSGD"):
+        for kind in ("SGD", "AdamW", "MuSGD", "Adam", "Adamax", "NAdam", "RAdam", "RMSprop"):
             check_steps(kind, tmp)
         make_dataset(tmp / "data")
         for optimizer in ("SGD", "MuSGD", "auto"):

@@ -63,6 +63,7 @@ config::Options predict_options() {
                   {"device", "", "cpu, 0, cuda:0 (default: the GPU when usable)"},
                   {"half", "True", "BF16 autocast on CUDA"},
                   {"save", "True", "write the annotated images and videos (<name>.avi, Motion JPEG)"},
+                  {"save_frames", "False", "also write each annotated video frame, <name>_frames/<name>_<frame>.jpg"},
                   {"save_txt", "False",
                    "write labels/<name>.txt, <name>_<frame>.txt for videos (class and normalised mask outline)"},
                   {"save_conf", "False", "append the score to each save_txt line"},
@@ -74,7 +75,12 @@ config::Options predict_options() {
                   {"line_width", "", "box line width in pixels (default: from the image size)"},
                   {"project", "", "folder of runs (default: runs_dir/segment, see lucid settings)"},
                   {"name", "predict", "run name (predict, predict2, ...)"},
-                  {"exist_ok", "False", "reuse project/name if it exists"}});
+                  {"exist_ok", "False", "reuse project/name if it exists"},
+                  {"verbose", "True", "print a line per image and the speed"},
+                  {"stream", "False", "the reference's Python generator of results; the command streams its sources either way"},
+                  {"show", "False", "a display window: not available (a warning; save=True writes the images)"},
+                  {"augment", "False", "test-time augmentation: segmentation models predict at one scale (a warning), as the reference"},
+                  {"visualize", "False", "the feature maps of every layer: not available"}});
 }
 
 std::vector<int64_t> parse_classes(const std::string& spec) {
@@ -133,7 +139,7 @@ fs::path free_crop_path(const fs::path& dir, const std::string& name) {
 
 struct Outputs {
   fs::path run_dir;
-  bool draw = false, save_txt = false, save_conf = false, save_json = false, save_crop = false;
+  bool draw = false, save_txt = false, save_conf = false, save_json = false, save_crop = false, save_frames = false;
   double line_width = 0;
   plot::DrawStyle style;
 };
@@ -235,6 +241,17 @@ int predict_command(const std::vector<std::string>& command_line) {
   o.save_conf = options.flag("save_conf");
   o.save_json = options.flag("save_json");
   o.save_crop = options.flag("save_crop");
+  o.save_frames = options.flag("save_frames");
+  const bool verbose = options.flag("verbose");
+  options.flag("stream");  // checked; the command streams its sources either way
+  if (options.flag("visualize"))
+    throw UserError("option visualize=True: writing the feature maps of every layer is not available in lucid");
+  // As the reference on a machine without a display (check_imshow) and for segmentation heads
+  // (_predict_augment): a warning, and the prediction goes on.
+  if (options.flag("show"))
+    std::fprintf(stderr, "warning: show=True: lucid has no display window; save=True writes the annotated images\n");
+  if (options.flag("augment"))
+    std::fprintf(stderr, "warning: Model does not support 'augment=True', reverting to single-scale prediction.\n");
   o.style.labels = options.flag("show_labels");
   o.style.conf = options.flag("show_conf");
   o.style.boxes = options.flag("show_boxes");
@@ -267,9 +284,13 @@ int predict_command(const std::vector<std::string>& command_line) {
       throw UserError("option classes=" + options.str("classes") + ": class " + std::to_string(c) + " is not in the model (" +
                       std::to_string(names.size()) + " classes)");
 
-  const auto project = options.given("project") ? options.str("project") : config::default_project();
-  o.run_dir = engine::make_run_dir(project, options.str("name"), options.flag("exist_ok"));
-  fs::remove(o.run_dir / "weights");  // an empty folder from make_run_dir; prediction writes no weights
+  // A run folder only where something is written into it (the reference's save, save_txt, save_crop).
+  const bool writes = save || o.save_txt || o.save_crop || o.save_json;
+  if (writes) {
+    const auto project = options.given("project") ? options.str("project") : config::default_project();
+    o.run_dir = engine::make_run_dir(project, options.str("name"), options.flag("exist_ok"));
+    fs::remove(o.run_dir / "weights");  // an empty folder from make_run_dir; prediction writes no weights
+  }
   if (o.save_txt) fs::create_directories(o.run_dir / "labels");
   o.draw = save && plot::available();
   if (save && !o.draw) plot::skip_warning();
@@ -325,8 +346,9 @@ int predict_command(const std::vector<std::string>& command_line) {
       const std::string where = item.video ? "video " + std::to_string(item.source + 1) + "/" + std::to_string(sources.size()) +
                                                  " (frame " + std::to_string(item.frame) + "/" + frames + ")"
                                            : "image " + std::to_string(item.source + 1) + "/" + std::to_string(sources.size());
-      std::printf("%s %s: %dx%d %s%.1fms\n", where.c_str(), path.c_str(), input.height, input.width,
-                  detections_summary(p, names).c_str(), ms);
+      if (verbose)
+        std::printf("%s %s: %dx%d %s%.1fms\n", where.c_str(), path.c_str(), input.height, input.width,
+                    detections_summary(p, names).c_str(), ms);
       // A video frame's outputs carry its number: <name>_<frame>.
       const std::string frame_name = item.video ? name + "_" + std::to_string(item.frame) : name;
 
@@ -347,6 +369,11 @@ int predict_command(const std::vector<std::string>& command_line) {
             writer_source = item.source;
           }
           writer->write(canvas.image());
+          if (o.save_frames) {
+            const auto frames_dir = o.run_dir / (name + "_frames");
+            fs::create_directories(frames_dir);
+            canvas.save((frames_dir / (frame_name + ".jpg")).string());
+          }
         } else {
           auto ext = fs::path(path).extension().string();
           std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
@@ -371,9 +398,10 @@ int predict_command(const std::vector<std::string>& command_line) {
   if (predicted == 0) throw UserError("source=" + options.str("source") + ": no image or video frame could be read");
   if (o.save_json)
     util::write_atomically((o.run_dir / "predictions.json").string(), [&](std::ostream& out) { out << results.dump(); });
-  std::printf("Speed: %.1fms per image (preprocess, inference and postprocess) on %s\n",
-              total_ms / static_cast<double>(std::max<int64_t>(predicted, 1)), device.str().c_str());
-  std::printf("Results saved to %s\n", o.run_dir.string().c_str());
+  if (verbose)
+    std::printf("Speed: %.1fms per image (preprocess, inference and postprocess) on %s\n",
+                total_ms / static_cast<double>(std::max<int64_t>(predicted, 1)), device.str().c_str());
+  if (writes) std::printf("Results saved to %s\n", o.run_dir.string().c_str());
   return 0;
 }
 

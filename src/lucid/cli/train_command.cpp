@@ -353,7 +353,7 @@ int train_command(const std::vector<std::string>& command_line) {
   std::printf("\nValidating %s...\n", weights.string().c_str());
   auto loaded = engine::load_inference_model("model", weights.string(), device);
   auto fo = vo;
-  fo.verbose = true;
+  fo.verbose = settings.verbose;
   fo.speed = true;
   if (settings.save_json) {
     // As the reference's final_eval: the results of the best weights, in the run folder.

@@ -35,6 +35,8 @@ struct ValSettings {
   int64_t batch = 16;
   int workers = 4;
   bool save_json = false, plots = true, exist_ok = false;
+  bool rect = false, save_txt = false;  // the reference's keys: rect has no effect, save_txt is refused
+  std::string classes;                  // the reference's key: checked, no effect (warned)
   data::IndexOptions index;
   engine::ValidatorOptions validator;  // conf, iou, max_det, agnostic_nms, single_cls, nms, amp, verbose
 };
@@ -68,6 +70,17 @@ const config::FieldList<ValSettings>& val_fields() {
     f->integer("workers", "4", "loader threads").range(0, std::numeric_limits<int>::max()).to(&S::workers);
     f->flag("half", "True", "BF16 autocast on CUDA").to(&S::validator, &ValidatorOptions::amp);
     f->flag("save_json", "False", "write predictions.json (COCO results: bbox, RLE segmentation)").to(&S::save_json);
+    f->flag("rect", "False", "no effect: validation batches are rectangular either way, as the reference's val")
+        .to(&S::rect);
+    f->text("classes", "", "no effect (a warning): the reference's segment validation does not filter classes either")
+        .check([](const std::string& v) { return v.find_first_not_of("0123456789, ") == std::string::npos; },
+               "expected class ids like 0,2", {"x"})
+        .to(&S::classes);
+    f->flag("save_txt", "False", "label files of the predictions: not available in val (lucid predict save_txt=True)")
+        .check([](const bool& v) { return !v; },
+               "lucid val does not write label files; lucid predict save_txt=True writes them for the same images",
+               {"True"})
+        .to(&S::save_txt);
     f->flag("plots", "True", "write curves, confusion matrices, val_batch images").to(&S::plots);
     f->flag("verbose", "True", "per-class rows").to(&S::validator, &ValidatorOptions::verbose);
     f->flag("allow_outside_images", "False",
@@ -93,6 +106,9 @@ int val_command(const std::vector<std::string>& command_line) {
   const auto& checkpoint = settings.model;
   if (checkpoint.empty()) throw UserError("option model= is required (a weights file: .safetensors or .pt)");
   const auto& split_name = settings.split;
+  if (!settings.classes.empty())
+    std::fprintf(stderr, "warning: classes=%s: validation scores every class (the reference's segment validator "
+                 "ignores classes= too)\n", settings.classes.c_str());
   const torch::Device device = util::parse_device(settings.device);
   if (device.is_cpu()) util::use_reference_cpu_threads();
 

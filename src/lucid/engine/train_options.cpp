@@ -153,7 +153,8 @@ void declare(config::FieldList<S>& f) {
          "prepared images held in its memory (same bytes as the workers' CPU path)")
       .role(Role::Execution)
       .to(&S::execution, &ExecutionSettings::gpu_augment);
-  f.choice("optimizer", "auto", "auto, SGD, AdamW or MuSGD", {"auto", "SGD", "AdamW", "MuSGD"})
+  f.choice("optimizer", "auto", "auto, SGD, MuSGD, AdamW, Adam, Adamax, NAdam, RAdam or RMSprop",
+           {"auto", "SGD", "AdamW", "MuSGD", "Adam", "Adamax", "NAdam", "RAdam", "RMSprop"})
       .to(&S::optimizer, &OptimizerSettings::name);
   f.integer("seed", "0", "random seed").range(0, std::numeric_limits<long long>::max())
       .to(&S::seed)
@@ -291,7 +292,23 @@ void declare(config::FieldList<S>& f) {
   f.integer("patience", "100", "epochs without fitness improvement before stopping (0: never stop early)")
       .range(0, kInt)
       .to(&S::patience);
+  f.flag("save", "True",
+         "write checkpoints every epoch; False: only in the epoch the fit ends with (no resume before it)")
+      .to(&S::save);
   f.integer("save_period", "-1", "also keep a checkpoint every N epochs").range(-1, kInt).to(&S::save_period);
+  f.flag("verbose", "True", "the final validation prints a row per class").role(Role::Execution).to(&S::verbose);
+  f.flag("profile", "False", "the reference's ONNX and TensorRT speed profiling for loggers: not available")
+      .check([](const bool& v) { return !v; },
+             "the reference profiles ONNX and TensorRT exports for its loggers, which lucid does not do; "
+             "stage_times=True and kernel_times=N time lucid's own stages",
+             {"True"})
+      .to(&S::profile);
+  f.flag("compile", "False", "torch.compile of the model: not available (capture_* record CUDA graphs instead)")
+      .check([](const bool& v) { return !v; },
+             "torch.compile is a Python compiler that LibTorch does not have; capture_step=True records the whole "
+             "step as CUDA graphs instead",
+             {"True"})
+      .to(&S::compile);
   f.text("project", "", "parent directory of run directories (default: runs_dir/segment, runs_dir of lucid settings: runs)")
       .resolve([](const S&) { return config::default_project(); })
       .role(Role::Location)

@@ -20,7 +20,7 @@ namespace lucid::engine {
 
 // The optimizer as named on the command line (optim::choose_optimizer turns it into one).
 struct OptimizerSettings {
-  std::string name = "auto";  // auto, SGD, AdamW or MuSGD
+  std::string name = "auto";  // auto, SGD, MuSGD, AdamW, Adam, Adamax, NAdam, RAdam or RMSprop
   double lr0 = 0.01, momentum = 0.937, weight_decay = 0.0005;
   int64_t nbs = 64;  // nominal batch size: gradient accumulation and weight-decay scaling
 };
@@ -51,6 +51,9 @@ struct TrainSettings {
   int64_t epochs = 0, seed = 0, patience = 0, save_period = 0, close_mosaic = 0;
   bool deterministic = true, amp = true, val = true, plots = true;
   bool tensorboard = false;     // TensorBoard events in the run folder (report/run_events.h)
+  bool save = true;             // checkpoints every epoch (False: only the epoch the fit ends with)
+  bool verbose = true;          // the final validation's per-class rows
+  bool profile = false, compile = false;  // the reference's keys; only False is available (train_options.cpp)
   std::string project, name, resume;
   bool exist_ok = false;
   int64_t world = 1;            // processes started for device=cpu (dist/launcher.h)

@@ -500,11 +500,14 @@ ValidationResult Trainer::fit() {
         out.write(reinterpret_cast<const char*>(step_losses_.data()),
                   static_cast<std::streamsize>(step_losses_.size() * sizeof(float)));
       });
-    if (best) save(run_dir_ / "weights" / "best.safetensors", CheckpointContent::EmaOnly);
-    if (s_.save_period > 0 && (epoch + 1) % s_.save_period == 0)
+    // save=False: weights only in the epoch the fit ends with (the reference's final epoch; also an
+    // early or timed stop here, so that the final validation has weights: docs/training.md).
+    const bool keep = s_.save || stop;
+    if (best && keep) save(run_dir_ / "weights" / "best.safetensors", CheckpointContent::EmaOnly);
+    if (keep && s_.save_period > 0 && (epoch + 1) % s_.save_period == 0)
       save(run_dir_ / "weights" / ("epoch" + std::to_string(epoch + 1) + ".safetensors"));
     if (stop) write_report();
-    save(run_dir_ / "weights" / "last.safetensors");
+    if (keep) save(run_dir_ / "weights" / "last.safetensors");
     if (stop_early)
       std::printf("Stopping early: no improvement in the last %lld epochs; the best, epoch %lld, is in weights/best\n",
                   static_cast<long long>(s_.patience), static_cast<long long>(state_.best_epoch));

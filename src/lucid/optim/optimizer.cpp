@@ -17,8 +17,17 @@ std::string kind_name(Kind k) {
     case Kind::SGD: return "SGD";
     case Kind::AdamW: return "AdamW";
     case Kind::MuSGD: return "MuSGD";
+    case Kind::Adam: return "Adam";
+    case Kind::Adamax: return "Adamax";
+    case Kind::NAdam: return "NAdam";
+    case Kind::RAdam: return "RAdam";
+    case Kind::RMSprop: return "RMSprop";
   }
   return "?";
+}
+
+bool uses_betas(Kind k) {
+  return k == Kind::AdamW || k == Kind::Adam || k == Kind::Adamax || k == Kind::NAdam || k == Kind::RAdam;
 }
 
 OptimizerChoice choose_optimizer(const std::string& name, double lr0, double momentum, int64_t nc,
@@ -34,7 +43,12 @@ OptimizerChoice choose_optimizer(const std::string& name, double lr0, double mom
   if (n == "sgd") return {Kind::SGD, lr0, momentum, false};
   if (n == "adamw") return {Kind::AdamW, lr0, momentum, false};
   if (n == "musgd") return {Kind::MuSGD, lr0, momentum, false};
-  throw UserError("optimizer=" + name + ": expected auto, SGD, AdamW or MuSGD");
+  for (Kind k : {Kind::Adam, Kind::Adamax, Kind::NAdam, Kind::RAdam, Kind::RMSprop}) {
+    std::string kn;
+    for (char c : kind_name(k)) kn += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (n == kn) return {k, lr0, momentum, false};
+  }
+  throw UserError("optimizer=" + name + ": expected auto, SGD, MuSGD, Adam, Adamax, AdamW, NAdam, RAdam or RMSProp");
 }
 
 std::vector<ParamGroup> build_param_groups(model::SegmentationModelImpl& model, Kind kind, double lr,
@@ -43,7 +57,7 @@ std::vector<ParamGroup> build_param_groups(model::SegmentationModelImpl& model, 
   // Reference order: weight (decay), bn, bias, muon.
   std::vector<ParamGroup> base(4);
   base[0].name = "weight";
-  base[0].weight_decay = kind == Kind::AdamW || kind == Kind::SGD || muon ? decay : 0;
+  base[0].weight_decay = decay;
   base[1].name = "bn";
   base[2].name = "bias";
   base[2].is_bias = true;
@@ -138,9 +152,12 @@ Optimizer::Optimizer(Kind kind, std::vector<ParamGroup> groups, double muon_scal
       Slot s;
       s.param = p;
       s.group = gi;
-      if (kind_ == Kind::AdamW) {
+      if (uses_betas(kind_)) {
         s.exp_avg = torch::zeros_like(p, at::MemoryFormat::Preserve);
-        s.exp_avg_sq = torch::zeros_like(p, at::MemoryFormat::Preserve);
+        s.exp_avg_sq = torch::zeros_like(p, at::MemoryFormat::Preserve);  // Adamax: the infinity norm
+      } else if (kind_ == Kind::RMSprop) {
+        s.exp_avg_sq = torch::zeros_like(p, at::MemoryFormat::Preserve);  // square_avg
+        s.buf = torch::zeros_like(p, at::MemoryFormat::Preserve);
       } else {
         s.buf = torch::zeros_like(p, at::MemoryFormat::Preserve);
         if (groups_[gi].use_muon) s.buf_sgd = torch::zeros_like(p, at::MemoryFormat::Preserve);
@@ -161,7 +178,7 @@ void Optimizer::set_hyper(size_t group, double lr, double momentum) {
 
 void Optimizer::upload_hypers() {
   // One row per group, computed in double from the host values, rounded once to float32.
-  auto host = torch::empty({static_cast<int64_t>(groups_.size()), kHyperCount}, torch::kFloat);
+  auto host = torch::zeros({static_cast<int64_t>(groups_.size()), kHyperCount}, torch::kFloat);  // unused columns 0
   auto h = host.accessor<float, 2>();
   const double t = static_cast<double>(steps_ + 1);  // AdamW's step count after this step
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
@@ -175,35 +192,76 @@ void Optimizer::upload_hypers() {
     h[gi][kNegStepSize] = static_cast<float>(-(lr / (1 - std::pow(m, t))));
     h[gi][kBias2Sqrt] = static_cast<float>(std::sqrt(1 - std::pow(kBeta2, t)));
     h[gi][kDecayFactor] = static_cast<float>(1 - lr * g.weight_decay);
+    if (uses_betas(kind_)) adam_family_hypers(&h[gi][0], lr, m, t);
   }
   if (hypers_.is_cuda()) host = host.pin_memory();
   hypers_.copy_(host, /*non_blocking=*/true);
+}
+
+void Optimizer::adam_family_hypers(float* row, double lr, double beta1, double t) const {
+  const double bias1 = 1 - std::pow(beta1, t), bias2 = 1 - std::pow(kBeta2, t);
+  row[kBias1] = static_cast<float>(bias1);
+  row[kBias2] = static_cast<float>(bias2);
+  if (kind_ == Kind::NAdam) {
+    // torch.optim keeps mu_product as a float32 tensor multiplied by each step's mu; every parameter
+    // has taken the same steps, so it is one product, recomputed from the step count.
+    auto mu_at = [&](double step) { return beta1 * (1.0 - 0.5 * std::pow(0.96, step * kNadamMomentumDecay)); };
+    float product = 1.0f;
+    for (int64_t k = 1; k <= static_cast<int64_t>(t); ++k) product *= static_cast<float>(mu_at(static_cast<double>(k)));
+    const double mu = mu_at(t), mu_next = mu_at(t + 1), product_next = static_cast<double>(product) * mu_next;
+    row[kNadamGrad] = static_cast<float>(-lr * (1.0 - mu) / (1.0 - static_cast<double>(product)));
+    row[kNadamAvg] = static_cast<float>((-lr * mu_next) / (1.0 - product_next));
+  }
+  if (kind_ == Kind::RAdam) {
+    // The rectified step where the variance is tractable (rho_t > 5), else the plain momentum step:
+    // both kept as factors so that a recorded update takes either without a host branch.
+    const double rho_inf = 2 / (1 - kBeta2) - 1, rho_t = rho_inf - 2 * t * std::pow(kBeta2, t) / bias2;
+    const bool rectified = rho_t > 5.0;
+    const double rect = rectified ? std::sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) : 0;
+    row[kRadamRect] = static_cast<float>(rectified ? std::sqrt(bias2) * rect : 0.0);
+    row[kRadamPlain] = rectified ? 0.0f : 1.0f;
+  }
 }
 
 void Optimizer::prepare_update() {
   torch::NoGradGuard no_grad;
   step_.add_(1);
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    const auto& g = groups_[gi];
-    auto m = hyper(gi, kMomentum), omm = hyper(gi, kOneMinusMomentum);
     for (auto& s : slots_[gi]) {
-      const auto& grad = s.param.grad();
-      if (!grad.defined()) continue;
-      if (kind_ == Kind::AdamW) {
-        s.exp_avg.lerp_(grad, omm);
-        s.exp_avg_sq.mul_(kBeta2).addcmul_(grad, grad, 1 - kBeta2);
-      } else if (g.use_muon) {
-        // Muon momentum in EMA form and its Nesterov update; the SGD part follows in apply(),
-        // after the Muon update has moved the parameter.
-        // addcmul with a 0-d factor rounds once, as the reference's add with a scalar alpha does.
-        s.buf.mul_(m).addcmul_(grad, omm);
-        torch::addcmul_out(s.update, s.buf * m, grad, omm);
-      } else {
-        auto d = g.weight_decay != 0 ? torch::add(grad, s.param, g.weight_decay) : grad;
-        s.buf.mul_(m).add_(d);
-        torch::addcmul_out(s.update, d, s.buf, m);  // Nesterov: d + momentum * buf
-      }
+      if (s.param.grad().defined()) prepare_slot(gi, s);
     }
+  }
+}
+
+void Optimizer::prepare_slot(size_t gi, Slot& s) {
+  const auto& g = groups_[gi];
+  const auto& grad = s.param.grad();
+  auto m = hyper(gi, kMomentum), omm = hyper(gi, kOneMinusMomentum);
+  if (kind_ == Kind::AdamW) {
+    s.exp_avg.lerp_(grad, omm);
+    s.exp_avg_sq.mul_(kBeta2).addcmul_(grad, grad, 1 - kBeta2);
+  } else if (uses_betas(kind_)) {
+    // The rest of the Adam family: L2 weight decay on the gradient (torch.optim's default).
+    auto d = g.weight_decay != 0 ? torch::add(grad, s.param, g.weight_decay) : grad;
+    s.exp_avg.lerp_(d, omm);
+    if (kind_ == Kind::Adamax)
+      torch::maximum_out(s.exp_avg_sq, s.exp_avg_sq.mul_(kBeta2), d.abs().add_(kAdamEps));
+    else
+      s.exp_avg_sq.mul_(kBeta2).addcmul_(d, d, 1 - kBeta2);
+  } else if (kind_ == Kind::RMSprop) {
+    auto d = g.weight_decay != 0 ? torch::add(grad, s.param, g.weight_decay) : grad;
+    s.exp_avg_sq.mul_(kRmsAlpha).addcmul_(d, d, 1 - kRmsAlpha);
+    s.buf.mul_(m).addcdiv_(d, s.exp_avg_sq.sqrt().add_(kAdamEps));
+  } else if (g.use_muon) {
+    // Muon momentum in EMA form and its Nesterov update; the SGD part follows in apply(),
+    // after the Muon update has moved the parameter.
+    // addcmul with a 0-d factor rounds once, as the reference's add with a scalar alpha does.
+    s.buf.mul_(m).addcmul_(grad, omm);
+    torch::addcmul_out(s.update, s.buf * m, grad, omm);
+  } else {
+    auto d = g.weight_decay != 0 ? torch::add(grad, s.param, g.weight_decay) : grad;
+    s.buf.mul_(m).add_(d);
+    torch::addcmul_out(s.update, d, s.buf, m);  // Nesterov: d + momentum * buf
   }
 }
 
@@ -275,29 +333,55 @@ void Optimizer::orthogonalize() {
 
 void Optimizer::apply_update() {
   torch::NoGradGuard no_grad;
-  for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    const auto& g = groups_[gi];
-    auto m = hyper(gi, kMomentum), neg_lr = hyper(gi, kNegLr);
-    for (auto& s : slots_[gi]) {
-      const auto& grad = s.param.grad();
-      if (!grad.defined()) continue;
-      if (kind_ == Kind::AdamW) {
-        if (g.weight_decay != 0) s.param.mul_(hyper(gi, kDecayFactor));
-        auto denom = (s.exp_avg_sq.sqrt() / hyper(gi, kBias2Sqrt)).add_(kAdamEps);
-        s.param.addcdiv_(s.exp_avg * hyper(gi, kNegStepSize), denom);
-        continue;
-      }
-      if (g.use_muon) {
-        s.param.addcmul_(s.update, hyper(gi, kNegMuonLr));
-        // Then a Nesterov SGD step with its own buffer, weight decay on the moved parameter.
-        auto d = g.weight_decay != 0 ? torch::add(grad, s.param, g.weight_decay) : grad;
-        s.buf_sgd.mul_(m).add_(d);
-        s.param.addcmul_(torch::addcmul(d, s.buf_sgd, m), neg_lr);
-        continue;
-      }
-      s.param.addcmul_(s.update, neg_lr);
+  for (size_t gi = 0; gi < groups_.size(); ++gi)
+    for (auto& s : slots_[gi])
+      if (s.param.grad().defined()) apply_slot(gi, s);
+}
+
+void Optimizer::apply_slot(size_t gi, Slot& s) {
+  const auto& g = groups_[gi];
+  const auto& grad = s.param.grad();
+  auto m = hyper(gi, kMomentum), neg_lr = hyper(gi, kNegLr);
+  switch (kind_) {
+    case Kind::AdamW:
+    case Kind::Adam: {
+      if (kind_ == Kind::AdamW && g.weight_decay != 0) s.param.mul_(hyper(gi, kDecayFactor));
+      auto denom = (s.exp_avg_sq.sqrt() / hyper(gi, kBias2Sqrt)).add_(kAdamEps);
+      s.param.addcdiv_(s.exp_avg * hyper(gi, kNegStepSize), denom);
+      return;
     }
+    case Kind::Adamax:
+      s.param.addcdiv_(s.exp_avg * hyper(gi, kNegStepSize), s.exp_avg_sq);  // exp_avg_sq: the infinity norm
+      return;
+    case Kind::NAdam: {
+      auto d = g.weight_decay != 0 ? torch::add(grad, s.param, g.weight_decay) : grad;
+      auto denom = s.exp_avg_sq.div(hyper(gi, kBias2)).sqrt().add_(kAdamEps);
+      s.param.addcdiv_(d * hyper(gi, kNadamGrad), denom);
+      s.param.addcdiv_(s.exp_avg * hyper(gi, kNadamAvg), denom);
+      return;
+    }
+    case Kind::RAdam: {
+      auto step = s.exp_avg / hyper(gi, kBias1) * hyper(gi, kLr);
+      auto adaptive = hyper(gi, kRadamRect) / s.exp_avg_sq.sqrt().add_(kAdamEps) + hyper(gi, kRadamPlain);
+      s.param.sub_(step * adaptive);
+      return;
+    }
+    case Kind::RMSprop:
+      s.param.addcmul_(s.buf, neg_lr);
+      return;
+    case Kind::MuSGD: {
+      if (!g.use_muon) break;  // its other groups take the SGD step
+      s.param.addcmul_(s.update, hyper(gi, kNegMuonLr));
+      // Then a Nesterov SGD step with its own buffer, weight decay on the moved parameter.
+      auto d = g.weight_decay != 0 ? torch::add(grad, s.param, g.weight_decay) : grad;
+      s.buf_sgd.mul_(m).add_(d);
+      s.param.addcmul_(torch::addcmul(d, s.buf_sgd, m), neg_lr);
+      return;
+    }
+    case Kind::SGD:
+      break;
   }
+  s.param.addcmul_(s.update, neg_lr);
 }
 
 void Optimizer::step() {
@@ -328,7 +412,9 @@ std::vector<std::pair<std::string, torch::Tensor>> Optimizer::state() {
       if (s.buf.defined()) out.emplace_back(prefix + "momentum_buffer", s.buf);
       if (s.buf_sgd.defined()) out.emplace_back(prefix + "momentum_buffer_SGD", s.buf_sgd);
       if (s.exp_avg.defined()) out.emplace_back(prefix + "exp_avg", s.exp_avg);
-      if (s.exp_avg_sq.defined()) out.emplace_back(prefix + "exp_avg_sq", s.exp_avg_sq);
+      // torch.optim's names: Adamax's exp_inf, RMSprop's square_avg.
+      const char* second = kind_ == Kind::Adamax ? "exp_inf" : kind_ == Kind::RMSprop ? "square_avg" : "exp_avg_sq";
+      if (s.exp_avg_sq.defined()) out.emplace_back(prefix + second, s.exp_avg_sq);
     }
   }
   return out;

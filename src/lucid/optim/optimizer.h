@@ -1,4 +1,7 @@
-// SGD (Nesterov), AdamW and MuSGD over flat tensor lists, as the reference trainer configures them.
+// SGD (Nesterov), AdamW, MuSGD, and Adam, Adamax, NAdam, RAdam, RMSprop (torch.optim's math, with
+// their defaults: eps 1e-8, beta2 0.999, RMSprop alpha 0.99, NAdam momentum_decay 0.004) over flat
+// tensor lists, as the reference trainer configures them (build_optimizer: betas (momentum, 0.999)
+// for the Adam family, L2 weight decay but for AdamW's decoupled one, RMSprop with momentum).
 // Learning rate, momentum (AdamW: beta1) and step counters live in device tensors that the schedule
 // writes before each step, and the step is split into named stages so that each can later be
 // recorded as a CUDA graph: prepare (decay, momentum, Nesterov), orthogonalize (Newton-Schulz for
@@ -16,8 +19,10 @@ class SegmentationModelImpl;
 
 namespace lucid::optim {
 
-enum class Kind { SGD, AdamW, MuSGD };
+enum class Kind { SGD, AdamW, MuSGD, Adam, Adamax, NAdam, RAdam, RMSprop };
 std::string kind_name(Kind k);
+// The Adam family: beta1 is the momentum and is not warmed (its groups carry no momentum key).
+bool uses_betas(Kind k);
 
 struct ParamGroup {
   std::string name;  // weight, bn, bias, muon; "-boost" for the x3 class-branch groups of MuSGD
@@ -100,13 +105,21 @@ class Optimizer {
 
  private:
   // Columns of the per-group scalar table.
-  enum Hyper { kLr, kNegLr, kMomentum, kOneMinusMomentum, kNegMuonLr, kNegStepSize, kBias2Sqrt, kDecayFactor, kHyperCount };
+  enum Hyper {
+    kLr, kNegLr, kMomentum, kOneMinusMomentum, kNegMuonLr, kNegStepSize, kBias2Sqrt, kDecayFactor,
+    kBias1, kBias2, kNadamGrad, kNadamAvg, kRadamRect, kRadamPlain, kHyperCount
+  };
+
   torch::Tensor hyper(size_t group, Hyper h) const { return hypers_[static_cast<int64_t>(group)][h]; }
 
   struct Slot {  // one parameter with its state
     torch::Tensor param, buf, buf_sgd, exp_avg, exp_avg_sq, update;
     size_t group;
   };
+  // The host scalars of the Adam family's step t (as torch.optim computes them in double).
+  void adam_family_hypers(float* row, double lr, double beta1, double t) const;
+  void prepare_slot(size_t gi, Slot& s);
+  void apply_slot(size_t gi, Slot& s);
   Kind kind_;
   std::vector<ParamGroup> groups_;
   std::vector<std::vector<Slot>> slots_;  // per group
@@ -114,7 +127,7 @@ class Optimizer {
   torch::Tensor step_;                    // optimizer steps taken (float32, device), saved with the state
   int64_t steps_ = 0;                     // its host mirror: the count is known without reading the device
   double muon_scale_, sgd_scale_;
-  static constexpr double kBeta2 = 0.999, kAdamEps = 1e-8;
+  static constexpr double kBeta2 = 0.999, kAdamEps = 1e-8, kRmsAlpha = 0.99, kNadamMomentumDecay = 4e-3;
 };
 
 }  // namespace lucid::optim

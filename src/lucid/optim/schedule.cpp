@@ -53,7 +53,7 @@ void Schedule::begin_batch(Optimizer& opt, int64_t epoch, int64_t ni) {
     const auto& grp = opt.groups()[g];
     const double lr = interp2(x, 0, nw, grp.is_bias ? o_.warmup_bias_lr : 0.0, grp.initial_lr * lf(epoch));
     // Adam-family beta1 is not warmed, as in the reference (its groups carry no momentum key).
-    const double m = opt.kind() == Kind::AdamW ? grp.current_momentum : interp2(x, 0, nw, o_.warmup_momentum, o_.momentum);
+    const double m = uses_betas(opt.kind()) ? grp.current_momentum : interp2(x, 0, nw, o_.warmup_momentum, o_.momentum);
     opt.set_hyper(g, lr, m);
   }
 }
