@@ -24,14 +24,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
 fi
 
-# The main job needs only LibTorch, from the pinned torch wheel; the stamp says what the venv holds.
+# The main job needs only LibTorch, from the pinned torch wheel. The test suite needs every pinned
+# package and the export packages marked "ci" in requirements-export.txt (their tests run; the
+# unmarked ones skip without theirs), installed with the project's pins as constraints.
+# LUCID_EXPORT_EXTRAS=all adds every export package. The stamp says what the venv holds.
 main_only=0
 [ "$*" = lucid ] && main_only=1
 py=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then "$py" -m venv .venv; fi
 stamp=.venv/.requirements.sha
 have=$(cat "$stamp" 2>/dev/null || true)
-want=$(sha256sum requirements.txt | cut -d' ' -f1)
+want=$(cat requirements.txt requirements-export.txt | sha256sum | cut -d' ' -f1)
+[ "${LUCID_EXPORT_EXTRAS:-}" = all ] && want="$want all"
 if [ "$have" != "$want" ] && { [ $main_only = 0 ] || [ "$have" != "torch $want" ]; }; then
   .venv/bin/python -m pip install -q --upgrade pip
   if [ $main_only = 1 ]; then
@@ -39,19 +43,15 @@ if [ "$have" != "$want" ] && { [ $main_only = 0 ] || [ "$have" != "torch $want" 
     echo "torch $want" > "$stamp"
   else
     .venv/bin/python -m pip install -q -r requirements.txt
+    if [ "${LUCID_EXPORT_EXTRAS:-}" = all ]; then
+      extras=$(grep -E '^[a-z]' requirements-export.txt | cut -d' ' -f1)
+    else
+      extras=$(grep -E '^[a-z].*# +ci ' requirements-export.txt | cut -d' ' -f1)
+    fi
+    # shellcheck disable=SC2086
+    .venv/bin/python -m pip install -q -c requirements.txt $extras
     echo "$want" > "$stamp"
   fi
-fi
-# LUCID_EXPORT_EXTRAS=ci: the optional export packages marked "ci" in requirements-export.txt
-# (LUCID_EXPORT_EXTRAS=all: every one), with the project's pins as constraints.
-if [ -n "${LUCID_EXPORT_EXTRAS:-}" ]; then
-  if [ "$LUCID_EXPORT_EXTRAS" = all ]; then
-    extras=$(grep -E '^[a-z]' requirements-export.txt | cut -d' ' -f1)
-  else
-    extras=$(grep -E '^[a-z].*# +ci ' requirements-export.txt | cut -d' ' -f1)
-  fi
-  # shellcheck disable=SC2086
-  .venv/bin/python -m pip install -q -c requirements.txt $extras
 fi
 
 exec "$root/scripts/build.sh" "$@"

@@ -25,7 +25,7 @@ def stand_in(path, log):
 
 def run_setup(root, args, log):
     log.write_text("")
-    env = {k: v for k, v in os.environ.items() if k not in ("LUCID_BUILD_TARGETS", "LUCID_CMAKE_ARGS")}
+    env = {k: v for k, v in os.environ.items() if k not in ("LUCID_BUILD_TARGETS", "LUCID_CMAKE_ARGS", "LUCID_EXPORT_EXTRAS")}
     env.update(PATH=f"{root / 'bin'}:{os.environ['PATH']}", LUCID_JOBS="1")
     r = subprocess.run([str(root / "scripts" / "setup.sh"), *args], capture_output=True, text=True, env=env)
     if r.returncode != 0:
@@ -48,13 +48,17 @@ def main():
         root = Path(tmp)
         shutil.copytree(SOURCE / "scripts", root / "scripts")
         shutil.copy(SOURCE / "requirements.txt", root)
+        shutil.copy(SOURCE / "requirements-export.txt", root)
         log = root / "log"
         (root / "bin").mkdir()
         (root / ".venv" / "bin").mkdir(parents=True)
         for tool in ("dpkg", "cmake"):
             stand_in(root / "bin" / tool, log)
         stand_in(root / ".venv" / "bin" / "python", log)
-        want = hashlib.sha256((root / "requirements.txt").read_bytes()).hexdigest()
+        want = hashlib.sha256((root / "requirements.txt").read_bytes()
+                              + (root / "requirements-export.txt").read_bytes()).hexdigest()
+        ci_extras = [line.split()[0] for line in (root / "requirements-export.txt").read_text().splitlines()
+                     if re.match(r"^[a-z].*# +ci ", line)]
         torch_pin = next(line for line in (root / "requirements.txt").read_text().splitlines()
                          if line.startswith("torch=="))
         stamp = root / ".venv" / ".requirements.sha"
@@ -68,7 +72,10 @@ def main():
 
         calls = run_setup(root, [], log)
         pips = [c for c in calls if c.startswith("python -m pip install -q ") and "--upgrade pip" not in c]
-        check(pips == ["python -m pip install -q -r requirements.txt"], f"test suite: every pinned package ({pips})")
+        check(pips == ["python -m pip install -q -r requirements.txt",
+                      "python -m pip install -q -c requirements.txt " + " ".join(ci_extras)],
+              f"test suite: every pinned package, then the export packages marked ci ({pips})")
+        check(len(ci_extras) >= 2, f"some export packages are marked ci ({ci_extras})")
         check(stamp.read_text().split() == [want], "test suite: the stamp says everything")
         builds = [c for c in calls if c.startswith("cmake --build")]
         check(len(builds) == 1 and "--target" not in builds[0], f"test suite: every target ({builds})")

@@ -28,14 +28,13 @@ std::string filesystem_line(const std::filesystem::filesystem_error& e) {
 
 std::string torch_line(const c10::Error& e) {
   std::string text = e.what_without_backtrace();
-  const std::string allocator = "DefaultCPUAllocator: not enough memory: ";
-  if (const auto at = text.find(allocator); at != std::string::npos) {
-    // "you tried to allocate N bytes." -> "an allocation of N bytes failed"
-    std::string rest = text.substr(at + allocator.size());
-    const std::string tried = "you tried to allocate ";
-    if (rest.rfind(tried, 0) == 0) rest = "an allocation of " + rest.substr(tried.size());
-    while (!rest.empty() && (rest.back() == '.' || rest.back() == '\n')) rest.pop_back();
-    return "out of memory: " + rest + " failed";
+  // Either "DefaultCPUAllocator: not enough memory: you tried to allocate N bytes." or (posix_memalign
+  // failing) "err == 0. DefaultCPUAllocator: can't allocate memory: you tried to allocate N bytes. Error code 12".
+  const std::string tried = "you tried to allocate ";
+  if (const auto at = text.find(tried); at != std::string::npos && text.find("DefaultCPUAllocator") != std::string::npos) {
+    const auto start = at + tried.size();
+    const auto end = text.find(" bytes", start);
+    if (end != std::string::npos) return "out of memory: an allocation of " + text.substr(start, end - start) + " bytes failed";
   }
   if (text.rfind("[enforce fail at ", 0) == 0)
     if (const auto end = text.find("] "); end != std::string::npos) text = text.substr(end + 2);

@@ -263,7 +263,10 @@ class FieldList {
   // The command-line table: every key with its default and help.
   Options options() const {
     std::vector<OptionSpec> specs;
-    for (const auto& f : fields_) specs.push_back(f.spec);
+    for (const auto& f : fields_) {
+      specs.push_back(f.spec);
+      specs.back().boolean = f.kind == ValueKind::Flag;
+    }
     return Options(command_, std::move(specs));
   }
   // The typed settings of parsed options: every field read in declaration order.

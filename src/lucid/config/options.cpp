@@ -69,23 +69,24 @@ std::string Options::unknown_option_message(const std::string& key) const {
 
 namespace {
 
-std::string declared_default(const std::vector<OptionSpec>& specs, const std::string& key) {
+const OptionSpec* declared(const std::vector<OptionSpec>& specs, const std::string& key) {
   for (const auto& s : specs)
-    if (s.key == key) return s.default_value;
-  return "";
+    if (s.key == key) return &s;
+  return nullptr;
 }
 
 }  // namespace
 
 void Options::parse(const std::vector<std::string>& tokens) {
-  const auto specs_default = [&](const std::string& key) { return declared_default(specs_, key); };
   for (const auto& tok : tokens) {
     auto eq = tok.find('=');
     if (eq == std::string::npos && values_.count(tok)) {
       // The reference's bare flags: `resume`, `val`, `half` alone mean True (the entrypoint of its
       // cfg/__init__.py); lucid's own keys with a True/False default likewise. Other keys need a value.
-      const auto def = specs_default(tok);
-      const bool bare = reference_keys().count(tok) ? reference_bare_flag(tok) : def == "True" || def == "False";
+      const OptionSpec* spec = declared(specs_, tok);
+      const std::string def = spec ? spec->default_value : "";
+      const bool boolean = spec && (spec->boolean || def == "True" || def == "False");
+      const bool bare = reference_keys().count(tok) ? reference_bare_flag(tok) : boolean;
       if (!bare)
         throw UserError("'" + tok + "' is a valid option but is missing '=' to set its value, e.g. " + tok + "=" +
                         (def.empty() ? "VALUE" : def) + " (see lucid " + command_ + " --help)");

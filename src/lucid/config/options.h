@@ -21,6 +21,7 @@ struct OptionSpec {
   std::string key;
   std::string default_value;
   std::string help;
+  bool boolean = false;  // True/False-valued: the bare key means True, also where the default is resolved at run time
 };
 
 class Options {
