@@ -33,8 +33,9 @@ def digest(p):
     return hashlib.sha256(Path(p).read_bytes()).hexdigest()
 
 
-# fit_report.json fields that measure the run (time, memory) rather than state what it computed.
-MEASURED = ["fit_seconds", "peak_allocated_mib", "peak_reserved_mib", "stage_times", "loader_wait"]
+# fit_report.json fields about the process that ran the steps (time, memory, the replay routing of
+# its steps; a resumed run's cover the steps after resume) rather than what the fit computed.
+MEASURED = ["fit_seconds", "peak_allocated_mib", "peak_reserved_mib", "stage_times", "loader_wait", "replay"]
 
 
 def train(args, env, project, name, extra=(), cwd=None):

@@ -43,7 +43,7 @@ def run_capped(args, env):
 
 
 def main():
-    tool = BUILD_DIR / "hostile_files_tool"
+    tool = BUILD_DIR / "tests" / "hostile_files_tool"
     seed = os.environ.get("LUCID_FUZZ_SEED", "29")
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, LUCID_CACHE_DIR=str(Path(tmp) / "cache"))

@@ -62,8 +62,8 @@ def main():
         check(refused(r, "LUCID_PYTHON") and not (tmp / "x.pt").exists(), f"format=pt without Python: {r.stderr.strip()}")
         r = lucid(["export", f"model={best}", f"out={best}"], env, expect=None)
         check(refused(r, "would overwrite"), f"export onto its own input: {r.stderr.strip()}")
-        r = lucid(["export", f"model={best}", "format=tflite"], env, expect=None)
-        check(refused(r, "format=tflite", "safetensors, pt, onnx and aoti"),
+        r = lucid(["export", f"model={best}", "format=paddle"], env, expect=None)
+        check(refused(r, "format=paddle", "supported formats are safetensors, pt, onnx, aoti, torchscript"),
               f"an unsupported format lists the supported: {r.stderr.strip()}")
         for f in (w16, w32, pt):
             v = lucid([*val, f"model={f}", f"name=v{f.stem}{f.suffix[1:]}"], env).stdout

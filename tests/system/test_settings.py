@@ -55,7 +55,7 @@ def settings_in_runs(env, tmp):
     run = runs / "segment" / "train"
     check((run / "weights" / "last.safetensors").exists(), f"train's default project is runs_dir/segment ({run})")
     check(len(list(run.glob("events.out.tfevents.*"))) == 1, "tensorboard=True in the settings writes events")
-    check("tensorboard: True" in (run / "args.yaml").read_text(), "args.yaml records tensorboard: True")
+    check("tensorboard: True" in (run / "lucid_args.yaml").read_text(), "lucid_args.yaml records tensorboard: True")
     lucid(["train", *common, "tensorboard=False"], env, cwd=work)
     check(not list((runs / "segment" / "train2").glob("events.out.tfevents.*")),
           "tensorboard=False on the command line wins over the settings")
