@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Configure and build into build/ (or $LUCID_BUILD_DIR) against the torch of $LUCID_PYTHON
 # (default: the project venv made by scripts/setup.sh). Targets given as arguments, else in
-# LUCID_BUILD_TARGETS (e.g. "lucid"), are built alone; without either, everything (the tests too).
+# LUCID_BUILD_TARGETS (e.g. "lucid"), are built alone; without either, everything (the tests and
+# the Python extension module too).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${LUCID_BUILD_DIR:-$root/build}
 python=${LUCID_PYTHON:-$root/.venv/bin/python}
 jobs=${LUCID_JOBS:-$(nproc)}
 targets=${*:-${LUCID_BUILD_TARGETS:-}}
-cmake -S "$root" -B "$build" -G Ninja -DLUCID_PYTHON="$python" ${LUCID_CMAKE_ARGS:-}
+module=()
+[ -z "$targets" ] && module=(-DLUCID_PYTHON_MODULE=ON)
+cmake -S "$root" -B "$build" -G Ninja -DLUCID_PYTHON="$python" "${module[@]}" ${LUCID_CMAKE_ARGS:-}
 cmake --build "$build" -j "$jobs" ${targets:+--target $targets}

@@ -1,6 +1,7 @@
 """The README's two set-up commands. The main job's (`./scripts/setup.sh lucid && ...`) installs only
 the pinned torch wheel and builds only the `lucid` target; the test suite's (`./scripts/setup.sh &&
-ctest ...`) installs every pinned package and builds every target; .ci/run runs the README's test
+ctest ...`) installs every pinned package, builds every target (the Python module too) and installs the
+lucid_yolo package into the venv from that build; .ci/run runs the README's test
 command. setup.sh and build.sh run here in a copy of the repository's scripts with stand-ins for
 dpkg, the venv's python and cmake that record what they were asked to do."""
 import hashlib
@@ -25,7 +26,7 @@ def stand_in(path, log):
 
 def run_setup(root, args, log):
     log.write_text("")
-    env = {k: v for k, v in os.environ.items() if k not in ("LUCID_BUILD_TARGETS", "LUCID_CMAKE_ARGS", "LUCID_EXPORT_EXTRAS")}
+    env = {k: v for k, v in os.environ.items() if k not in ("LUCID_BUILD_TARGETS", "LUCID_CMAKE_ARGS", "LUCID_EXPORT_EXTRAS", "LUCID_BUILD_DIR")}
     env.update(PATH=f"{root / 'bin'}:{os.environ['PATH']}", LUCID_JOBS="1")
     r = subprocess.run([str(root / "scripts" / "setup.sh"), *args], capture_output=True, text=True, env=env)
     if r.returncode != 0:
@@ -69,16 +70,27 @@ def main():
         check(stamp.read_text().split() == ["torch", want], "main job: the stamp says torch only")
         builds = [c for c in calls if c.startswith("cmake --build")]
         check(len(builds) == 1 and builds[0].endswith("--target lucid"), f"main job: the lucid target alone ({builds})")
+        configures = [c for c in calls if c.startswith("cmake -S")]
+        check(len(configures) == 1 and "LUCID_PYTHON_MODULE" not in configures[0],
+              f"main job: no Python module configured ({configures})")
 
         calls = run_setup(root, [], log)
         pips = [c for c in calls if c.startswith("python -m pip install -q ") and "--upgrade pip" not in c]
+        skbuild_pin = next(line for line in (root / "requirements.txt").read_text().splitlines()
+                           if line.startswith("scikit-build-core=="))
         check(pips == ["python -m pip install -q -r requirements.txt",
-                      "python -m pip install -q -c requirements.txt " + " ".join(ci_extras)],
-              f"test suite: every pinned package, then the export packages marked ci ({pips})")
+                      "python -m pip install -q -c requirements.txt " + " ".join(ci_extras),
+                      f"python -m pip install -q {skbuild_pin}",
+                      f"python -m pip install -q --no-build-isolation --no-deps -C build-dir={root / 'build'} ."],
+              f"test suite: every pinned package, the export packages marked ci, then the lucid_yolo package "
+              f"built in build/ ({pips})")
         check(len(ci_extras) >= 2, f"some export packages are marked ci ({ci_extras})")
         check(stamp.read_text().split() == [want], "test suite: the stamp says everything")
         builds = [c for c in calls if c.startswith("cmake --build")]
         check(len(builds) == 1 and "--target" not in builds[0], f"test suite: every target ({builds})")
+        configures = [c for c in calls if c.startswith("cmake -S")]
+        check(len(configures) == 1 and "-DLUCID_PYTHON_MODULE=ON" in configures[0],
+              f"test suite: the Python module configured ({configures})")
 
         calls = run_setup(root, ["lucid"], log)
         check(not [c for c in calls if "pip" in c], "main job after the full set-up: nothing to install")

@@ -80,7 +80,10 @@ void run_python_export(const engine::InferenceModel& m, const std::string& forma
   if (access(python.c_str(), X_OK) != 0)
     throw UserError("format=" + format + " needs the project's Python with the ultralytics package: " + python +
                     " is not an executable (set LUCID_PYTHON to one)");
-  const std::string script = std::string(LUCID_SCRIPTS_DIR) + "/" + script_name;
+  // The source tree's scripts/, unless LUCID_SCRIPTS_DIR says otherwise (the Python package ships them).
+  const char* scripts_env = std::getenv("LUCID_SCRIPTS_DIR");
+  const std::string scripts = scripts_env && *scripts_env ? scripts_env : LUCID_SCRIPTS_DIR;
+  const std::string script = scripts + "/" + script_name;
   if (!fs::is_regular_file(script)) throw UserError("format=" + format + ": " + script + " is missing");
   const std::string weights = out + ".export-tmp.safetensors";
   engine::write_weights_file(weights, *m.model, m.source.names, imgsz, /*half=*/false);

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "lucid/cli/commands.h"
+#include "lucid/cli/outcome.h"
 #include "lucid/config/nms_option.h"
 #include "lucid/config/user_settings.h"
 #include "lucid/data/dataset.h"
@@ -213,10 +214,12 @@ long long positive(const config::Options& options, const std::string& key, long 
 
 }  // namespace
 
-int predict_command(const std::vector<std::string>& command_line) {
+int predict_command(const std::vector<std::string>& args) { return predict_run(args, nullptr).exit_code; }
+
+CommandOutcome predict_run(const std::vector<std::string>& command_line, const PredictSink& sink) {
   const auto args = config::map_deprecated_end2end(command_line);
   auto options = predict_options();
-  if (!options.parse_or_help(args)) return 0;
+  if (!options.parse_or_help(args)) return {};
   const auto checkpoint = options.str("model");
   if (checkpoint.empty()) throw UserError("option model= is required (a weights file: .safetensors or .pt)");
   engine::PredictOptions po;
@@ -383,6 +386,7 @@ int predict_command(const std::vector<std::string>& command_line) {
       if (o.save_txt) write_txt(o.run_dir / "labels" / (frame_name + ".txt"), p, o.save_conf);
       if (o.save_crop) write_crops(o.run_dir / "crops", frame_name, image, p, names);
       if (o.save_json) append_json(results, p, frame_name, fs::path(path).filename().string(), item.frame, names);
+      if (sink) sink(PredictedImage{path, item.video, item.frame, item.frames, image, p, names, input.height, input.width, ms});
     }
   }
   close_writer();
@@ -402,7 +406,7 @@ int predict_command(const std::vector<std::string>& command_line) {
     std::printf("Speed: %.1fms per image (preprocess, inference and postprocess) on %s\n",
                 total_ms / static_cast<double>(std::max<int64_t>(predicted, 1)), device.str().c_str());
   if (writes) std::printf("Results saved to %s\n", o.run_dir.string().c_str());
-  return 0;
+  return CommandOutcome{0, writes ? o.run_dir.string() : std::string(), names, std::nullopt};
 }
 
 }  // namespace lucid::cli

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "lucid/cli/commands.h"
+#include "lucid/cli/outcome.h"
 #include "lucid/config/cfg_file.h"
 #include "lucid/config/nms_option.h"
 #include "lucid/config/user_settings.h"
@@ -18,6 +19,7 @@
 #include "lucid/dist/process_group.h"
 #include "lucid/engine/checkpoint.h"
 #include "lucid/engine/evaluate.h"
+#include "lucid/engine/fit_events.h"
 #include "lucid/engine/run_folder.h"
 #include "lucid/engine/model_source.h"
 #include "lucid/engine/trainer.h"
@@ -184,10 +186,12 @@ class PlottedTrainBatches : public engine::BatchSource {
 
 }  // namespace
 
-int train_command(const std::vector<std::string>& command_line) {
+int train_command(const std::vector<std::string>& args) { return train_run(args).exit_code; }
+
+CommandOutcome train_run(const std::vector<std::string>& command_line) {
   const auto args = config::map_deprecated_end2end(command_line);
   auto options = engine::train_options();
-  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) return options.parse_or_help(args), 0;
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) return options.parse_or_help(args), CommandOutcome{};
   config::parse_with_cfg_file(options, args, [](const config::Options& o) { engine::TrainSettings::from(o); });
   std::string resume;
   fs::path resume_dir;      // the resumed run's folder
@@ -231,7 +235,11 @@ int train_command(const std::vector<std::string>& command_line) {
   if (resume.empty() && !options.given("data")) choose_default_data(options);
   if (resume.empty()) settings = engine::TrainSettings::from(options);
   engine::refuse_control_characters(engine::train_record(settings, engine::RecordScope::ArgsYaml));
-  if (const auto launched = start_or_join_world(settings, args)) return *launched;
+  if (const auto launched = start_or_join_world(settings, args)) {
+    CommandOutcome launcher;
+    launcher.exit_code = *launched;
+    return launcher;
+  }
   const auto* world = dist::world();
   const torch::Device device = world ? world->device() : util::parse_device(settings.device);
   if (resume.empty()) model_source = training_model(settings);
@@ -326,7 +334,7 @@ int train_command(const std::vector<std::string>& command_line) {
   std::unique_ptr<engine::Trainer> trainer;    // holds the run folder's lock to the end
   std::unique_ptr<engine::RunFolderLock> lock;  // or this, when only the final validation is due
   fs::path run_dir;
-  if (finishing && !dist::primary()) return 0;  // only the final validation is due: rank 0's
+  if (finishing && !dist::primary()) return {};  // only the final validation is due: rank 0's
   if (finishing) {
     run_dir = resume_dir;
     lock = std::make_unique<engine::RunFolderLock>(run_dir);
@@ -344,7 +352,7 @@ int train_command(const std::vector<std::string>& command_line) {
     if (plotted_batches && dist::primary()) plotted_batches->set_run_dir(run_dir.string());
     trainer->fit();
   }
-  if (!dist::primary()) return 0;  // rank 0 validates the final weights and writes the report
+  if (!dist::primary()) return {};  // rank 0 validates the final weights and writes the report
 
   // Final validation of the best weights with plots, results.png and the report, as the reference's
   // final_eval.
@@ -396,7 +404,18 @@ int train_command(const std::vector<std::string>& command_line) {
                 {"speed", engine::Validator(fo).format_speed(final_results.speed)}};
   report::write_report(run_dir.string(), rc);
   std::printf("Results saved to %s; weights %s\n", run_dir.string().c_str(), weights.string().c_str());
-  return 0;
+  if (auto* observer = engine::fit_observer()) {
+    // on_train_end, as the reference raises it: after the final validation.
+    engine::FitEvent end;
+    end.kind = engine::FitEventKind::TrainEnd;
+    end.epoch = end.epochs = settings.epochs;
+    end.metrics = final_results.mean_results();
+    end.fitness = final_results.fitness();
+    end.validated = true;
+    end.run_dir = run_dir.string();
+    observer->on_event(end);
+  }
+  return CommandOutcome{0, run_dir.string(), index.names, std::move(final_results)};
 }
 
 }  // namespace lucid::cli

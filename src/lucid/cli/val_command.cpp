@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "lucid/cli/commands.h"
+#include "lucid/cli/outcome.h"
 #include "lucid/config/fields.h"
 #include "lucid/config/nms_option.h"
 #include "lucid/config/user_settings.h"
@@ -98,10 +99,12 @@ const config::FieldList<ValSettings>& val_fields() {
 
 }  // namespace
 
-int val_command(const std::vector<std::string>& command_line) {
+int val_command(const std::vector<std::string>& args) { return val_run(args).exit_code; }
+
+CommandOutcome val_run(const std::vector<std::string>& command_line) {
   const auto args = config::map_deprecated_end2end(command_line);
   auto options = val_fields().options();
-  if (!options.parse_or_help(args)) return 0;
+  if (!options.parse_or_help(args)) return {};
   const auto settings = val_fields().read(options);
   const auto& checkpoint = settings.model;
   if (checkpoint.empty()) throw UserError("option model= is required (a weights file: .safetensors or .pt)");
@@ -164,7 +167,7 @@ int val_command(const std::vector<std::string>& command_line) {
                 {"speed", engine::Validator(vo).format_speed(r.speed)}};
   report::write_report(run_dir.string(), rc);
   std::printf("Results saved to %s\n", run_dir.string().c_str());
-  return 0;
+  return CommandOutcome{0, run_dir.string(), names, std::move(r)};
 }
 
 }  // namespace lucid::cli

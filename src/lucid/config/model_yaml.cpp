@@ -1,6 +1,7 @@
 #include "lucid/config/model_yaml.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -27,20 +28,28 @@ std::string guess_scale(const std::string& stem) {
 
 namespace {
 
+// The folder of the bundled model YAMLs: LUCID_MODELS_DIR from the environment (the Python package
+// sets it to the YAMLs it ships), else the source tree's models/ the build was configured in.
+std::string models_dir() {
+  const char* env = std::getenv("LUCID_MODELS_DIR");
+  return env && *env ? std::string(env) : std::string(LUCID_MODELS_DIR);
+}
+
 fs::path resolve(const std::string& name_or_path) {
   fs::path given(name_or_path);
+  const fs::path bundled = models_dir();
   // The unified name drops the scale letter: yolo26n-seg.yaml -> yolo26-seg.yaml.
   static const std::regex drop_scale(R"((\d+)([nslmx])(.+)?$)");
   std::string unified = std::regex_replace(given.stem().string(), drop_scale, "$1$3") + given.extension().string();
-  std::vector<fs::path> candidates{given, given.parent_path() / unified, fs::path(LUCID_MODELS_DIR) / given.filename(),
-                                   fs::path(LUCID_MODELS_DIR) / unified};
+  std::vector<fs::path> candidates{given, given.parent_path() / unified, bundled / given.filename(),
+                                   bundled / unified};
   std::error_code ec;
   if (fs::exists(given, ec) && !fs::is_regular_file(given, ec))  // a device, a fifo, a folder: said so
     util::require_regular_file(name_or_path, "model=" + name_or_path);
   for (const auto& c : candidates)
     if (!c.empty() && fs::is_regular_file(c)) return c;
   throw UserError("model=" + name_or_path + ": no such model YAML (looked in the working directory and " +
-                  std::string(LUCID_MODELS_DIR) + ")");
+                  bundled.string() + ")");
 }
 
 std::vector<int> read_from(const YAML::Node& n, const std::string& path, int line) {

@@ -8,6 +8,7 @@
 #include "lucid/dist/data_parallel.h"
 #include "lucid/dist/sync_batch_norm.h"
 #include "lucid/engine/early_stopping.h"
+#include "lucid/engine/fit_events.h"
 #include "lucid/engine/fit_report.h"
 #include "lucid/engine/freeze.h"
 #include "lucid/engine/progress.h"
@@ -372,10 +373,27 @@ ValidationResult Trainer::fit() {
       std::printf("peak GPU memory: %.0f MiB allocated, %.0f MiB reserved\n", m.peak_allocated_mib, m.peak_reserved_mib);
     }
   };
+  // The observer of this process (the Python package's callbacks), told what the loop does.
+  FitObserver* const observer = primary_ ? fit_observer() : nullptr;
+  FitEvent event;
+  event.loss_names.assign(names.begin(), names.end());
+  event.run_dir = run_dir_.string();
+  auto notify = [&](FitEventKind kind, int64_t epoch) {
+    if (!observer) return;
+    event.kind = kind;
+    event.epoch = epoch;
+    event.epochs = s_.epochs;
+    event.lr.clear();
+    for (const auto& g : optimizer_->groups()) event.lr.push_back(g.current_lr);
+    observer->on_event(event);
+  };
+  notify(FitEventKind::TrainStart, state_.epoch);
   // close_mosaic closes once, as the reference's (time= may move the last epochs later).
   bool mosaic_closed = false;
   for (int64_t epoch = state_.epoch;; ++epoch) {
     sched.begin_epoch(*optimizer_, epoch);
+    event.validated = false;
+    notify(FitEventKind::TrainEpochStart, epoch);
     mosaic_closed = mosaic_closed || (s_.close_mosaic > 0 && epoch >= s_.epochs - s_.close_mosaic);
     // close_mosaic and rect turn mosaic, mixup, cutmix and copy_paste off (rect batches have no mosaic).
     train_->start_epoch(epoch, !s_.loader.rect && !mosaic_closed);
@@ -398,6 +416,12 @@ ValidationResult Trainer::fit() {
         step_losses_.push_back(v);
       }
       ++done;
+      if (observer) {
+        for (int k = 0; k < 5; ++k) event.loss_items[static_cast<size_t>(k)] = st.items[static_cast<size_t>(k)];
+        event.tloss = mean;
+        event.batch = st.batch;
+        notify(FitEventKind::TrainBatchEnd, st.epoch);
+      }
       char mem[32] = "-";
       if (device_.is_cuda()) std::snprintf(mem, sizeof mem, "%.3gG", util::cuda_memory().reserved_mib / 1024.0);
       std::snprintf(line, sizeof line, "%11s%11s", (std::to_string(st.epoch + 1) + "/" + std::to_string(s_.epochs)).c_str(), mem);
@@ -415,6 +439,10 @@ ValidationResult Trainer::fit() {
     loader_wait.begin_epoch();
     while (!stop) {
       if (epoch == profiled_epoch && primary_ && profiled_steps == 0 && s_.execution.kernel_times > 0) kernel_clock.emplace();
+      // The only place a fit stops on request: before a step, with weights/last the last committed epoch.
+      if (observer && observer->stop_requested())
+        throw FitInterrupted("training stopped at epoch " + std::to_string(epoch + 1) + " batch " + std::to_string(i + 1) +
+                             "; the last committed epoch is in " + (run_dir_ / "weights" / "last.safetensors").string());
       std::optional<TrainBatch> batch;
       {
         util::TraceRange range("data");
@@ -452,6 +480,8 @@ ValidationResult Trainer::fit() {
     if (auto ready = reader.drain()) account(*ready);
     loader_wait.end_epoch();
     progress.finish();
+    event.tloss = mean;
+    notify(FitEventKind::TrainEpochEnd, epoch);
     loss_->update_epoch();
     {
       torch::NoGradGuard no_grad;
@@ -467,7 +497,8 @@ ValidationResult Trainer::fit() {
       parallel_->share_buffers(*ema_->model());
       parallel_->gather_gradients(model_->parameters());
     }
-    if (validate_ && validation_due(s_.val, final_epoch, stop) && primary_) {
+    const bool validating = validate_ && validation_due(s_.val, final_epoch, stop) && primary_;
+    if (validating) {
       util::TraceRange range("validation");
       const auto alone = parallel_ ? parallel_->alone() : nullptr;
       step->beside_steps([&] { val = validate_(ema_->model(), *loss_); });
@@ -508,6 +539,12 @@ ValidationResult Trainer::fit() {
       save(run_dir_ / "weights" / ("epoch" + std::to_string(epoch + 1) + ".safetensors"));
     if (stop) write_report();
     if (keep) save(run_dir_ / "weights" / "last.safetensors");
+    event.metrics = val.metrics;
+    event.val_losses = val.losses;
+    event.fitness = val.fitness;
+    event.validated = validating;
+    if (keep) notify(FitEventKind::ModelSave, epoch);
+    notify(FitEventKind::FitEpochEnd, epoch);
     if (stop_early)
       std::printf("Stopping early: no improvement in the last %lld epochs; the best, epoch %lld, is in weights/best\n",
                   static_cast<long long>(s_.patience), static_cast<long long>(state_.best_epoch));

@@ -1,0 +1,202 @@
+"""``YOLO``: the reference's model object over lucid's commands. Every keyword argument is the
+``lucid`` command's option of the same name, parsed and checked by the native option declarations
+(docs/cli.md); model= and source= come from the object and the call."""
+import os
+import queue
+import threading
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from . import _lucid
+from ._tokens import tokens
+from .callbacks import REFERENCE_EVENTS, Trainer, default_callbacks
+from .metrics import SegmentMetrics
+from .results import Results
+
+
+def _is_yaml(path):
+    return str(path).lower().endswith((".yaml", ".yml"))
+
+
+class YOLO:
+    """A segmentation model: a model YAML (trains from scratch), an Ultralytics .pt, lucid weights
+    (.safetensors) or a lucid training checkpoint (weights/last.safetensors, best.safetensors)."""
+
+    def __init__(self, model="yolo26n-seg.yaml", task=None, verbose=False):
+        if task not in (None, "segment"):
+            raise ValueError(f"task={task!r}: lucid trains and runs segmentation models only (task='segment')")
+        self.model = str(model)
+        self.task = "segment"
+        self.overrides = {}
+        self.callbacks = default_callbacks()
+        self.trainer = None
+        self.metrics = None
+        self._pretrained = None
+        self._names, self._imgsz = _lucid.model_names(self.model)
+
+    # -- the model -------------------------------------------------------------------------------
+    @property
+    def names(self):
+        """Class names by id."""
+        return dict(enumerate(self._names))
+
+    @property
+    def ckpt_path(self):
+        return None if _is_yaml(self.model) else self.model
+
+    def load(self, weights):
+        """Weights to start training from (the reference's transfer of matching tensors)."""
+        self._pretrained = str(weights)
+        return self
+
+    def info(self, detailed=False, verbose=True):
+        """Prints the layer table and the summary (layers, parameters, gradients, GFLOPs)."""
+        imgsz = self._imgsz or 640
+        _run_command("model", ["info", f"model={self.model}", f"imgsz={imgsz}"])
+
+    # -- the modes -------------------------------------------------------------------------------
+    def train(self, trainer=None, **kwargs):
+        """Trains (``lucid train``); returns the final validation's metrics. ``resume=True`` on a
+        model loaded from a checkpoint continues that run."""
+        args = {**self.overrides, **kwargs}
+        resume = args.pop("resume", None)
+        if resume is True and self.ckpt_path:
+            args["resume"] = self.ckpt_path
+        elif resume not in (None, False):
+            args["resume"] = resume
+        else:
+            args["model"] = self.model
+            if self._pretrained:
+                args.setdefault("pretrained", self._pretrained)
+        self.trainer = Trainer(args)
+        outcome = _lucid.train(tokens(args), self._fit_event)
+        if outcome["exit_code"] != 0:
+            raise _lucid.LucidError(f"train exited with {outcome['exit_code']}")
+        save_dir = Path(outcome["save_dir"])
+        best = save_dir / "weights" / "best.safetensors"
+        # As the reference: the trained model is the run's best weights from here on.
+        self.model = str(best if best.exists() else save_dir / "weights" / "last.safetensors")
+        self._names, self._imgsz = _lucid.model_names(self.model)
+        self.metrics = SegmentMetrics(outcome["metrics"], outcome["names"], save_dir)
+        return self.metrics
+
+    def val(self, validator=None, **kwargs):
+        """Validates (``lucid val``) on the model file's dataset unless data= says another."""
+        args = {**self.overrides, **kwargs, "model": self.model}
+        args.pop("mode", None)
+        outcome = _lucid.val(tokens(args))
+        self.metrics = SegmentMetrics(outcome["metrics"], outcome["names"], outcome["save_dir"])
+        return self.metrics
+
+    def predict(self, source=None, stream=False, **kwargs):
+        """Predicts (``lucid predict``) on an image or video file, a folder, a glob, a list file or a
+        list of them; returns a list of Results, or with stream=True a generator yielding each image's
+        (or video frame's) Results as it is predicted. Nothing is written unless save=True etc."""
+        args = {"save": False, **self.overrides, **kwargs, "model": self.model, "source": _source(source)}
+        args.pop("mode", None)
+        run = _PredictRun(tokens(args))
+        return run.stream() if stream else list(run.stream())
+
+    def __call__(self, source=None, stream=False, **kwargs):
+        return self.predict(source, stream=stream, **kwargs)
+
+    def export(self, format="safetensors", **kwargs):
+        """Writes the model as safetensors, an Ultralytics .pt, ONNX or a compiled package
+        (``lucid export``); returns the written file's path."""
+        args = {**kwargs, "model": self.model, "format": format}
+        if "out" not in args:
+            suffix = {"pt": ".pt", "onnx": ".onnx", "aoti": ".pt2"}.get(format, "-weights.safetensors")
+            args["out"] = str(Path(self.model).with_name(Path(self.model).stem + suffix))
+        _run_command("export", tokens(args))
+        return args["out"]
+
+    # -- callbacks -------------------------------------------------------------------------------
+    def add_callback(self, event, func):
+        if event not in self.callbacks:
+            raise ValueError(f"unknown callback event {event!r}; events: {', '.join(REFERENCE_EVENTS)}")
+        self.callbacks[event].append(func)
+
+    def clear_callback(self, event):
+        self.callbacks[event] = []
+
+    def reset_callbacks(self):
+        self.callbacks = default_callbacks()
+
+    def _fit_event(self, event):
+        self.trainer.update(event)
+        for func in self.callbacks.get(event["event"], []):
+            func(self.trainer)
+
+
+
+
+def _run_command(name, args):
+    code = _lucid.command(name, args)
+    if code != 0:
+        raise _lucid.LucidError(f"lucid {name} {' '.join(args)}: exit {code}")
+
+
+def _source(source):
+    """The source as `lucid predict` takes it. A URL is the file of its name in the working directory
+    when there is one (as the reference's check_file), else downloaded there; a list of paths goes
+    over as a list file."""
+    if source is None:
+        raise ValueError("predict(): source= is required (an image, video, folder, glob or list of them)")
+    if isinstance(source, (list, tuple)):
+        paths = [_source(s) for s in source]
+        listing = Path(os.environ.get("TMPDIR", "/tmp")) / f"lucid_sources_{os.getpid()}_{id(source)}.txt"
+        listing.write_text("".join(f"{os.path.abspath(p)}\n" for p in paths))
+        return str(listing)
+    source = str(source)
+    if source.startswith(("http://", "https://")):
+        name = Path(urllib.parse.unquote(urllib.parse.urlparse(source).path)).name
+        if not Path(name).exists():
+            urllib.request.urlretrieve(source, name)
+        return name
+    return source
+
+
+class _PredictRun:
+    """The native predict runs on a thread of its own (the GIL released) and hands each image's
+    result over a small queue, so a generator yields it while the next one is predicted."""
+
+    _END = object()
+
+    def __init__(self, args):
+        self.args = args
+        self.items = queue.Queue(maxsize=2)
+        self.cancelled = threading.Event()
+        self.save_dir = None
+
+    def _sink(self, item):
+        while not self.cancelled.is_set():
+            try:
+                self.items.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+        raise GeneratorExit("the consumer stopped")  # ends the native loop
+
+    def _work(self):
+        try:
+            self.save_dir = _lucid.predict(self.args, self._sink)["save_dir"]
+            self.items.put(self._END)
+        except BaseException as e:  # handed to the consumer, which raises it
+            if not self.cancelled.is_set():
+                self.items.put(e)
+
+    def stream(self):
+        worker = threading.Thread(target=self._work, daemon=True)
+        worker.start()
+        try:
+            while True:
+                item = self.items.get()
+                if item is self._END:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                yield Results(item, self.save_dir)
+        finally:
+            self.cancelled.set()
+            worker.join()

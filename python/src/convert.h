@@ -1,0 +1,20 @@
+// Native results as plain Python values (dicts, lists, bytes) that the package's pure-Python
+// classes (lucid_yolo/results.py, metrics.py) turn into tensors and arrays; the GIL must be held.
+#pragma once
+#include <pybind11/pybind11.h>
+
+#include "lucid/cli/outcome.h"
+#include "lucid/engine/fit_events.h"
+
+namespace lucid::python {
+
+// Validation results: per set (box, seg) the mean and per-class numbers, fitness, speed.
+pybind11::dict metrics_dict(const engine::ValResults& results);
+// The command's run folder, class names and (val, train) metrics.
+pybind11::dict outcome_dict(const cli::CommandOutcome& outcome);
+// One predicted image: its pixels (RGB), boxes, scores, classes, mask windows and outlines.
+pybind11::dict prediction_dict(const cli::PredictedImage& item);
+// A fit event as the trainer's attributes (epoch, tloss, loss_items, metrics, lr, save_dir).
+pybind11::dict event_dict(const engine::FitEvent& event);
+
+}  // namespace lucid::python

@@ -1,0 +1,142 @@
+// lucid_yolo._lucid: the commands (train, val, predict, export, ...) called with the CLI's own
+// `key=value` tokens, so that options are declared and checked in one place; the GIL is released
+// while they run and taken back only for callbacks, predicted images and signal checks.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <map>
+#include <new>
+#include <optional>
+
+#include "convert.h"
+#include "fit_observer.h"
+#include "lucid/cli/commands.h"
+#include "lucid/cli/outcome.h"
+#include "lucid/engine/model_source.h"
+#include "lucid/lucid.h"
+#include "lucid/util/error.h"
+#include "plot_result.h"
+#include "python_errors.h"
+
+namespace py = pybind11;
+using Tokens = std::vector<std::string>;
+
+namespace lucid::python {
+
+namespace {
+
+py::handle lucid_error;  // lucid_yolo.LucidError (a RuntimeError); the module keeps it alive
+
+// The one-line message `lucid` would print for a failure, raised as LucidError.
+[[noreturn]] void raise_native(const std::exception_ptr& failure) {
+  std::string message;
+  try {
+    std::rethrow_exception(failure);
+  } catch (const engine::FitInterrupted& e) {
+    message = e.what();
+  } catch (const UserError& e) {
+    message = e.what();
+  } catch (const c10::Error& e) {
+    message = e.what_without_backtrace();
+  } catch (const std::bad_alloc&) {
+    message = "out of memory (an allocation failed; smaller imgsz, batch or workers need less)";
+  } catch (const std::exception& e) {
+    message = without_library_tag(e.what());
+  } catch (...) {
+    message = "an unexpected error without a message";
+  }
+  PyErr_SetString(lucid_error.ptr(), message.c_str());
+  throw py::error_already_set();
+}
+
+// Runs f without the GIL; a Python exception kept by a callback wins over the native error it caused.
+template <typename F>
+auto without_gil(ErrorStash& errors, F&& f) {
+  std::optional<decltype(f())> out;
+  std::exception_ptr failure;
+  {
+    py::gil_scoped_release release;
+    try {
+      out.emplace(f());
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  errors.raise_if_any();
+  if (failure) raise_native(failure);
+  return std::move(*out);
+}
+
+py::dict train(const Tokens& args, py::object on_event) {
+  ErrorStash errors;
+  PythonFitObserver observer(std::move(on_event), errors);
+  ObserverScope scope(&observer);
+  return outcome_dict(without_gil(errors, [&] { return cli::train_run(args); }));
+}
+
+py::dict val(const Tokens& args) {
+  ErrorStash errors;
+  return outcome_dict(without_gil(errors, [&] { return cli::val_run(args); }));
+}
+
+// Each predicted image goes to `sink` as a dict (prediction_dict) as soon as it is predicted.
+py::dict predict(const Tokens& args, py::object sink) {
+  ErrorStash errors;
+  cli::PredictSink to_python = [&](const cli::PredictedImage& item) {
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) errors.keep_current();
+    if (!errors.holds()) {
+      try {
+        sink(prediction_dict(item));
+      } catch (py::error_already_set& e) {
+        e.restore();
+        errors.keep_current();
+      }
+    }
+    if (errors.holds()) throw NativeStop();
+  };
+  return outcome_dict(without_gil(errors, [&] { return cli::predict_run(args, to_python); }));
+}
+
+// The other commands, as `lucid <command> args`; returns the exit code (0, or 2 for bad usage).
+int command(const std::string& name, const Tokens& args) {
+  using Command = int (*)(const Tokens&);
+  static const std::map<std::string, Command> commands = {
+      {"export", cli::export_command}, {"model", cli::model_command}, {"data", cli::data_command},
+      {"coco-eval", cli::coco_eval_command}};
+  const auto it = commands.find(name);
+  if (it == commands.end()) throw py::value_error("unknown command '" + name + "'");
+  ErrorStash errors;
+  return without_gil(errors, [&] { return it->second(args); });
+}
+
+// A model file's class names (its own, else "0", "1", ... for the model's nc, as the reference
+// names a model built from a YAML) and the image size it was trained at (0: unknown).
+py::tuple model_names(const std::string& path) {
+  ErrorStash errors;
+  auto source = without_gil(errors, [&] { return engine::read_model_source("model", path, /*weights=*/false); });
+  auto names = source.names;
+  if (names.empty() && source.spec)
+    for (int i = 0; i < source.spec->nc; ++i) names.push_back(std::to_string(i));
+  return py::make_tuple(names, source.imgsz);
+}
+
+}  // namespace
+
+}  // namespace lucid::python
+
+PYBIND11_MODULE(_lucid, m) {
+  using namespace lucid::python;
+  m.doc() = "lucid-yolo native commands (see lucid_yolo.YOLO)";
+  lucid_error = PyErr_NewException("lucid_yolo.LucidError", PyExc_RuntimeError, nullptr);
+  m.attr("LucidError") = py::reinterpret_borrow<py::object>(lucid_error);
+  m.def("train", &train, py::arg("args"), py::arg("on_event"));
+  m.def("val", &val, py::arg("args"));
+  m.def("predict", &predict, py::arg("args"), py::arg("sink"));
+  m.def("command", &command, py::arg("name"), py::arg("args"));
+  m.def("plot", &plot_result, "the image (RGB bytes) with a prediction drawn on it, as lucid predict draws it");
+  m.def("write_image", &write_image, py::arg("path"), py::arg("rgb"), py::arg("height"), py::arg("width"));
+  m.def("model_names", &model_names, py::arg("path"));
+  m.def("version", &lucid::version);
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# `pip install .` of the lucid_yolo package (docs/python.md), against the torch already installed.
+#
+#   scripts/python_package.sh            into the project venv (.venv, which holds the pinned torch), built
+#                                        in build/, whose objects are already compiled: the test set-up
+#                                        (scripts/setup.sh) runs this after the build
+#   LUCID_PACKAGE_VENV=DIR ...           into a fresh venv DIR that first gets only the pinned torch, numpy
+#                                        and scikit-build-core, as a user installs it
+#   ... --wheel                          also writes the wheel to build/dist and prints its size
+#
+# Prints the install's time. LUCID_WHEEL_BUILD_DIR: another build folder (default build/).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${LUCID_WHEEL_BUILD_DIR:-${LUCID_BUILD_DIR:-$root/build}}
+pin() { grep -E "^$1==" "$root/requirements.txt"; }
+if [ -n "${LUCID_PACKAGE_VENV:-}" ]; then
+  venv=$LUCID_PACKAGE_VENV
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q "$(pin torch)" "$(pin numpy)" "$(pin scikit-build-core)"
+else
+  venv=$root/.venv
+  "$venv/bin/python" -m pip install -q "$(pin scikit-build-core)"
+fi
+# No build isolation: the build links the torch installed in the venv (as torchvision's source builds).
+config=(-C "build-dir=$build")
+cd "$root"
+start=$(date +%s)
+"$venv/bin/python" -m pip install -q --no-build-isolation --no-deps "${config[@]}" .
+echo "lucid_yolo: pip install . into $venv took $(( $(date +%s) - start )) s"
+if [ "${1:-}" = --wheel ]; then
+  dist="$build/dist"
+  rm -rf "$dist"
+  "$venv/bin/python" -m pip wheel -q --no-build-isolation --no-deps -w "$dist" "${config[@]}" .
+  wheel=$(ls "$dist"/lucid_yolo-*.whl)
+  echo "lucid_yolo: wheel $(basename "$wheel"): $(du -k "$wheel" | cut -f1) KiB"
+fi
+(cd / && "$venv/bin/python" -c "import lucid_yolo; print('import ok:', lucid_yolo.__file__)")

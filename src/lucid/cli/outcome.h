@@ -1,0 +1,44 @@
+// What a command produced, for callers inside the process (the Python package): the `lucid`
+// command only needs the exit code. Each *_run function is its command with the same options,
+// output and errors; the command is `return *_run(args).exit_code`.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lucid/data/image_io.h"
+#include "lucid/engine/predictor.h"
+#include "lucid/engine/validator.h"
+
+namespace lucid::cli {
+
+struct CommandOutcome {
+  int exit_code = 0;
+  std::string run_dir;                       // the run folder written ("" for --help)
+  std::vector<std::string> names;            // class names by id
+  std::optional<engine::ValResults> results;  // val; train: the final validation of its best weights
+};
+
+CommandOutcome train_run(const std::vector<std::string>& args);
+CommandOutcome val_run(const std::vector<std::string>& args);
+
+// One predicted image or video frame, as `lucid predict` logs and writes it.
+struct PredictedImage {
+  const std::string& path;
+  bool video = false;
+  int64_t frame = 0;   // video: 1-based frame number
+  int64_t frames = 0;  // video: frame count when the container says (0: unknown)
+  const data::Image& image;
+  const engine::Prediction& prediction;
+  const std::vector<std::string>& names;
+  int input_height = 0, input_width = 0;  // the network input it was predicted at
+  double milliseconds = 0;                // its share of its batch's time
+};
+
+// Called for each image or frame in source order, after the command's own outputs for it.
+using PredictSink = std::function<void(const PredictedImage&)>;
+CommandOutcome predict_run(const std::vector<std::string>& args, const PredictSink& sink);
+
+}  // namespace lucid::cli

@@ -1,0 +1,31 @@
+"""The Python that has the lucid_yolo package installed (the project venv, where the test set-up,
+scripts/setup.sh, installs it with scripts/python_package.sh; LUCID_PACKAGE_PYTHON for another),
+for the tests that drive the package."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SOURCE_DIR = Path(os.environ.get("LUCID_SOURCE_DIR", Path(__file__).resolve().parents[2]))
+BUILD_DIR = Path(os.environ.get("LUCID_BUILD_DIR", SOURCE_DIR / "build"))
+PACKAGE_PYTHON = Path(os.environ.get("LUCID_PACKAGE_PYTHON", sys.executable))
+
+
+def require_package():
+    """Stops the test (failing it) when the package's Python is missing or cannot import lucid_yolo."""
+    if not PACKAGE_PYTHON.exists():
+        sys.exit(f"{PACKAGE_PYTHON} does not exist: run scripts/python_package.sh first (or set LUCID_PACKAGE_PYTHON)")
+    r = subprocess.run([str(PACKAGE_PYTHON), "-c", "import lucid_yolo; print(lucid_yolo.__file__)"],
+                       capture_output=True, text=True, cwd="/")
+    if r.returncode != 0:
+        sys.exit(f"{PACKAGE_PYTHON} cannot import lucid_yolo:\n{r.stderr[-2000:]}")
+    print(f"package: {r.stdout.strip()} ({PACKAGE_PYTHON})")
+
+
+def package_env(tmp):
+    """The environment of a package run: the package finds its own model YAMLs and scripts, and
+    runs use their own cache."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LUCID_MODELS_DIR", "LUCID_SCRIPTS_DIR")}
+    env["LUCID_CACHE_DIR"] = str(Path(tmp) / "cache")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
