@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # `pip install .` of the lucid_yolo package (docs/python.md), against the torch already installed.
 #
-#   scripts/python_package.sh            into the project venv (.venv, which holds the pinned torch), built
-#                                        in build/, whose objects are already compiled: the test set-up
-#                                        (scripts/setup.sh) runs this after the build
+#   scripts/python_package.sh            into the project venv (.venv, which holds the pinned torch)
 #   LUCID_PACKAGE_VENV=DIR ...           into a fresh venv DIR that first gets only the pinned torch, numpy
-#                                        and scikit-build-core, as a user installs it
+#                                        and scikit-build-core, as a user installs it; the test set-up
+#                                        (scripts/setup.sh) does this into build/pyvenv after its build
 #   ... --wheel                          also writes the wheel to build/dist and prints its size
 #
-# Prints the install's time. LUCID_WHEEL_BUILD_DIR: another build folder (default build/).
+# Built in build/ (LUCID_WHEEL_BUILD_DIR: another folder), whose objects are already compiled, and
+# linked to the torch of the project venv (the same release); prints the install's time.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${LUCID_WHEEL_BUILD_DIR:-${LUCID_BUILD_DIR:-$root/build}}

@@ -6,7 +6,7 @@
 #                               ultralytics, pycocotools, onnx, tensorboard, ...) and every target
 #   ./scripts/setup.sh lucid    the main job only: the venv with the torch wheel alone, and the lucid
 #                               target (a later full set-up adds the rest)
-#                               and the lucid_yolo Python package, installed into the venv
+#                               and the lucid_yolo Python package, installed into build/pyvenv
 # Any other arguments are build targets (scripts/build.sh), built after the full venv.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -56,6 +56,7 @@ if [ "$have" != "$want" ] && { [ $main_only = 0 ] || [ "$have" != "torch $want" 
 fi
 
 "$root/scripts/build.sh" "$@"
-# The test suite's set-up also installs the lucid_yolo package into the venv, from the same build
-# folder (only the module's own sources are new); its tests are labelled python.
-if [ $# -eq 0 ]; then "$root/scripts/python_package.sh"; fi
+# The test suite's set-up also installs the lucid_yolo package as a user does, `pip install .` into a
+# fresh venv (build/pyvenv) holding only the pinned torch, numpy and scikit-build-core, built in the
+# same build folder (only the module's own sources are new); its tests are labelled python.
+if [ $# -eq 0 ]; then LUCID_PACKAGE_VENV="${LUCID_BUILD_DIR:-$root/build}/pyvenv" "$root/scripts/python_package.sh"; fi

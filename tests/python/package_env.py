@@ -1,6 +1,6 @@
-"""The Python that has the lucid_yolo package installed (the project venv, where the test set-up,
-scripts/setup.sh, installs it with scripts/python_package.sh; LUCID_PACKAGE_PYTHON for another),
-for the tests that drive the package."""
+"""The Python that has the lucid_yolo package installed (build/pyvenv, a fresh venv with the pinned
+torch into which the test set-up, scripts/setup.sh, pip-installs the package; LUCID_PACKAGE_PYTHON
+for another), for the tests that drive the package."""
 import os
 import subprocess
 import sys
@@ -8,7 +8,7 @@ from pathlib import Path
 
 SOURCE_DIR = Path(os.environ.get("LUCID_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 BUILD_DIR = Path(os.environ.get("LUCID_BUILD_DIR", SOURCE_DIR / "build"))
-PACKAGE_PYTHON = Path(os.environ.get("LUCID_PACKAGE_PYTHON", sys.executable))
+PACKAGE_PYTHON = Path(os.environ.get("LUCID_PACKAGE_PYTHON", BUILD_DIR / "pyvenv" / "bin" / "python"))
 
 
 def require_package():

@@ -1,7 +1,7 @@
 """The README's two set-up commands. The main job's (`./scripts/setup.sh lucid && ...`) installs only
 the pinned torch wheel and builds only the `lucid` target; the test suite's (`./scripts/setup.sh &&
 ctest ...`) installs every pinned package, builds every target (the Python module too) and installs the
-lucid_yolo package into the venv from that build; .ci/run runs the README's test
+lucid_yolo package from that build into a fresh venv (build/pyvenv); .ci/run runs the README's test
 command. setup.sh and build.sh run here in a copy of the repository's scripts with stand-ins for
 dpkg, the venv's python and cmake that record what they were asked to do."""
 import hashlib
@@ -56,6 +56,11 @@ def main():
         for tool in ("dpkg", "cmake"):
             stand_in(root / "bin" / tool, log)
         stand_in(root / ".venv" / "bin" / "python", log)
+        # python3 -m venv DIR: logged, and DIR gets a stand-in python of its own.
+        (root / "bin" / "python3").write_text(
+            f'#!/bin/sh\necho "python3 $*" >> {log}\n'
+            f'if [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin"; cp {root / ".venv" / "bin" / "python"} "$3/bin/python"; fi\n')
+        (root / "bin" / "python3").chmod(0o755)
         want = hashlib.sha256((root / "requirements.txt").read_bytes()
                               + (root / "requirements-export.txt").read_bytes()).hexdigest()
         ci_extras = [line.split()[0] for line in (root / "requirements-export.txt").read_text().splitlines()
@@ -76,11 +81,11 @@ def main():
 
         calls = run_setup(root, [], log)
         pips = [c for c in calls if c.startswith("python -m pip install -q ") and "--upgrade pip" not in c]
-        skbuild_pin = next(line for line in (root / "requirements.txt").read_text().splitlines()
-                           if line.startswith("scikit-build-core=="))
+        package_pins = [next(line for line in (root / "requirements.txt").read_text().splitlines()
+                             if line.startswith(name + "==")) for name in ("torch", "numpy", "scikit-build-core")]
         check(pips == ["python -m pip install -q -r requirements.txt",
                       "python -m pip install -q -c requirements.txt " + " ".join(ci_extras),
-                      f"python -m pip install -q {skbuild_pin}",
+                      "python -m pip install -q " + " ".join(package_pins),
                       f"python -m pip install -q --no-build-isolation --no-deps -C build-dir={root / 'build'} ."],
               f"test suite: every pinned package, the export packages marked ci, then the lucid_yolo package "
               f"built in build/ ({pips})")
@@ -91,6 +96,7 @@ def main():
         configures = [c for c in calls if c.startswith("cmake -S")]
         check(len(configures) == 1 and "-DLUCID_PYTHON_MODULE=ON" in configures[0],
               f"test suite: the Python module configured ({configures})")
+        check(f"python3 -m venv {root / 'build' / 'pyvenv'}" in calls, "test suite: the package goes into a fresh venv")
 
         calls = run_setup(root, ["lucid"], log)
         check(not [c for c in calls if "pip" in c], "main job after the full set-up: nothing to install")
