@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,34 @@ def train_small(tmp, model="yolo26n-seg.yaml"):
     if r.returncode:
         sys.exit(f"lucid train failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
     return tmp / "runs" / name / "weights" / "best.safetensors", env, tmp / "cache" / "synth-v1" / "images" / "val"
+
+
+def export_test(body, optional=()):
+    """The frame of an export test: skipped without its optional packages; body(tmp, ckpt, env, val,
+    failures) runs with the small trained model in a temporary folder and appends what failed; the
+    test exits with the failures."""
+    if optional:
+        require_optional(*optional)
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        ckpt, env, val = train_small(tmp)
+        body(tmp, ckpt, env, val, failures)
+    if failures:
+        sys.exit("\n".join(failures[:30]))
+
+
+def export(ckpt, fmt, out, *args):
+    """`lucid export` of ckpt to out in fmt; prints its last line."""
+    print(run([LUCID, "export", f"model={ckpt}", f"format={fmt}", *args, f"out={out}"]).strip().splitlines()[-1])
+
+
+def square_and_conf(ckpt, val, tmp, conf):
+    """Square copies of the validation images (tmp/square) and the lowest score compared: conf, raised
+    above the one-to-one top-k boundary, whose tied scores make either side's choice arbitrary."""
+    images = square_images(val, tmp / "square", TRAIN_IMGSZ)
+    outputs = lucid_outputs(ckpt, [torch.stack(letterbox(images, TRAIN_IMGSZ, False))], tmp)
+    return tmp / "square", images, boundary_conf([y[0] for y in outputs], conf)
 
 
 def letterbox(paths, imgsz, auto):

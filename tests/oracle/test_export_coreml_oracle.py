@@ -7,12 +7,10 @@ prototypes (1, nm, 32, 32), with the class names, task, imgsz and end2end in its
 stores FP16 weights (about half the bytes) behind the same FP32 interface. Skipped without the optional package coremltools."""
 import ast
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from deploy_common import LUCID, expect_error, require_optional, train_small  # noqa: E402
-from oracle_common import run  # noqa: E402
+from deploy_common import expect_error, export, export_test  # noqa: E402
 
 FLOAT32 = 65568  # Core ML ArrayFeatureType data type
 
@@ -37,25 +35,21 @@ def check_spec(path, dtype, failures):
         failures.append(f"{path.name}: metadata {meta}")
 
 
+def check_export(tmp, ckpt, env, val, failures):
+    out, half = tmp / "model.mlpackage", tmp / "half.mlpackage"
+    export(ckpt, "coreml", out, "imgsz=128")
+    check_spec(out, FLOAT32, failures)
+    export(ckpt, "coreml", half, "imgsz=128", "half=True")
+    check_spec(half, FLOAT32, failures)  # FP16 inside, FP32 at the interface
+    size = lambda p: sum(f.stat().st_size for f in (p / "Data").rglob("*.bin"))
+    print(f"weights: {size(out) / 1e6:.1f} MB FP32, {size(half) / 1e6:.1f} MB FP16")
+    if not size(half) < 0.6 * size(out):
+        failures.append(f"half=True: weights {size(half)} bytes vs {size(out)} in FP32")
+    expect_error([f"model={ckpt}", "format=coreml", "dynamic=True"], "option dynamic=", env, failures)
+
+
 def main():
-    require_optional("coremltools")
-    failures = []
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        ckpt, env, _ = train_small(tmp)
-        out = tmp / "model.mlpackage"
-        print(run([LUCID, "export", f"model={ckpt}", "format=coreml", "imgsz=128", f"out={out}"]).strip().splitlines()[-1])
-        check_spec(out, FLOAT32, failures)
-        half = tmp / "half.mlpackage"
-        run([LUCID, "export", f"model={ckpt}", "format=coreml", "imgsz=128", "half=True", f"out={half}"])
-        check_spec(half, FLOAT32, failures)  # FP16 inside, FP32 at the interface
-        size = lambda p: sum(f.stat().st_size for f in (p / "Data").rglob("*.bin"))
-        print(f"weights: {size(out) / 1e6:.1f} MB FP32, {size(half) / 1e6:.1f} MB FP16")
-        if not size(half) < 0.6 * size(out):
-            failures.append(f"half=True: weights {size(half)} bytes vs {size(out)} in FP32")
-        expect_error([f"model={ckpt}", "format=coreml", "dynamic=True"], "option dynamic=", env, failures)
-    if failures:
-        sys.exit("\n".join(failures[:30]))
+    export_test(check_export, optional=("coremltools",))
 
 
 if __name__ == "__main__":

@@ -7,16 +7,11 @@ nodes), and the accuracy it keeps is measured by the reference's validator on th
 against INT8 IR (box and mask mAP50-95, printed); INT8 must keep at least 80% of the FP32 mask mAP50.
 Skipped without the optional packages openvino and nncf."""
 import sys
-import tempfile
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).parent))
-from deploy_common import (TRAIN_IMGSZ as IMGSZ, LUCID, boundary_conf, letterbox, lucid_outputs,  # noqa: E402
-                           expect_error, require_optional, runtime_against_lucid, square_images,
-                           train_small)
-from oracle_common import run  # noqa: E402
+from deploy_common import (TRAIN_IMGSZ as IMGSZ, expect_error, export, export_test, runtime_against_lucid,  # noqa: E402
+                           square_and_conf)
 
 CONF = 0.001
 
@@ -28,40 +23,33 @@ def accuracy(ir, data):
     return {"box mAP50-95": m.box.map, "box mAP50": m.box.map50, "mask mAP50-95": m.seg.map, "mask mAP50": m.seg.map50}
 
 
+def check_export(tmp, ckpt, env, val, failures):
+    data = tmp / "cache" / "synth-v1" / "data.yaml"
+    ir = tmp / "model_openvino_model"
+    export(ckpt, "openvino", ir)
+    square, _, conf = square_and_conf(ckpt, val, tmp, CONF)
+    failures += runtime_against_lucid(ir, ckpt, square, IMGSZ, tmp, env, conf, "OpenVINO FP32 vs lucid predict")
+
+    int8 = tmp / "model_int8_openvino_model"
+    export(ckpt, "openvino", int8, "int8=True", f"data={data}")
+    xml = next(int8.glob("*.xml")).read_text()
+    if xml.count('type="FakeQuantize"') == 0:
+        failures.append("int8=True: the IR has no FakeQuantize nodes")
+    fp32, q8 = accuracy(ir, data), accuracy(int8, data)
+    for k in fp32:
+        print(f"{k}: FP32 {fp32[k]:.4f}, INT8 {q8[k]:.4f} ({q8[k] / fp32[k] * 100 if fp32[k] else float('nan'):.1f}% kept)")
+    if not fp32["mask mAP50"] > 0:
+        failures.append("FP32 mask mAP50 is 0: nothing to measure INT8 against")
+    elif q8["mask mAP50"] < 0.8 * fp32["mask mAP50"]:
+        failures.append(f"INT8 keeps {q8['mask mAP50'] / fp32['mask mAP50']:.1%} of the FP32 mask mAP50 (< 80%)")
+
+    expect_error([f"model={ckpt}", "format=openvino", "int8=True"], "needs data=", env, failures)
+    expect_error([f"model={ckpt}", "format=openvino", "int8=True", f"data={tmp / 'none.yaml'}"], "none.yaml", env, failures)
+    expect_error([f"model={ckpt}", "format=onnx", "int8=True"], "option int8=", env, failures)
+
+
 def main():
-    require_optional("openvino", "nncf")
-    failures = []
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        ckpt, env, val = train_small(tmp)
-        data = tmp / "cache" / "synth-v1" / "data.yaml"
-        ir = tmp / "model_openvino_model"
-        print(run([LUCID, "export", f"model={ckpt}", "format=openvino", f"out={ir}"]).strip().splitlines()[-1])
-        square = tmp / "square"
-        images = square_images(val, square, IMGSZ)
-        # above the one-to-one top-k boundary, whose tied scores make either side's choice arbitrary
-        conf = boundary_conf([y[0] for y in lucid_outputs(ckpt, [torch.stack(letterbox(images, IMGSZ, False))], tmp)], CONF)
-        failures += runtime_against_lucid(ir, ckpt, square, IMGSZ, tmp, env, conf, "OpenVINO FP32 vs lucid predict")
-
-        int8 = tmp / "model_int8_openvino_model"
-        print(run([LUCID, "export", f"model={ckpt}", "format=openvino", "int8=True", f"data={data}", f"out={int8}"])
-              .strip().splitlines()[-1])
-        xml = next(int8.glob("*.xml")).read_text()
-        if xml.count('type="FakeQuantize"') == 0:
-            failures.append("int8=True: the IR has no FakeQuantize nodes")
-        fp32, q8 = accuracy(ir, data), accuracy(int8, data)
-        for k in fp32:
-            print(f"{k}: FP32 {fp32[k]:.4f}, INT8 {q8[k]:.4f} ({q8[k] / fp32[k] * 100 if fp32[k] else float('nan'):.1f}% kept)")
-        if not fp32["mask mAP50"] > 0:
-            failures.append("FP32 mask mAP50 is 0: nothing to measure INT8 against")
-        elif q8["mask mAP50"] < 0.8 * fp32["mask mAP50"]:
-            failures.append(f"INT8 keeps {q8['mask mAP50'] / fp32['mask mAP50']:.1%} of the FP32 mask mAP50 (< 80%)")
-
-        expect_error([f"model={ckpt}", "format=openvino", "int8=True"], "needs data=", env, failures)
-        expect_error([f"model={ckpt}", "format=openvino", "int8=True", f"data={tmp / 'none.yaml'}"], "none.yaml", env, failures)
-        expect_error([f"model={ckpt}", "format=onnx", "int8=True"], "option int8=", env, failures)
-    if failures:
-        sys.exit("\n".join(failures[:30]))
+    export_test(check_export, optional=("openvino", "nncf"))
 
 
 if __name__ == "__main__":

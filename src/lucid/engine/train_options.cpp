@@ -47,7 +47,8 @@ std::string format_batch(const BatchOption& b) {
   return b.autobatch_fraction > 0 ? config::format_number(b.autobatch_fraction) : std::to_string(b.count);
 }
 
-void declare(config::FieldList<S>& f) {
+// The run's inputs: dataset, model, weights, options file, length and input size.
+void declare_inputs(config::FieldList<S>& f) {
   f.text("data", "", "dataset YAML or COCO JSON (default: the embedded synthetic dataset); recorded as an absolute path")
       .resolve([](const S&) { return data::default_synth_yaml(); })
       .adjust([](const S&, std::string v) { return absolute_dataset(v); })
@@ -126,6 +127,10 @@ void declare(config::FieldList<S>& f) {
   f.number("dropout", "0.0", "classification-head dropout (classify models only; accepted, no effect on segmentation)")
       .fraction()
       .to(&S::dropout);
+}
+
+// Where the fit runs and how its data is read and held.
+void declare_devices_and_data(config::FieldList<S>& f) {
   f.text("device", "", "cpu, cuda, cuda:N, N, or GPUs 0,1,... for one training process each (default: cuda:0 if usable, else cpu); with resume=, where it goes on")
       .resolve([](const S&) { return util::device_name(""); })
       // GPUs 0,1,... (one training process each, dist/launcher.h) are kept as given.
@@ -153,6 +158,10 @@ void declare(config::FieldList<S>& f) {
          "prepared images held in its memory (same bytes as the workers' CPU path)")
       .role(Role::Execution)
       .to(&S::execution, &ExecutionSettings::gpu_augment);
+}
+
+// The optimizer, its schedule and the loss gains.
+void declare_optimization(config::FieldList<S>& f) {
   f.choice("optimizer", "auto", "auto, SGD, MuSGD, AdamW, Adam, Adamax, NAdam, RAdam or RMSprop",
            {"auto", "SGD", "AdamW", "MuSGD", "Adam", "Adamax", "NAdam", "RAdam", "RMSprop"})
       .to(&S::optimizer, &OptimizerSettings::name);
@@ -197,6 +206,10 @@ void declare(config::FieldList<S>& f) {
       .to(&S::loader, &LoaderOptions::overlap_mask)
       .to(&S::loss, &LossOptions::overlap_mask)
       .to(&S::validator, &ValidatorOptions::overlap_mask);
+}
+
+// The training images' augmentation and the frozen layers.
+void declare_augmentation(config::FieldList<S>& f) {
   f.integer("close_mosaic", "10", "turn mosaic off for the last N epochs (epoch >= epochs - N)")
       .range(0, kInt)
       .to(&S::close_mosaic);
@@ -239,6 +252,10 @@ void declare(config::FieldList<S>& f) {
       .refuses({"1,x", "1,"})
       .to(&S::freeze)
       .also([](S& s, const std::string& v) { s.frozen = parse_freeze(v); });
+}
+
+// How the steps execute (precision, recordings, clocks): never what they compute.
+void declare_execution(config::FieldList<S>& f) {
   f.flag("amp", "True", "BF16 autocast on CUDA").to(&S::amp).to(&S::validator, &ValidatorOptions::amp);
   f.flag("capture_network", "False", "replay the shared features (backbone + neck) as recorded CUDA graphs")
       .role(Role::Execution)
@@ -267,6 +284,10 @@ void declare(config::FieldList<S>& f) {
       .range(0, 100000)
       .role(Role::Execution)
       .to(&S::execution, &ExecutionSettings::kernel_times);
+}
+
+// Validation during the fit, early stopping, and what the run writes where.
+void declare_validation_and_outputs(config::FieldList<S>& f) {
   f.flag("val", "True", "validate after every epoch").to(&S::val);
   f.choice("split", "val", "split validated during and after training: val or test", {"val", "test"}).to(&S::split);
   f.number("conf", "", "validation confidence threshold (default 0.001)")
@@ -332,6 +353,17 @@ void declare(config::FieldList<S>& f) {
                         ": gpu_augment=True renders mosaic, perspective and flips only; use gpu_augment=False with " +
                         k + "=" + config::format_number(v) + ", or " + k + "=0.0 with gpu_augment=True");
   });
+}
+
+// Declaration order is the order of --help, args.yaml and the reads (a default may read the values
+// declared before it).
+void declare(config::FieldList<S>& f) {
+  declare_inputs(f);
+  declare_devices_and_data(f);
+  declare_optimization(f);
+  declare_augmentation(f);
+  declare_execution(f);
+  declare_validation_and_outputs(f);
 }
 
 }  // namespace

@@ -269,288 +269,367 @@ void Trainer::write_results_row(int64_t epoch, double seconds, const std::array<
   if (events_) report::log_results_row(*events_, epoch + 1, columns, cells);
 }
 
-ValidationResult Trainer::fit() {
-  if (fit_finished(state_, s_)) throw nothing_to_resume(run_dir_.string(), state_, s_);
-  const int64_t nb = train_->batches_per_epoch();
-  optim::Schedule sched(schedule_, nb);
-  sched.restore(state_.accumulate);
-  loss_->set_epoch(state_.epoch);
-  const auto names = loss_->item_names();
-  char line[512];
-  std::snprintf(line, sizeof line, "%11s%11s", "Epoch", device_.is_cuda() ? "GPU_mem" : "CPU");
-  std::string header = line;
+namespace {
+
+// The progress line's header: epoch, memory, the loss items, instances and input size.
+std::string progress_header(const std::array<std::string, 5>& names, bool cuda) {
+  char cell[64];
+  std::snprintf(cell, sizeof cell, "%11s%11s", "Epoch", cuda ? "GPU_mem" : "CPU");
+  std::string header = cell;
   for (const auto& n : names) {
-    std::snprintf(line, sizeof line, "%11s", n.c_str());
-    header += line;
+    std::snprintf(cell, sizeof cell, "%11s", n.c_str());
+    header += cell;
   }
-  std::snprintf(line, sizeof line, "%11s%11s", "Instances", "Size");
-  header += line;
-  const auto start = std::chrono::steady_clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  const TimeBudget budget(s_.time);
-  const int64_t start_epoch = state_.epoch;
-  ValidationResult val;
-  if (budget.active())
-    std::printf("Starting training for %g hours (epochs re-estimated after each epoch), %lld batches per epoch, run %s\n",
-                s_.time, static_cast<long long>(nb), run_dir_.string().c_str());
-  else
-    std::printf("Starting training for %lld epochs, %lld batches per epoch, run %s\n", static_cast<long long>(s_.epochs),
-                static_cast<long long>(nb), run_dir_.string().c_str());
-  // The training step with its replay variant lives as long as this fit: recordings are released
-  // on return and on any exception.
+  std::snprintf(cell, sizeof cell, "%11s%11s", "Instances", "Size");
+  return header + cell;
+}
+
+// The progress line's columns after a step.
+std::string progress_columns(int64_t epoch, int64_t epochs, bool cuda, const std::array<double, 5>& mean,
+                             int64_t instances, int64_t size) {
+  char cell[64];
+  char mem[32] = "-";
+  if (cuda) std::snprintf(mem, sizeof mem, "%.3gG", util::cuda_memory().reserved_mib / 1024.0);
+  std::snprintf(cell, sizeof cell, "%11s%11s", (std::to_string(epoch + 1) + "/" + std::to_string(epochs)).c_str(), mem);
+  std::string cols = cell;
+  for (double m : mean) {
+    std::snprintf(cell, sizeof cell, "%11.4g", m);
+    cols += cell;
+  }
+  std::snprintf(cell, sizeof cell, "%11lld%11lld", static_cast<long long>(instances), static_cast<long long>(size));
+  return cols + cell;
+}
+
+// kernel_times=N: the device time of the N steps from the first of the second epoch of this
+// process's fit (the first epoch, if it is the last), charged to the stages.
+class KernelProfile {
+ public:
+  KernelProfile(int64_t steps, int64_t epoch, bool primary) : steps_(primary ? steps : 0), epoch_(epoch) {}
+  void before_step(int64_t epoch) {
+    if (epoch == epoch_ && profiled_ == 0 && steps_ > 0) clock_.emplace();
+  }
+  void after_step() {
+    if (clock_ && ++profiled_ == steps_) stop();
+  }
+  void end_epoch() {
+    if (clock_) stop();  // the epoch ended first
+  }
+  const nlohmann::ordered_json& times() const { return times_; }
+
+ private:
+  void stop() {
+    times_ = clock_->stop(profiled_);
+    clock_.reset();
+    std::printf("%s", util::KernelClock::table(times_).c_str());
+  }
+  int64_t steps_, epoch_, profiled_ = 0;
+  std::optional<util::KernelClock> clock_;
+  nlohmann::ordered_json times_;
+};
+
+}  // namespace
+
+// One fit's loop state: the schedule, the step, the clocks and the observer's event, from the
+// first epoch this process trains to the last.
+struct Trainer::Fit {
+  explicit Fit(Trainer& t);
+  double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+  // Hands the observer (the Python package's callbacks) what the loop does.
+  void notify(FitEventKind kind, int64_t epoch);
+
+  Trainer& trainer;
+  const int64_t nb;  // batches per epoch
+  optim::Schedule sched;
+  const std::array<std::string, 5> names;  // the loss items' names
+  const std::string header;
+  const std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  const TimeBudget budget;
+  const int64_t start_epoch;
   StepSettings step_settings;
-  step_settings.device = device_;
-  step_settings.autocast = autocast_;
-  step_settings.hsv = hsv_;
-  step_settings.replay = s_.execution.replay;
-  // Data parallel: gradients all-reduced as backward produces them, or (replay) at the update.
   std::unique_ptr<dist::GradientSync> gradient_sync;
-  if (parallel_) {
+  std::unique_ptr<TrainingStep> step;  // its recordings are released with it
+  std::optional<util::StageClock> stage_clock;
+  util::LoaderWaitClock loader_wait;
+  KernelProfile kernels;
+  FitObserver* const observer;
+  FitEvent event;
+  bool mosaic_closed = false;  // close_mosaic closes once, as the reference's (time= may move the last epochs later)
+};
+
+Trainer::Fit::Fit(Trainer& t)
+    : trainer(t),
+      nb(t.train_->batches_per_epoch()),
+      sched(t.schedule_, nb),
+      names(t.loss_->item_names()),
+      header(progress_header(names, t.device_.is_cuda())),
+      budget(t.s_.time),
+      start_epoch(t.state_.epoch),
+      loader_wait(t.device_.is_cuda()),
+      kernels(t.s_.execution.kernel_times, start_epoch + 1 < t.s_.epochs ? start_epoch + 1 : start_epoch, t.primary_),
+      observer(t.primary_ ? fit_observer() : nullptr) {
+  sched.restore(t.state_.accumulate);
+  t.loss_->set_epoch(t.state_.epoch);
+  if (t.s_.execution.kernel_times > 0 && !t.device_.is_cuda())
+    throw UserError("option kernel_times=" + std::to_string(t.s_.execution.kernel_times) +
+                    " profiles CUDA kernels; the fit runs on " + t.device_.str());
+  step_settings.device = t.device_;
+  step_settings.autocast = t.autocast_;
+  step_settings.hsv = t.hsv_;
+  step_settings.replay = t.s_.execution.replay;
+  // Data parallel: gradients all-reduced as backward produces them, or (replay) at the update.
+  if (t.parallel_) {
     std::vector<torch::Tensor> trainable;
-    for (const auto& p : model_->parameters())
+    for (const auto& p : t.model_->parameters())
       if (p.requires_grad()) trainable.push_back(p);
-    gradient_sync = parallel_->gradient_sync(trainable, /*overlap=*/!step_settings.replay.any());
+    gradient_sync = t.parallel_->gradient_sync(trainable, /*overlap=*/!step_settings.replay.any());
     step_settings.reduce_gradients = [sync = gradient_sync.get()] { sync->reduce(); };
   }
-  auto step = std::make_unique<TrainingStep>(model_, *loss_, *optimizer_, ema_.get(), step_settings);
-  std::optional<util::StageClock> stage_clock;
-  if (s_.execution.stage_times) stage_clock.emplace(device_.is_cuda());
-  util::LoaderWaitClock loader_wait(device_.is_cuda());
-  // kernel_times=N: the N steps from the first of the second epoch run (the first, if it is the last).
-  if (s_.execution.kernel_times > 0 && !device_.is_cuda())
-    throw UserError("option kernel_times=" + std::to_string(s_.execution.kernel_times) +
-                    " profiles CUDA kernels; the fit runs on " + device_.str());
-  const int64_t profiled_epoch = start_epoch + 1 < s_.epochs ? start_epoch + 1 : start_epoch;
-  std::optional<util::KernelClock> kernel_clock;
-  int64_t profiled_steps = 0;
-  nlohmann::ordered_json kernel_times;
-  auto stop_kernel_clock = [&] {
-    kernel_times = kernel_clock->stop(profiled_steps);
-    kernel_clock.reset();
-    std::printf("%s", util::KernelClock::table(kernel_times).c_str());
-  };
-  // The fit report, written with the final epoch's checkpoints.
-  auto write_report = [&] {
-    // The complete fit ends here, with the final epoch's commit (this report and weights/last) left;
-    // releasing recordings and hashing for the report are outside it.
-    const auto fit_end = std::chrono::steady_clock::now();
-    const auto memory = util::cuda_memory(device_.index() < 0 ? 0 : device_.index());
-    if (step_settings.replay.any()) {
-      replay_summary_ = step->replay_summary();
-      std::printf("replay: %s\n", replay_summary_.dump().c_str());
-    }
-    step.reset();
-    FitReportInput report;
-    report.fit_seconds = std::chrono::duration<double>(fit_end - fit_start_).count();
-    report.peak_allocated_mib = device_.is_cuda() ? memory.peak_allocated_mib : 0.0;
-    report.peak_reserved_mib = device_.is_cuda() ? memory.peak_reserved_mib : 0.0;
-    report.epochs = state_.epoch;
-    report.model = model_.get();
-    report.ema = ema_->model().get();
-    report.ema_updates = ema_->updates();
-    report.optimizer = optimizer_.get();
-    report.accumulate = sched.accumulate();
-    report.last_opt_step = state_.last_opt_step;
-    report.step_losses = &step_losses_;
-    report.metrics = val.metrics;
-    report.losses = val.losses;
-    report.replay = replay_summary_;
-    report.kernel_times = kernel_times;
-    report.loader_wait = loader_wait.summary();
-    std::printf("%s\n", util::LoaderWaitClock::line(report.loader_wait).c_str());
-    if (stage_clock) {
-      report.stage_times = stage_clock->summary();
-      stage_clock.reset();
-      std::printf("%s", util::StageClock::table(report.stage_times).c_str());
-    }
-    if (primary_) write_fit_report((run_dir_ / kFitReportFile).string(), make_fit_report(report));
-    std::printf("complete fit: %.3f s (from before data, model and trainer construction)\n", report.fit_seconds);
-    const double secs = std::chrono::duration<double>(fit_end - start).count();
-    std::printf("%lld epochs completed in %.3f hours (%.3f s); results in %s\n", static_cast<long long>(state_.epoch),
-                secs / 3600.0, secs, run_dir_.string().c_str());
-    if (device_.is_cuda()) {
-      auto m = util::cuda_memory(device_.index() < 0 ? 0 : device_.index());
-      std::printf("peak GPU memory: %.0f MiB allocated, %.0f MiB reserved\n", m.peak_allocated_mib, m.peak_reserved_mib);
-    }
-  };
-  // The observer of this process (the Python package's callbacks), told what the loop does.
-  FitObserver* const observer = primary_ ? fit_observer() : nullptr;
-  FitEvent event;
+  step = std::make_unique<TrainingStep>(t.model_, *t.loss_, *t.optimizer_, t.ema_.get(), step_settings);
+  if (t.s_.execution.stage_times) stage_clock.emplace(t.device_.is_cuda());
   event.loss_names.assign(names.begin(), names.end());
-  event.run_dir = run_dir_.string();
-  auto notify = [&](FitEventKind kind, int64_t epoch) {
-    if (!observer) return;
-    event.kind = kind;
-    event.epoch = epoch;
-    event.epochs = s_.epochs;
-    event.lr.clear();
-    for (const auto& g : optimizer_->groups()) event.lr.push_back(g.current_lr);
-    observer->on_event(event);
-  };
-  notify(FitEventKind::TrainStart, state_.epoch);
-  // close_mosaic closes once, as the reference's (time= may move the last epochs later).
-  bool mosaic_closed = false;
+  event.run_dir = t.run_dir_.string();
+}
+
+void Trainer::Fit::notify(FitEventKind kind, int64_t epoch) {
+  if (!observer) return;
+  event.kind = kind;
+  event.epoch = epoch;
+  event.epochs = trainer.s_.epochs;
+  event.lr.clear();
+  for (const auto& g : trainer.optimizer_->groups()) event.lr.push_back(g.current_lr);
+  observer->on_event(event);
+}
+
+ValidationResult Trainer::fit() {
+  if (fit_finished(state_, s_)) throw nothing_to_resume(run_dir_.string(), state_, s_);
+  Fit f(*this);
+  if (f.budget.active())
+    std::printf("Starting training for %g hours (epochs re-estimated after each epoch), %lld batches per epoch, run %s\n",
+                s_.time, static_cast<long long>(f.nb), run_dir_.string().c_str());
+  else
+    std::printf("Starting training for %lld epochs, %lld batches per epoch, run %s\n", static_cast<long long>(s_.epochs),
+                static_cast<long long>(f.nb), run_dir_.string().c_str());
+  ValidationResult val;
+  f.notify(FitEventKind::TrainStart, state_.epoch);
   for (int64_t epoch = state_.epoch;; ++epoch) {
-    sched.begin_epoch(*optimizer_, epoch);
-    event.validated = false;
-    notify(FitEventKind::TrainEpochStart, epoch);
-    mosaic_closed = mosaic_closed || (s_.close_mosaic > 0 && epoch >= s_.epochs - s_.close_mosaic);
+    f.sched.begin_epoch(*optimizer_, epoch);
+    f.event.validated = false;
+    f.notify(FitEventKind::TrainEpochStart, epoch);
+    f.mosaic_closed = f.mosaic_closed || (s_.close_mosaic > 0 && epoch >= s_.epochs - s_.close_mosaic);
     // close_mosaic and rect turn mosaic, mixup, cutmix and copy_paste off (rect batches have no mosaic).
-    train_->start_epoch(epoch, !s_.loader.rect && !mosaic_closed);
+    train_->start_epoch(epoch, !s_.loader.rect && !f.mosaic_closed);
     train_mode(*model_, s_.frozen);
-    Progress progress(header, nb);
-    std::array<double, 5> mean{};
-    int64_t done = 0;
-    // One host read per step, for the progress line and the finiteness check: the step's items
-    // are copied asynchronously and read one step later (at the latest at the epoch's end), so the
-    // read never waits inside a step.
-    LossItemsReader reader(device_);
-    auto account = [&](const LossItemsReader::Step& st) {
-      for (int k = 0; k < 5; ++k) {
-        const float v = st.items[static_cast<size_t>(k)];
-        if (!std::isfinite(v))
-          throw UserError("non-finite " + names[k] + " at epoch " + std::to_string(st.epoch + 1) + " batch " +
-                          std::to_string(st.batch + 1) + "; the last good checkpoint is " +
-                          (run_dir_ / "weights" / "last.safetensors").string());
-        mean[k] = (mean[k] * static_cast<double>(done) + v) / static_cast<double>(done + 1);
-        step_losses_.push_back(v);
-      }
-      ++done;
-      if (observer) {
-        for (int k = 0; k < 5; ++k) event.loss_items[static_cast<size_t>(k)] = st.items[static_cast<size_t>(k)];
-        event.tloss = mean;
-        event.batch = st.batch;
-        notify(FitEventKind::TrainBatchEnd, st.epoch);
-      }
-      char mem[32] = "-";
-      if (device_.is_cuda()) std::snprintf(mem, sizeof mem, "%.3gG", util::cuda_memory().reserved_mib / 1024.0);
-      std::snprintf(line, sizeof line, "%11s%11s", (std::to_string(st.epoch + 1) + "/" + std::to_string(s_.epochs)).c_str(), mem);
-      std::string cols = line;
-      for (double m : mean) {
-        std::snprintf(line, sizeof line, "%11.4g", m);
-        cols += line;
-      }
-      std::snprintf(line, sizeof line, "%11lld%11lld", static_cast<long long>(st.instances), static_cast<long long>(st.size));
-      cols += line;
-      progress.update(done, cols);
-    };
-    int64_t i = 0;
-    bool stop = false;  // time= ran out after an optimizer step: the rest of the epoch is not trained
-    loader_wait.begin_epoch();
-    while (!stop) {
-      if (epoch == profiled_epoch && primary_ && profiled_steps == 0 && s_.execution.kernel_times > 0) kernel_clock.emplace();
-      // The only place a fit stops on request: before a step, with weights/last the last committed epoch.
-      if (observer && observer->stop_requested())
-        throw FitInterrupted("training stopped at epoch " + std::to_string(epoch + 1) + " batch " + std::to_string(i + 1) +
-                             "; the last committed epoch is in " + (run_dir_ / "weights" / "last.safetensors").string());
-      std::optional<TrainBatch> batch;
-      {
-        util::TraceRange range("data");
-        loader_wait.before_fetch();
-        batch = train_->next();
-        if (batch) loader_wait.after_fetch();
-        else loader_wait.abandon_fetch();
-      }
-      if (!batch) break;
-      const int64_t ni = i + nb * epoch;
-      sched.begin_batch(*optimizer_, epoch, ni);
-      auto x = step->input(batch->images, batch->hsv_gains);
-      if (s_.multi_scale > 0)
-        x = multi_scale_resize(x, multi_scale_size(s_.imgsz(), s_.multi_scale, 32, static_cast<uint64_t>(s_.seed), epoch, i), 32);
-      // Warmup still changes the accumulation count; the stage recordings start once it is fixed.
-      step->set_accumulation_fixed(sched.accumulation_fixed(ni));
-      if (gradient_sync) gradient_sync->set_final_micro_step(ni - state_.last_opt_step >= sched.accumulate());
-      auto items = step->micro_step(x, batch->targets).items;
-      if (parallel_) items = parallel_->global_items(items);
-      if (ni - state_.last_opt_step >= sched.accumulate()) {
-        step->optimizer_step();
-        state_.last_opt_step = ni;
-        stop = budget.time_up(elapsed());
-      }
-      std::optional<LossItemsReader::Step> ready;
-      {
-        util::TraceRange range("loss items");  // waits for the previous step's items
-        ready = reader.push(items, {{}, epoch, i, batch->targets.size(), x.size(3)});
-      }
-      if (ready) account(*ready);
-      ++i;
-      if (kernel_clock && ++profiled_steps == s_.execution.kernel_times) stop_kernel_clock();
-    }
-    if (kernel_clock) stop_kernel_clock();  // the epoch ended first
-    if (auto ready = reader.drain()) account(*ready);
-    loader_wait.end_epoch();
-    progress.finish();
-    event.tloss = mean;
-    notify(FitEventKind::TrainEpochEnd, epoch);
+    const auto trained = train_epoch(f, epoch);
     loss_->update_epoch();
-    {
-      torch::NoGradGuard no_grad;
-      for (const auto& p : model_->parameters())
-        if (!torch::isfinite(p).all().item<bool>())
-          throw UserError("non-finite weights after epoch " + std::to_string(epoch + 1) + "; the last good checkpoint is " +
-                          (run_dir_ / "weights" / "last.safetensors").string());
-    }
+    check_weights_finite(epoch);
     const bool final_epoch = epoch + 1 >= s_.epochs;
-    val = ValidationResult{};
-    if (parallel_) {
-      parallel_->share_buffers(*model_);
-      parallel_->share_buffers(*ema_->model());
-      parallel_->gather_gradients(model_->parameters());
-    }
-    const bool validating = validate_ && validation_due(s_.val, final_epoch, stop) && primary_;
-    if (validating) {
-      util::TraceRange range("validation");
-      const auto alone = parallel_ ? parallel_->alone() : nullptr;
-      step->beside_steps([&] { val = validate_(ema_->model(), *loss_); });
-      val.validated = true;
-    }
-    if (parallel_) val = shared_validation(*parallel_, val);
+    val = validate_epoch(f, final_epoch, trained.time_up);
     state_.epoch = epoch + 1;
     const auto verdict = judge_epoch(state_, val.validated ? std::optional<double>(val.fitness) : std::nullopt, s_.patience);
-    const bool best = verdict.best;
-    state_.accumulate = sched.accumulate();
-    const double secs = elapsed();
+    state_.accumulate = f.sched.accumulate();
+    const double secs = f.elapsed();
     const bool stop_early = !final_epoch && verdict.stop;
-    // time=: the epochs re-estimated from the mean epoch time and the schedule set up for them.
-    const auto end = budget.end_epoch(epoch, start_epoch, s_.epochs, secs, stop || final_epoch || stop_early);
-    stop = end.stop;
-    if (budget.active()) {
-      // A stopped fit records the epochs it trained, so that its checkpoint is a finished run.
-      s_.epochs = stop ? epoch + 1 : end.epochs;
-      args_["epochs"] = state_.args["epochs"] = std::to_string(s_.epochs);
-      // args.yaml follows the checkpoint's epochs (rewritten only when the count changed).
-      if (primary_) update_args_yaml(run_dir_, args_);
-      sched.set_epochs(s_.epochs, nb);
-      loss_->set_epochs(s_.epochs);
-    }
-    // weights/last is written last: it commits the epoch. A run stopped before it resumes from the
-    // previous epoch and rewrites everything below with the same bytes.
-    write_results_row(epoch, secs, mean, val);
-    if (primary_)
-      util::write_atomically((run_dir_ / "step_losses.f32").string(), [&](std::ostream& out) {
-        out.write(reinterpret_cast<const char*>(step_losses_.data()),
-                  static_cast<std::streamsize>(step_losses_.size() * sizeof(float)));
-      });
-    // save=False: weights only in the epoch the fit ends with (the reference's final epoch; also an
-    // early or timed stop here, so that the final validation has weights: docs/training.md).
-    const bool keep = s_.save || stop;
-    if (best && keep) save(run_dir_ / "weights" / "best.safetensors", CheckpointContent::EmaOnly);
-    if (keep && s_.save_period > 0 && (epoch + 1) % s_.save_period == 0)
-      save(run_dir_ / "weights" / ("epoch" + std::to_string(epoch + 1) + ".safetensors"));
-    if (stop) write_report();
-    if (keep) save(run_dir_ / "weights" / "last.safetensors");
-    event.metrics = val.metrics;
-    event.val_losses = val.losses;
-    event.fitness = val.fitness;
-    event.validated = validating;
-    if (keep) notify(FitEventKind::ModelSave, epoch);
-    notify(FitEventKind::FitEpochEnd, epoch);
+    const bool stop = end_epoch_budget(f, epoch, secs, trained.time_up || final_epoch || stop_early);
+    commit_epoch(f, epoch, secs, trained.mean, val, verdict.best, stop);
+    f.event.metrics = val.metrics;
+    f.event.val_losses = val.losses;
+    f.event.fitness = val.fitness;
+    f.event.validated = val.validated;
+    if (s_.save || stop) f.notify(FitEventKind::ModelSave, epoch);
+    f.notify(FitEventKind::FitEpochEnd, epoch);
     if (stop_early)
       std::printf("Stopping early: no improvement in the last %lld epochs; the best, epoch %lld, is in weights/best\n",
                   static_cast<long long>(s_.patience), static_cast<long long>(state_.best_epoch));
     if (stop) break;
   }
   return val;
+}
+
+Trainer::EpochTrained Trainer::train_epoch(Fit& f, int64_t epoch) {
+  Progress progress(f.header, f.nb);
+  EpochTrained out;
+  int64_t done = 0;
+  // One host read per step, for the progress line and the finiteness check: the step's items
+  // are copied asynchronously and read one step later (at the latest at the epoch's end), so the
+  // read never waits inside a step.
+  LossItemsReader reader(device_);
+  auto account = [&](const LossItemsReader::Step& st) {
+    for (int k = 0; k < 5; ++k) {
+      const float v = st.items[static_cast<size_t>(k)];
+      if (!std::isfinite(v))
+        throw UserError("non-finite " + f.names[k] + " at epoch " + std::to_string(st.epoch + 1) + " batch " +
+                        std::to_string(st.batch + 1) + "; the last good checkpoint is " +
+                        (run_dir_ / "weights" / "last.safetensors").string());
+      out.mean[k] = (out.mean[k] * static_cast<double>(done) + v) / static_cast<double>(done + 1);
+      step_losses_.push_back(v);
+    }
+    ++done;
+    if (f.observer) {
+      for (int k = 0; k < 5; ++k) f.event.loss_items[static_cast<size_t>(k)] = st.items[static_cast<size_t>(k)];
+      f.event.tloss = out.mean;
+      f.event.batch = st.batch;
+      f.notify(FitEventKind::TrainBatchEnd, st.epoch);
+    }
+    progress.update(done, progress_columns(st.epoch, s_.epochs, device_.is_cuda(), out.mean, st.instances, st.size));
+  };
+  f.loader_wait.begin_epoch();
+  for (int64_t i = 0; !out.time_up; ++i) {
+    f.kernels.before_step(epoch);
+    // The only place a fit stops on request: before a step, with weights/last the last committed epoch.
+    if (f.observer && f.observer->stop_requested())
+      throw FitInterrupted("training stopped at epoch " + std::to_string(epoch + 1) + " batch " + std::to_string(i + 1) +
+                           "; the last committed epoch is in " + (run_dir_ / "weights" / "last.safetensors").string());
+    std::optional<TrainBatch> batch;
+    {
+      util::TraceRange range("data");
+      f.loader_wait.before_fetch();
+      batch = train_->next();
+      if (batch) f.loader_wait.after_fetch();
+      else f.loader_wait.abandon_fetch();
+    }
+    if (!batch) break;
+    const auto items = train_step(f, epoch, i, *batch, out.time_up);
+    std::optional<LossItemsReader::Step> ready;
+    {
+      util::TraceRange range("loss items");  // waits for the previous step's items
+      ready = reader.push(items.first, {{}, epoch, i, batch->targets.size(), items.second});
+    }
+    if (ready) account(*ready);
+    f.kernels.after_step();
+  }
+  f.kernels.end_epoch();
+  if (auto ready = reader.drain()) account(*ready);
+  f.loader_wait.end_epoch();
+  progress.finish();
+  f.event.tloss = out.mean;
+  f.notify(FitEventKind::TrainEpochEnd, epoch);
+  return out;
+}
+
+std::pair<torch::Tensor, int64_t> Trainer::train_step(Fit& f, int64_t epoch, int64_t i, const TrainBatch& batch,
+                                                      bool& time_up) {
+  const int64_t ni = i + f.nb * epoch;
+  f.sched.begin_batch(*optimizer_, epoch, ni);
+  auto x = f.step->input(batch.images, batch.hsv_gains);
+  if (s_.multi_scale > 0)
+    x = multi_scale_resize(x, multi_scale_size(s_.imgsz(), s_.multi_scale, 32, static_cast<uint64_t>(s_.seed), epoch, i), 32);
+  // Warmup still changes the accumulation count; the stage recordings start once it is fixed.
+  f.step->set_accumulation_fixed(f.sched.accumulation_fixed(ni));
+  const bool update = ni - state_.last_opt_step >= f.sched.accumulate();
+  if (f.gradient_sync) f.gradient_sync->set_final_micro_step(update);
+  auto items = f.step->micro_step(x, batch.targets).items;
+  if (parallel_) items = parallel_->global_items(items);
+  if (update) {
+    f.step->optimizer_step();
+    state_.last_opt_step = ni;
+    // time= ran out after an optimizer step: the rest of the epoch is not trained.
+    time_up = f.budget.time_up(f.elapsed());
+  }
+  return {items, x.size(3)};
+}
+
+void Trainer::check_weights_finite(int64_t epoch) {
+  torch::NoGradGuard no_grad;
+  for (const auto& p : model_->parameters())
+    if (!torch::isfinite(p).all().item<bool>())
+      throw UserError("non-finite weights after epoch " + std::to_string(epoch + 1) + "; the last good checkpoint is " +
+                      (run_dir_ / "weights" / "last.safetensors").string());
+}
+
+ValidationResult Trainer::validate_epoch(Fit& f, bool final_epoch, bool time_up) {
+  ValidationResult val;
+  if (parallel_) {
+    parallel_->share_buffers(*model_);
+    parallel_->share_buffers(*ema_->model());
+    parallel_->gather_gradients(model_->parameters());
+  }
+  if (validate_ && validation_due(s_.val, final_epoch, time_up) && primary_) {
+    util::TraceRange range("validation");
+    const auto alone = parallel_ ? parallel_->alone() : nullptr;
+    f.step->beside_steps([&] { val = validate_(ema_->model(), *loss_); });
+    val.validated = true;
+  }
+  if (parallel_) val = shared_validation(*parallel_, val);
+  return val;
+}
+
+bool Trainer::end_epoch_budget(Fit& f, int64_t epoch, double secs, bool stop) {
+  // time=: the epochs re-estimated from the mean epoch time and the schedule set up for them.
+  const auto end = f.budget.end_epoch(epoch, f.start_epoch, s_.epochs, secs, stop);
+  if (f.budget.active()) {
+    // A stopped fit records the epochs it trained, so that its checkpoint is a finished run.
+    s_.epochs = end.stop ? epoch + 1 : end.epochs;
+    args_["epochs"] = state_.args["epochs"] = std::to_string(s_.epochs);
+    // args.yaml follows the checkpoint's epochs (rewritten only when the count changed).
+    if (primary_) update_args_yaml(run_dir_, args_);
+    f.sched.set_epochs(s_.epochs, f.nb);
+    loss_->set_epochs(s_.epochs);
+  }
+  return end.stop;
+}
+
+void Trainer::commit_epoch(Fit& f, int64_t epoch, double secs, const std::array<double, 5>& mean,
+                           const ValidationResult& val, bool best, bool stop) {
+  // weights/last is written last: it commits the epoch. A run stopped before it resumes from the
+  // previous epoch and rewrites everything below with the same bytes.
+  write_results_row(epoch, secs, mean, val);
+  if (primary_)
+    util::write_atomically((run_dir_ / "step_losses.f32").string(), [&](std::ostream& out) {
+      out.write(reinterpret_cast<const char*>(step_losses_.data()),
+                static_cast<std::streamsize>(step_losses_.size() * sizeof(float)));
+    });
+  // save=False: weights only in the epoch the fit ends with (the reference's final epoch; also an
+  // early or timed stop here, so that the final validation has weights: docs/training.md).
+  const bool keep = s_.save || stop;
+  if (best && keep) save(run_dir_ / "weights" / "best.safetensors", CheckpointContent::EmaOnly);
+  if (keep && s_.save_period > 0 && (epoch + 1) % s_.save_period == 0)
+    save(run_dir_ / "weights" / ("epoch" + std::to_string(epoch + 1) + ".safetensors"));
+  if (stop) write_report(f, val);
+  if (keep) save(run_dir_ / "weights" / "last.safetensors");
+}
+
+void Trainer::write_report(Fit& f, const ValidationResult& val) {
+  // The complete fit ends here, with the final epoch's commit (this report and weights/last) left;
+  // releasing recordings and hashing for the report are outside it.
+  const auto fit_end = std::chrono::steady_clock::now();
+  const auto memory = util::cuda_memory(device_.index() < 0 ? 0 : device_.index());
+  if (f.step_settings.replay.any()) {
+    replay_summary_ = f.step->replay_summary();
+    std::printf("replay: %s\n", replay_summary_.dump().c_str());
+  }
+  f.step.reset();
+  FitReportInput report;
+  report.fit_seconds = std::chrono::duration<double>(fit_end - fit_start_).count();
+  report.peak_allocated_mib = device_.is_cuda() ? memory.peak_allocated_mib : 0.0;
+  report.peak_reserved_mib = device_.is_cuda() ? memory.peak_reserved_mib : 0.0;
+  report.epochs = state_.epoch;
+  report.model = model_.get();
+  report.ema = ema_->model().get();
+  report.ema_updates = ema_->updates();
+  report.optimizer = optimizer_.get();
+  report.accumulate = f.sched.accumulate();
+  report.last_opt_step = state_.last_opt_step;
+  report.step_losses = &step_losses_;
+  report.metrics = val.metrics;
+  report.losses = val.losses;
+  report.replay = replay_summary_;
+  report.kernel_times = f.kernels.times();
+  report.loader_wait = f.loader_wait.summary();
+  std::printf("%s\n", util::LoaderWaitClock::line(report.loader_wait).c_str());
+  if (f.stage_clock) {
+    report.stage_times = f.stage_clock->summary();
+    f.stage_clock.reset();
+    std::printf("%s", util::StageClock::table(report.stage_times).c_str());
+  }
+  if (primary_) write_fit_report((run_dir_ / kFitReportFile).string(), make_fit_report(report));
+  std::printf("complete fit: %.3f s (from before data, model and trainer construction)\n", report.fit_seconds);
+  const double secs = std::chrono::duration<double>(fit_end - f.start).count();
+  std::printf("%lld epochs completed in %.3f hours (%.3f s); results in %s\n", static_cast<long long>(state_.epoch),
+              secs / 3600.0, secs, run_dir_.string().c_str());
+  if (device_.is_cuda()) {
+    auto m = util::cuda_memory(device_.index() < 0 ? 0 : device_.index());
+    std::printf("peak GPU memory: %.0f MiB allocated, %.0f MiB reserved\n", m.peak_allocated_mib, m.peak_reserved_mib);
+  }
 }
 
 }  // namespace lucid::engine

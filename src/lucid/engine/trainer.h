@@ -81,6 +81,24 @@ class Trainer {
   void set_fit_start(std::chrono::steady_clock::time_point t) { fit_start_ = t; }
 
  private:
+  struct Fit;  // one fit's loop state (trainer.cpp)
+  struct EpochTrained {
+    std::array<double, 5> mean{};  // the epoch's mean loss items
+    bool time_up = false;          // time= ran out after an optimizer step: the rest was not trained
+  };
+  // The loop's parts, in the order an epoch runs them.
+  EpochTrained train_epoch(Fit& f, int64_t epoch);
+  // One micro-step (and the optimizer step at the accumulation boundary): its loss items and input size.
+  std::pair<torch::Tensor, int64_t> train_step(Fit& f, int64_t epoch, int64_t i, const TrainBatch& batch, bool& time_up);
+  void check_weights_finite(int64_t epoch);
+  ValidationResult validate_epoch(Fit& f, bool final_epoch, bool time_up);
+  // time=: the epochs re-estimated (args.yaml and the schedule follow); whether the fit stops here.
+  bool end_epoch_budget(Fit& f, int64_t epoch, double secs, bool stop);
+  // The epoch's files in commit order: results.csv, step_losses.f32, best, epochN, fit_report.json
+  // (the fit's last epoch), then weights/last.
+  void commit_epoch(Fit& f, int64_t epoch, double secs, const std::array<double, 5>& mean, const ValidationResult& val,
+                    bool best, bool stop);
+  void write_report(Fit& f, const ValidationResult& val);
   void write_results_row(int64_t epoch, double seconds, const std::array<double, 5>& train_loss,
                          const ValidationResult& val);
   void save(const std::filesystem::path& path, CheckpointContent content = CheckpointContent::Resumable);
