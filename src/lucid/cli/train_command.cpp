@@ -186,143 +186,169 @@ class PlottedTrainBatches : public engine::BatchSource {
 
 }  // namespace
 
-int train_command(const std::vector<std::string>& args) { return train_run(args).exit_code; }
+namespace {
 
-CommandOutcome train_run(const std::vector<std::string>& command_line) {
-  const auto args = config::map_deprecated_end2end(command_line);
-  auto options = engine::train_options();
-  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) return options.parse_or_help(args), CommandOutcome{};
-  config::parse_with_cfg_file(options, args, [](const config::Options& o) { engine::TrainSettings::from(o); });
-  std::string resume;
-  fs::path resume_dir;      // the resumed run's folder
+// A resume= request read once: the run's checkpoint and folder, its own settings (but a new
+// epochs, device or execution option) and its architecture.
+struct Resumed {
+  std::string checkpoint;  // empty: a new run
+  fs::path run_dir;
   bool finishing = false;  // a finished fit whose final validation and report were not written
-  engine::ModelSource model_source;
+  engine::ModelSource model;
   engine::TrainSettings settings;
-  if (!options.str("resume").empty() && options.str("resume") != "False") {
-    const auto project = options.given("project") ? options.str("project") : config::default_project();
-    // resume=True: the checkpoint model= names (the reference's `yolo train resume
-    // model=RUN/weights/last.pt`), else the newest run's under project=.
-    const bool of_model = options.str("resume") == "True" && options.given("model");
-    if (of_model && fs::path(options.str("model")).extension() != ".safetensors")
-      throw UserError("resume=True model=" + options.str("model") + ": resume continues a lucid training checkpoint " +
-                      "(RUN/weights/last.safetensors); to train from these weights, leave resume out");
-    resume = of_model                              ? options.str("model")
-             : options.str("resume") == "True" ? newest_last_checkpoint(project)
-                                               : options.str("resume");
-    // The run's own options, so it continues exactly as it started (but a new epochs or device).
-    auto state = engine::read_checkpoint_state(resume);
-    engine::require_resumable(resume);
-    resume_dir = engine::resume_run_dir(resume, state);
-    engine::require_last_checkpoint(resume, resume_dir, state);
-    engine::refuse_options_ignored_by_resume(options, state.args, resume_dir, resume);
-    // The architecture stored in the checkpoint (its weights are restored by the trainer).
-    model_source = engine::read_model_source("resume", resume, /*weights=*/false);
-    const auto run = engine::settings_from_record(state.args, resume);
-    // How stages execute is not part of the checkpoint: the resuming command line chooses it.
-    settings = engine::settings_from_record(state.args, resume, engine::resume_tokens(options));
-    if (settings.epochs != run.epochs && settings.epochs <= state.epoch)
-      throw UserError("option epochs=" + options.str("epochs") + ": " + resume + " has trained " +
-                      std::to_string(state.epoch) + " epochs already; to continue it, epochs= must be more than " +
-                      std::to_string(state.epoch));
-    if (engine::fit_finished(state, settings)) {
-      // report.html is the run's last write: without it the fit's final validation is still due.
-      if (fs::exists(resume_dir / "report.html")) throw engine::nothing_to_resume(resume, state, settings);
-      finishing = true;
-    }
+};
+
+Resumed read_resume(const config::Options& options) {
+  Resumed r;
+  if (options.str("resume").empty() || options.str("resume") == "False") return r;
+  const auto project = options.given("project") ? options.str("project") : config::default_project();
+  // resume=True: the checkpoint model= names (the reference's `yolo train resume
+  // model=RUN/weights/last.pt`), else the newest run's under project=.
+  const bool of_model = options.str("resume") == "True" && options.given("model");
+  if (of_model && fs::path(options.str("model")).extension() != ".safetensors")
+    throw UserError("resume=True model=" + options.str("model") + ": resume continues a lucid training checkpoint " +
+                    "(RUN/weights/last.safetensors); to train from these weights, leave resume out");
+  r.checkpoint = of_model                              ? options.str("model")
+                 : options.str("resume") == "True" ? newest_last_checkpoint(project)
+                                                   : options.str("resume");
+  const auto& resume = r.checkpoint;
+  // The run's own options, so it continues exactly as it started (but a new epochs or device).
+  auto state = engine::read_checkpoint_state(resume);
+  engine::require_resumable(resume);
+  r.run_dir = engine::resume_run_dir(resume, state);
+  engine::require_last_checkpoint(resume, r.run_dir, state);
+  engine::refuse_options_ignored_by_resume(options, state.args, r.run_dir, resume);
+  // The architecture stored in the checkpoint (its weights are restored by the trainer).
+  r.model = engine::read_model_source("resume", resume, /*weights=*/false);
+  const auto run = engine::settings_from_record(state.args, resume);
+  // How stages execute is not part of the checkpoint: the resuming command line chooses it.
+  r.settings = engine::settings_from_record(state.args, resume, engine::resume_tokens(options));
+  if (r.settings.epochs != run.epochs && r.settings.epochs <= state.epoch)
+    throw UserError("option epochs=" + options.str("epochs") + ": " + resume + " has trained " +
+                    std::to_string(state.epoch) + " epochs already; to continue it, epochs= must be more than " +
+                    std::to_string(state.epoch));
+  if (engine::fit_finished(state, r.settings)) {
+    // report.html is the run's last write: without it the fit's final validation is still due.
+    if (fs::exists(r.run_dir / "report.html")) throw engine::nothing_to_resume(resume, state, r.settings);
+    r.finishing = true;
   }
-  // The complete-fit clock (fit_report.json): before data, model and trainer construction.
-  const auto fit_start = std::chrono::steady_clock::now();
-  if (resume.empty() && !options.given("data")) choose_default_data(options);
-  if (resume.empty()) settings = engine::TrainSettings::from(options);
-  engine::refuse_control_characters(engine::train_record(settings, engine::RecordScope::ArgsYaml));
-  if (const auto launched = start_or_join_world(settings, args)) {
-    CommandOutcome launcher;
-    launcher.exit_code = *launched;
-    return launcher;
-  }
-  const auto* world = dist::world();
-  const torch::Device device = world ? world->device() : util::parse_device(settings.device);
-  if (resume.empty()) model_source = training_model(settings);
-  config::warn_without_one_to_one(settings.validator.nms, model_source.require_spec().end2end, settings.model);
-  const std::string data_path = settings.synthetic ? default_dataset() : settings.data;
+  return r;
+}
+
+// The dataset of a fit: its index, the prepared training and validation splits, and the
+// training instances per class (cls_pw) and at most in one image (AutoBatch).
+struct FitData {
+  std::string path;
+  data::DatasetIndex index;
+  engine::PreparedSplit train, val;
+  std::vector<int64_t> class_counts;
+  int64_t max_instances = 0;
+};
+
+FitData load_fit_data(const engine::TrainSettings& settings) {
+  FitData d;
+  d.path = settings.synthetic ? default_dataset() : settings.data;
   data::IndexOptions io = settings.index;
   if (settings.index.single_cls) std::printf("Overriding class names with single class.\n");
   io.on_problem = [](const data::Problem& p) { std::fprintf(stderr, "warning: %s\n", p.str().c_str()); };
-  auto index = data::build_index(data_path, io);
-  const auto* train_split = index.find("train");
-  const auto* val_split = index.find(settings.split);
-  if (!train_split) throw UserError(data_path + ": no 'train' split");
-  if (!val_split && settings.split == "test") throw UserError("option split=test: " + data_path + " has no 'test' split");
+  d.index = data::build_index(d.path, io);
+  const auto* train_split = d.index.find("train");
+  const auto* val_split = d.index.find(settings.split);
+  if (!train_split) throw UserError(d.path + ": no 'train' split");
+  if (!val_split && settings.split == "test") throw UserError("option split=test: " + d.path + " has no 'test' split");
   if (!val_split) val_split = train_split;
   const auto store = engine::prepared_store(settings.cache);
   const int imgsz = static_cast<int>(settings.imgsz());
   if (store == data::PreparedStore::Ram) engine::require_memory_for_ram_cache({train_split, val_split}, imgsz);
-  auto train = engine::prepare_split(*train_split, imgsz, store, 0);
-  auto val = engine::prepare_split(*val_split, imgsz, store, 0);
-
-  std::vector<int64_t> class_counts(static_cast<size_t>(index.nc()), 0);
-  int64_t max_instances = 0;
-  for (const auto u : train.usable) {
+  d.train = engine::prepare_split(*train_split, imgsz, store, 0);
+  d.val = engine::prepare_split(*val_split, imgsz, store, 0);
+  d.class_counts.assign(static_cast<size_t>(d.index.nc()), 0);
+  for (const auto u : d.train.usable) {
     int64_t n = 0;
-    for (const auto& inst : train.split->images[static_cast<size_t>(u)].instances)
-      if (!inst.crowd) ++class_counts[static_cast<size_t>(inst.cls)], ++n;
-    max_instances = std::max(max_instances, n);
+    for (const auto& inst : d.train.split->images[static_cast<size_t>(u)].instances)
+      if (!inst.crowd) ++d.class_counts[static_cast<size_t>(inst.cls)], ++n;
+    d.max_instances = std::max(d.max_instances, n);
   }
-  if (settings.batch_option.autobatch_fraction > 0) {
-    // The chosen batch is the run's: args.yaml, checkpoints and a resume carry it.
-    engine::AutoBatchRequest ab;
-    ab.spec = model_source.spec_for_classes(static_cast<int>(index.nc()));
-    ab.device = device;
-    ab.imgsz = static_cast<int64_t>(std::ceil(static_cast<double>(imgsz) * (1.0 + settings.multi_scale) / 32.0)) * 32;
-    ab.fraction = settings.batch_option.autobatch_fraction;
-    ab.amp = device.is_cuda() && settings.amp;
-    ab.max_num_obj = max_instances * 4;  // 4 for mosaic, as the reference
-    ab.dataset_size = train.size();
-    settings.set_batch(engine::auto_batch(ab));
-  }
-  {
-    // The reference warns here (8.4.190 _build_train_pipeline); a batch of one image at 32 px gives
-    // BatchNorm one value per channel and the step fails, so it is refused before training.
-    const int64_t batch = settings.batch();
-    const int64_t final_batch = train.size() % batch ? train.size() % batch : batch;
-    const int64_t min_imgsz =
-        std::max<int64_t>(32, static_cast<int64_t>(static_cast<double>(imgsz) * (1 - settings.multi_scale))) / 32 * 32;
-    if (min_imgsz < 64 && final_batch == 1)
-      throw UserError("option batch=" + std::to_string(batch) + ": the last batch of the " +
-                      std::to_string(train.size()) + " training images holds one image, and training at imgsz=" +
-                      std::to_string(min_imgsz) + " gives BatchNorm a single value per channel; change batch, or use "
-                      "imgsz and multi_scale that keep every size >= 64");
-  }
-  auto train_samples = engine::make_sample_source(train);
-  auto train_opts = loader_options(settings, train.size(), true);
+  return d;
+}
+
+// batch=-1 or a fraction: AutoBatch on the device; the chosen batch is the run's (args.yaml,
+// checkpoints and a resume carry it).
+void choose_batch(engine::TrainSettings& settings, const engine::ModelSource& model, const FitData& d,
+                  torch::Device device) {
+  if (settings.batch_option.autobatch_fraction <= 0) return;
+  engine::AutoBatchRequest ab;
+  ab.spec = model.spec_for_classes(static_cast<int>(d.index.nc()));
+  ab.device = device;
+  ab.imgsz = static_cast<int64_t>(std::ceil(static_cast<double>(settings.imgsz()) * (1.0 + settings.multi_scale) / 32.0)) * 32;
+  ab.fraction = settings.batch_option.autobatch_fraction;
+  ab.amp = device.is_cuda() && settings.amp;
+  ab.max_num_obj = d.max_instances * 4;  // 4 for mosaic, as the reference
+  ab.dataset_size = d.train.size();
+  settings.set_batch(engine::auto_batch(ab));
+}
+
+// The reference warns here (8.4.190 _build_train_pipeline); a batch of one image at 32 px gives
+// BatchNorm one value per channel and the step fails, so it is refused before training.
+void refuse_single_image_batch(const engine::TrainSettings& settings, int64_t train_size) {
+  const int64_t batch = settings.batch();
+  const int64_t final_batch = train_size % batch ? train_size % batch : batch;
+  const int64_t min_imgsz =
+      std::max<int64_t>(32, static_cast<int64_t>(static_cast<double>(settings.imgsz()) * (1 - settings.multi_scale))) / 32 * 32;
+  if (min_imgsz < 64 && final_batch == 1)
+    throw UserError("option batch=" + std::to_string(batch) + ": the last batch of the " + std::to_string(train_size) +
+                    " training images holds one image, and training at imgsz=" + std::to_string(min_imgsz) +
+                    " gives BatchNorm a single value per channel; change batch, or use imgsz and multi_scale that keep "
+                    "every size >= 64");
+}
+
+// The training batches: sharded across the world's processes, rect sizes, GPU-rendered images.
+std::unique_ptr<PlottedTrainBatches> training_batches(const engine::TrainSettings& settings, const FitData& d,
+                                                      const dist::World* world, torch::Device device) {
+  auto samples = engine::make_sample_source(d.train);
+  auto opts = loader_options(settings, d.train.size(), true);
   if (world) {
-    const int64_t last = train.size() % settings.batch();
+    const int64_t last = d.train.size() % settings.batch();
     if (last > 0 && last < world->size())
-      throw UserError(data_path + ": the last batch of the epoch holds " + std::to_string(last) +
-                      " images, fewer than the " + std::to_string(world->size()) +
-                      " processes; change batch so that every process gets one");
-    train_opts.shard = world->rank();
-    train_opts.shards = world->size();
+      throw UserError(d.path + ": the last batch of the epoch holds " + std::to_string(last) + " images, fewer than the " +
+                      std::to_string(world->size()) + " processes; change batch so that every process gets one");
+    opts.shard = world->rank();
+    opts.shards = world->size();
   }
   if (settings.loader.rect) {
-    train_opts.image_sizes = engine::image_sizes(train);
+    opts.image_sizes = engine::image_sizes(d.train);
     std::fprintf(stderr, "warning: 'rect=True' is incompatible with DataLoader shuffle, setting shuffle=False\n");
   }
-  if (settings.execution.gpu_augment) train_opts.device_images = engine::upload_prepared(train_samples, train.size(), device);
-  auto train_source = std::make_unique<engine::LoaderSource>(train_samples, train_opts);
-  auto plotted = std::make_unique<PlottedTrainBatches>(std::move(train_source), "", index.names, settings.loader.overlap_mask);
-  auto* plotted_batches = settings.plots ? plotted.get() : nullptr;
-  auto val_opts = loader_options(settings, val.size(), false);
-  val_opts.image_sizes = engine::image_sizes(val);
-  auto val_loader = std::make_shared<data::Loader>(engine::make_sample_source(val), val_opts);
+  if (settings.execution.gpu_augment) opts.device_images = engine::upload_prepared(samples, d.train.size(), device);
+  auto source = std::make_unique<engine::LoaderSource>(samples, opts);
+  return std::make_unique<PlottedTrainBatches>(std::move(source), "", d.index.names, settings.loader.overlap_mask);
+}
 
-  engine::ValidatorOptions vo = settings.validator;
-  vo.names = index.names;
-  vo.batches = val_loader->batches_per_epoch();
-  auto validator = std::make_shared<engine::Validator>(vo);
-  engine::Validate validate = [=](model::SegmentationModel& ema, loss::SegmentationLoss& loss) {
-    val_loader->start_epoch(0);
-    auto next = engine::val_batches(*val_loader, val);
+// The validation split's loader and the validator's options, shared by the validation after each
+// epoch and the final one.
+struct FitValidation {
+  data::LoaderOptions loader_options;
+  std::shared_ptr<data::Loader> loader;
+  engine::ValidatorOptions validator;
+};
+
+FitValidation fit_validation(const engine::TrainSettings& settings, const FitData& d) {
+  FitValidation v;
+  v.loader_options = loader_options(settings, d.val.size(), false);
+  v.loader_options.image_sizes = engine::image_sizes(d.val);
+  v.loader = std::make_shared<data::Loader>(engine::make_sample_source(d.val), v.loader_options);
+  v.validator = settings.validator;
+  v.validator.names = d.index.names;
+  v.validator.batches = v.loader->batches_per_epoch();
+  return v;
+}
+
+// Validation after each epoch: the EMA model on the validation split, with the training loss.
+engine::Validate epoch_validation(const FitValidation& v, const engine::PreparedSplit& val, torch::Device device) {
+  auto validator = std::make_shared<engine::Validator>(v.validator);
+  return [=, loader = v.loader](model::SegmentationModel& ema, loss::SegmentationLoss& loss) {
+    loader->start_epoch(0);
+    auto next = engine::val_batches(*loader, val);
     auto r = validator->run(*ema, device, next, &loss, &std::cout);
     engine::ValidationResult out;
     out.metrics = r.mean_results();
@@ -330,51 +356,31 @@ CommandOutcome train_run(const std::vector<std::string>& command_line) {
     out.fitness = r.fitness();
     return out;
   };
-  std::unique_ptr<engine::BatchSource> batches = std::move(plotted);
-  std::unique_ptr<engine::Trainer> trainer;    // holds the run folder's lock to the end
-  std::unique_ptr<engine::RunFolderLock> lock;  // or this, when only the final validation is due
-  fs::path run_dir;
-  if (finishing && !dist::primary()) return {};  // only the final validation is due: rank 0's
-  if (finishing) {
-    run_dir = resume_dir;
-    lock = std::make_unique<engine::RunFolderLock>(run_dir);
-    engine::remove_interrupted_writes(run_dir);
-    std::printf("%s: training to %lld epochs is finished; writing its final validation and report\n", resume.c_str(),
-                static_cast<long long>(settings.epochs));
-  } else {
-    engine::ModelStart start{
-        model_source.spec_for_classes(static_cast<int>(index.nc())),
-        model_source.weights.empty() ? nullptr : &model_source.weights};
-    trainer = std::make_unique<engine::Trainer>(settings, engine::DatasetInfo{index.nc(), index.names, class_counts},
-                                                std::move(start), std::move(batches), validate, resume);
-    trainer->set_fit_start(fit_start);
-    run_dir = trainer->run_dir();
-    if (plotted_batches && dist::primary()) plotted_batches->set_run_dir(run_dir.string());
-    trainer->fit();
-  }
-  if (!dist::primary()) return {};  // rank 0 validates the final weights and writes the report
+}
 
-  // Final validation of the best weights with plots, results.png and the report, as the reference's
-  // final_eval.
+// After the fit, as the reference's final_eval: the best weights validated with plots, results.png,
+// the plots as TensorBoard images, report.html, and the observer's on_train_end.
+CommandOutcome final_evaluation(const engine::TrainSettings& settings, const FitData& d, const FitValidation& v,
+                                const fs::path& run_dir, torch::Device device, engine::Trainer* trainer) {
   auto weights = run_dir / "weights" / "best.safetensors";
   if (!fs::exists(weights)) weights = run_dir / "weights" / "last.safetensors";
   std::printf("\nValidating %s...\n", weights.string().c_str());
   auto loaded = engine::load_inference_model("model", weights.string(), device);
-  auto fo = vo;
+  auto fo = v.validator;
   fo.verbose = settings.verbose;
   fo.speed = true;
   if (settings.save_json) {
     // As the reference's final_eval: the results of the best weights, in the run folder.
     fo.save_json = (run_dir / "predictions.json").string();
-    if (index.format == data::DatasetFormat::Coco) fo.class_map = index.category_ids;
+    if (d.index.format == data::DatasetFormat::Coco) fo.class_map = d.index.category_ids;
   }
   engine::EvaluateOptions eo;
-  eo.imgsz = imgsz;
-  eo.batch = val_opts.batch;
-  eo.workers = val_opts.workers;
+  eo.imgsz = static_cast<int>(settings.imgsz());
+  eo.batch = v.loader_options.batch;
+  eo.workers = v.loader_options.workers;
   eo.plots = settings.plots;
   eo.out_dir = run_dir.string();
-  auto final_results = engine::evaluate(*loaded.model, device, val, fo, eo, &std::cout);
+  auto final_results = engine::evaluate(*loaded.model, device, d.val, fo, eo, &std::cout);
   if (settings.plots) {
     if (plot::available())
       plot::plot_results((run_dir / "results.csv").string(), (run_dir / "results.png").string());
@@ -393,8 +399,8 @@ CommandOutcome train_run(const std::vector<std::string>& command_line) {
   report::ReportContent rc;
   rc.title = "lucid train: " + run_dir.string();
   rc.final = &final_results;
-  rc.names = index.names;
-  rc.summary = {{"data", data_path},
+  rc.names = d.index.names;
+  rc.summary = {{"data", d.path},
                 {"model", settings.model},
                 {"epochs", std::to_string(settings.epochs)},
                 {"imgsz", std::to_string(settings.imgsz())},
@@ -415,7 +421,65 @@ CommandOutcome train_run(const std::vector<std::string>& command_line) {
     end.run_dir = run_dir.string();
     observer->on_event(end);
   }
-  return CommandOutcome{0, run_dir.string(), index.names, std::move(final_results)};
+  return CommandOutcome{0, run_dir.string(), d.index.names, std::move(final_results)};
+}
+
+}  // namespace
+
+int train_command(const std::vector<std::string>& args) { return train_run(args).exit_code; }
+
+CommandOutcome train_run(const std::vector<std::string>& command_line) {
+  const auto args = config::map_deprecated_end2end(command_line);
+  auto options = engine::train_options();
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) return options.parse_or_help(args), CommandOutcome{};
+  config::parse_with_cfg_file(options, args, [](const config::Options& o) { engine::TrainSettings::from(o); });
+  Resumed resumed = read_resume(options);
+  auto& settings = resumed.settings;
+  const bool resuming = !resumed.checkpoint.empty();
+  // The complete-fit clock (fit_report.json): before data, model and trainer construction.
+  const auto fit_start = std::chrono::steady_clock::now();
+  if (!resuming && !options.given("data")) choose_default_data(options);
+  if (!resuming) settings = engine::TrainSettings::from(options);
+  engine::refuse_control_characters(engine::train_record(settings, engine::RecordScope::ArgsYaml));
+  if (const auto launched = start_or_join_world(settings, args)) {
+    CommandOutcome launcher;
+    launcher.exit_code = *launched;
+    return launcher;
+  }
+  const auto* world = dist::world();
+  const torch::Device device = world ? world->device() : util::parse_device(settings.device);
+  if (!resuming) resumed.model = training_model(settings);
+  const auto& model_source = resumed.model;
+  config::warn_without_one_to_one(settings.validator.nms, model_source.require_spec().end2end, settings.model);
+  const FitData data = load_fit_data(settings);
+  choose_batch(settings, model_source, data, device);
+  refuse_single_image_batch(settings, data.train.size());
+  auto plotted = training_batches(settings, data, world, device);
+  auto* plotted_batches = settings.plots ? plotted.get() : nullptr;
+  const auto validation = fit_validation(settings, data);
+  const auto validate = epoch_validation(validation, data.val, device);
+  std::unique_ptr<engine::Trainer> trainer;    // holds the run folder's lock to the end
+  std::unique_ptr<engine::RunFolderLock> lock;  // or this, when only the final validation is due
+  fs::path run_dir;
+  if (resumed.finishing && !dist::primary()) return {};  // only the final validation is due: rank 0's
+  if (resumed.finishing) {
+    run_dir = resumed.run_dir;
+    lock = std::make_unique<engine::RunFolderLock>(run_dir);
+    engine::remove_interrupted_writes(run_dir);
+    std::printf("%s: training to %lld epochs is finished; writing its final validation and report\n",
+                resumed.checkpoint.c_str(), static_cast<long long>(settings.epochs));
+  } else {
+    engine::ModelStart start{model_source.spec_for_classes(static_cast<int>(data.index.nc())),
+                             model_source.weights.empty() ? nullptr : &model_source.weights};
+    trainer = std::make_unique<engine::Trainer>(settings, engine::DatasetInfo{data.index.nc(), data.index.names, data.class_counts},
+                                                std::move(start), std::move(plotted), validate, resumed.checkpoint);
+    trainer->set_fit_start(fit_start);
+    run_dir = trainer->run_dir();
+    if (plotted_batches && dist::primary()) plotted_batches->set_run_dir(run_dir.string());
+    trainer->fit();
+  }
+  if (!dist::primary()) return {};  // rank 0 validates the final weights and writes the report
+  return final_evaluation(settings, data, validation, run_dir, device, trainer.get());
 }
 
 }  // namespace lucid::cli
