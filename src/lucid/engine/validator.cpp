@@ -78,6 +78,94 @@ std::array<double, 8> eight(const metrics::SetResults& b, const metrics::SetResu
   return {b.precision, b.recall, b.map50, b.map50_95, m.precision, m.recall, m.map50, m.map50_95};
 }
 
+// A batch's ground truth: per image the count and first row of its instances (host), the classes,
+// the boxes and masks (device, for IoUs).
+struct BatchTruth {
+  std::vector<int64_t> counts, first;
+  Tensor cls, boxes, masks;
+};
+
+BatchTruth batch_truth(const ValBatch& batch, const torch::Device& device) {
+  const int64_t bs = batch.images.size(0);
+  BatchTruth t;
+  auto bidx = batch.targets.batch_idx.defined() ? batch.targets.batch_idx.reshape({-1}).to(torch::kCPU, torch::kInt64)
+                                                : torch::zeros({0}, torch::kInt64);
+  t.counts.assign(static_cast<size_t>(bs), 0);
+  t.first.assign(static_cast<size_t>(bs), 0);
+  auto a = bidx.accessor<int64_t, 1>();
+  for (int64_t i = 0; i < a.size(0); ++i) {
+    TORCH_CHECK(a[i] >= 0 && a[i] < bs, "validation targets: batch_idx out of range");
+    ++t.counts[a[i]];
+  }
+  for (int64_t i = 1; i < bs; ++i) t.first[i] = t.first[i - 1] + t.counts[i - 1];
+  t.cls = bidx.numel() == 0 ? torch::zeros({0}, torch::kFloat32) : batch.targets.cls.reshape({-1}).to(torch::kFloat32);
+  t.boxes = bidx.numel() ? batch.targets.bboxes.to(device, torch::kFloat32).reshape({-1, 4})
+                         : torch::zeros({0, 4}, torch::TensorOptions().device(device));
+  t.masks = bidx.numel() && batch.targets.masks.defined() ? batch.targets.masks.to(device) : Tensor();
+  return t;
+}
+
+// One image's predictions matched to its nl ground-truth instances (first at `first`) at the ten IoU
+// thresholds: (box hits, mask hits). gt_boxes: xyxy in input pixels; the masks compared at (mh, mw).
+std::pair<Tensor, Tensor> match_image(const Tensor& pred_cls, const Tensor& pred_boxes, const Tensor& pred_masks,
+                                      const Tensor& cls, const Tensor& gt_boxes, const BatchTruth& truth, int64_t si,
+                                      bool overlap_mask, int64_t mh, int64_t mw) {
+  const int64_t nl = truth.counts[si];
+  if (nl == 0 || pred_cls.size(0) == 0) {
+    auto none = torch::zeros({pred_cls.size(0), metrics::kIouThresholds}, torch::kBool);
+    return {none, none};
+  }
+  auto tp = metrics::match_predictions(pred_cls, cls, metrics::box_iou(gt_boxes, pred_boxes));
+  Tensor gm;
+  if (overlap_mask) {
+    auto index = torch::arange(1, nl + 1, torch::TensorOptions().device(truth.masks.device())).view({nl, 1, 1});
+    gm = (truth.masks[si] == index).to(torch::kFloat32);
+  } else {
+    gm = truth.masks.narrow(0, truth.first[si], nl).to(torch::kFloat32);
+  }
+  if (gm.size(1) != mh || gm.size(2) != mw)
+    gm = F::interpolate(gm.unsqueeze(0), F::InterpolateFuncOptions()
+                                             .size(std::vector<int64_t>{mh, mw})
+                                             .mode(torch::kBilinear)
+                                             .align_corners(false))
+             .squeeze(0)
+             .gt(0.5)
+             .to(torch::kFloat32);
+  return {tp, metrics::match_predictions(pred_cls, cls, metrics::mask_iou(gm.flatten(1), pred_masks.flatten(1)))};
+}
+
+// save_json: one image's detections as COCO results (boxes and masks in the original image).
+void add_coco_results(nlohmann::json& jdict, const ValImage& info, const Tensor& pred, const Tensor& pred_cls,
+                      const Tensor& pred_boxes, const Tensor& pred_masks, const std::vector<int64_t>& class_map) {
+  const std::array<int64_t, 2> orig{info.orig_h, info.orig_w};
+  auto boxes = scale_boxes(pred_boxes, info.letterbox, orig);
+  auto xywh = torch::cat({(boxes.narrow(1, 0, 2) + boxes.narrow(1, 2, 2)) / 2, boxes.narrow(1, 2, 2) - boxes.narrow(1, 0, 2)},
+                         1);
+  auto tl = torch::cat({xywh.narrow(1, 0, 2) - xywh.narrow(1, 2, 2) / 2, xywh.narrow(1, 2, 2)}, 1)
+                .to(torch::kCPU, torch::kFloat32)
+                .contiguous();
+  auto masks = scale_masks(pred_masks, info.letterbox, orig).to(torch::kUInt8).to(torch::kCPU).contiguous();
+  auto conf = pred.select(1, 4).to(torch::kCPU, torch::kFloat32).contiguous();
+  auto pc = pred_cls.to(torch::kCPU, torch::kFloat32).contiguous();
+  const nlohmann::json id = info.image_id >= 0 ? nlohmann::json(info.image_id) : image_id_of(info.file);
+  const auto name = std::filesystem::path(info.file).filename().string();
+  const uint32_t h = static_cast<uint32_t>(masks.size(1)), w = static_cast<uint32_t>(masks.size(2));
+  auto tla = tl.accessor<float, 2>();
+  auto ca = conf.accessor<float, 1>();
+  auto pca = pc.accessor<float, 1>();
+  for (int64_t k = 0; k < pred.size(0); ++k) {
+    const auto c = static_cast<int64_t>(pca[k]);
+    const int64_t cat = c >= 0 && c < static_cast<int64_t>(class_map.size()) ? class_map[c] : c + 1;
+    auto rle = metrics::rle_encode(masks[k].data_ptr<uint8_t>(), h, w);
+    jdict.push_back({{"image_id", id},
+                     {"file_name", name},
+                     {"category_id", cat},
+                     {"bbox", {round_to(tla[k][0], 3), round_to(tla[k][1], 3), round_to(tla[k][2], 3), round_to(tla[k][3], 3)}},
+                     {"score", round_to(ca[k], 5)},
+                     {"segmentation", {{"size", {h, w}}, {"counts", metrics::rle_to_string(rle)}}}});
+  }
+}
+
 }  // namespace
 
 std::array<double, 8> ValResults::mean_results() const { return eight(metrics.box, metrics.mask); }
@@ -185,24 +273,7 @@ ValResults Validator::run(model::SegmentationModelImpl& model, const torch::Devi
     auto dets = postprocess(model, out, nms, uses_one_to_one(model.end2end(), o.nms));
     const auto& proto = out.primary().proto;  // (B, nm, H/4, W/4)
 
-    // Ground truth per image, on the host for counts and on the device for IoUs.
-    auto bidx = batch.targets.batch_idx.defined() ? batch.targets.batch_idx.reshape({-1}).to(torch::kCPU, torch::kInt64)
-                                                  : torch::zeros({0}, torch::kInt64);
-    std::vector<int64_t> counts(bs, 0), first(bs, 0);
-    {
-      auto a = bidx.accessor<int64_t, 1>();
-      for (int64_t i = 0; i < a.size(0); ++i) {
-        TORCH_CHECK(a[i] >= 0 && a[i] < bs, "validation targets: batch_idx out of range");
-        ++counts[a[i]];
-      }
-      for (int64_t i = 1; i < bs; ++i) first[i] = first[i - 1] + counts[i - 1];
-    }
-    Tensor gt_cls_all = bidx.numel() == 0
-                            ? torch::zeros({0}, torch::kFloat32)
-                            : batch.targets.cls.reshape({-1}).to(torch::kFloat32);
-    Tensor gt_box_all = bidx.numel() ? batch.targets.bboxes.to(device, torch::kFloat32).reshape({-1, 4})
-                                     : torch::zeros({0, 4}, torch::TensorOptions().device(device));
-    Tensor gt_masks_all = bidx.numel() && batch.targets.masks.defined() ? batch.targets.masks.to(device) : Tensor();
+    const auto truth = batch_truth(batch, device);
     const std::array<int64_t, 2> shape{H, W};
     const int64_t mh = native ? H : H / 4, mw = native ? W : W / 4;
     auto scale = torch::tensor({static_cast<float>(W), static_cast<float>(H), static_cast<float>(W),
@@ -212,79 +283,22 @@ ValResults Validator::run(model::SegmentationModelImpl& model, const torch::Devi
     std::vector<Tensor> batch_masks;
     for (int64_t si = 0; si < bs; ++si) {
       auto pred = dets[si];
-      const int64_t nl = counts[si];
-      auto cls = gt_cls_all.narrow(0, first[si], nl);
+      const int64_t nl = truth.counts[si];
+      auto cls = truth.cls.narrow(0, truth.first[si], nl);
       auto pred_cls = pred.select(1, 5);
       if (o.single_cls) pred_cls = pred_cls * 0;
       auto pred_boxes = pred.narrow(1, 0, 4);
       auto coefs = pred.narrow(1, 6, pred.size(1) - 6);
       auto pred_masks = native ? process_mask_native(proto[si], coefs, pred_boxes, shape)
                                : process_mask(proto[si], coefs, pred_boxes, shape);
-      Tensor tp, tp_m;
-      {
-        auto gt_boxes = nl ? xywh2xyxy(gt_box_all.narrow(0, first[si], nl)) * scale
-                           : torch::zeros({0, 4}, torch::TensorOptions().device(device));
-        res.confusion.add_image(pred_boxes, pred.select(1, 4), pred_cls, gt_boxes, cls);
-      }
-      if (nl == 0 || pred.size(0) == 0) {
-        tp = torch::zeros({pred.size(0), metrics::kIouThresholds}, torch::kBool);
-        tp_m = tp;
-      } else {
-        auto gt_boxes = xywh2xyxy(gt_box_all.narrow(0, first[si], nl)) * scale;
-        tp = metrics::match_predictions(pred_cls, cls, metrics::box_iou(gt_boxes, pred_boxes));
-        Tensor gm;
-        if (o.overlap_mask) {
-          auto index = torch::arange(1, nl + 1, torch::TensorOptions().device(device)).view({nl, 1, 1});
-          gm = (gt_masks_all[si] == index).to(torch::kFloat32);
-        } else {
-          gm = gt_masks_all.narrow(0, first[si], nl).to(torch::kFloat32);
-        }
-        if (gm.size(1) != mh || gm.size(2) != mw)
-          gm = F::interpolate(gm.unsqueeze(0), F::InterpolateFuncOptions()
-                                                   .size(std::vector<int64_t>{mh, mw})
-                                                   .mode(torch::kBilinear)
-                                                   .align_corners(false))
-                   .squeeze(0)
-                   .gt(0.5)
-                   .to(torch::kFloat32);
-        tp_m = metrics::match_predictions(pred_cls, cls, metrics::mask_iou(gm.flatten(1), pred_masks.flatten(1)));
-      }
+      auto gt_boxes = nl ? xywh2xyxy(truth.boxes.narrow(0, truth.first[si], nl)) * scale
+                         : torch::zeros({0, 4}, torch::TensorOptions().device(device));
+      res.confusion.add_image(pred_boxes, pred.select(1, 4), pred_cls, gt_boxes, cls);
+      const auto [tp, tp_m] = match_image(pred_cls, pred_boxes, pred_masks, cls, gt_boxes, truth, si, o.overlap_mask, mh, mw);
       stats.add_image(tp, tp_m, pred.select(1, 4), pred_cls, cls);
       if (o.on_image) o.on_image(batch.info[si], pred, pred_masks);
       if (o.on_batch) batch_masks.push_back(pred_masks);
-
-      if (native && pred.size(0)) {
-        const auto& info = batch.info[si];
-        const std::array<int64_t, 2> orig{info.orig_h, info.orig_w};
-        auto boxes = scale_boxes(pred_boxes, info.letterbox, orig);
-        auto xywh = torch::cat({(boxes.narrow(1, 0, 2) + boxes.narrow(1, 2, 2)) / 2,
-                                boxes.narrow(1, 2, 2) - boxes.narrow(1, 0, 2)},
-                               1);
-        auto tl = torch::cat({xywh.narrow(1, 0, 2) - xywh.narrow(1, 2, 2) / 2, xywh.narrow(1, 2, 2)}, 1)
-                      .to(torch::kCPU, torch::kFloat32)
-                      .contiguous();
-        auto masks = scale_masks(pred_masks, info.letterbox, orig).to(torch::kUInt8).to(torch::kCPU).contiguous();
-        auto conf = pred.select(1, 4).to(torch::kCPU, torch::kFloat32).contiguous();
-        auto pc = pred_cls.to(torch::kCPU, torch::kFloat32).contiguous();
-        const nlohmann::json id = info.image_id >= 0 ? nlohmann::json(info.image_id) : image_id_of(info.file);
-        const auto name = std::filesystem::path(info.file).filename().string();
-        const uint32_t h = static_cast<uint32_t>(masks.size(1)), w = static_cast<uint32_t>(masks.size(2));
-        auto tla = tl.accessor<float, 2>();
-        auto ca = conf.accessor<float, 1>();
-        auto pca = pc.accessor<float, 1>();
-        for (int64_t k = 0; k < pred.size(0); ++k) {
-          const auto c = static_cast<int64_t>(pca[k]);
-          const int64_t cat = c >= 0 && c < static_cast<int64_t>(o.class_map.size()) ? o.class_map[c] : c + 1;
-          auto rle = metrics::rle_encode(masks[k].data_ptr<uint8_t>(), h, w);
-          jdict.push_back({{"image_id", id},
-                           {"file_name", name},
-                           {"category_id", cat},
-                           {"bbox", {round_to(tla[k][0], 3), round_to(tla[k][1], 3), round_to(tla[k][2], 3),
-                                     round_to(tla[k][3], 3)}},
-                           {"score", round_to(ca[k], 5)},
-                           {"segmentation", {{"size", {h, w}}, {"counts", metrics::rle_to_string(rle)}}}});
-        }
-      }
+      if (native && pred.size(0)) add_coco_results(jdict, batch.info[si], pred, pred_cls, pred_boxes, pred_masks, o.class_map);
     }
     if (o.on_batch) o.on_batch(batch_number, batch, dets, batch_masks);
     ++batch_number;
