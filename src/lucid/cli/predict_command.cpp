@@ -212,16 +212,8 @@ long long positive(const config::Options& options, const std::string& key, long 
   return options.integer(key, 1, hi);
 }
 
-}  // namespace
-
-int predict_command(const std::vector<std::string>& args) { return predict_run(args, nullptr).exit_code; }
-
-CommandOutcome predict_run(const std::vector<std::string>& command_line, const PredictSink& sink) {
-  const auto args = config::map_deprecated_end2end(command_line);
-  auto options = predict_options();
-  if (!options.parse_or_help(args)) return {};
-  const auto checkpoint = options.str("model");
-  if (checkpoint.empty()) throw UserError("option model= is required (a weights file: .safetensors or .pt)");
+// The prediction options: thresholds, classes, mask resolution, precision.
+engine::PredictOptions read_predict_options(const config::Options& options) {
   engine::PredictOptions po;
   if (!options.str("imgsz").empty())
     po.imgsz = static_cast<int>(config::stride_multiple(options.integer("imgsz", 1, config::kMaxImgsz)));
@@ -236,16 +228,17 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
   po.classes = parse_classes(options.str("classes"));
   po.retina_masks = options.flag("retina_masks");
   po.amp = options.flag("half");
-  const auto batch = static_cast<size_t>(positive(options, "batch", 1024));
-  const int vid_stride = static_cast<int>(positive(options, "vid_stride", 1 << 20));
+  return po;
+}
+
+// What is written (the run folder is made later, where anything is) and how it is drawn.
+Outputs read_outputs(const config::Options& options) {
   Outputs o;
-  const bool save = options.flag("save");
   o.save_txt = options.flag("save_txt");
   o.save_conf = options.flag("save_conf");
   o.save_json = options.flag("save_json");
   o.save_crop = options.flag("save_crop");
   o.save_frames = options.flag("save_frames");
-  const bool verbose = options.flag("verbose");
   options.flag("stream");  // checked; the command streams its sources either way
   if (options.flag("visualize"))
     throw UserError("option visualize=True: writing the feature maps of every layer is not available in lucid");
@@ -262,6 +255,95 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
     o.line_width = options.number("line_width");
     if (o.line_width <= 0) throw UserError("option line_width=" + options.str("line_width") + ": expected a positive number");
   }
+  return o;
+}
+
+// The annotated video of one source at a time: closed when its frames end.
+class VideoOutput {
+ public:
+  void write(const fs::path& file, size_t source, double source_fps, const data::Image& frame) {
+    if (writer_ && source_ != source) close();
+    if (!writer_) {
+      // The reference's int(fps); a stream that does not say plays at 30.
+      const int fps = source_fps >= 1 ? static_cast<int>(source_fps) : 30;
+      writer_ = std::make_unique<data::VideoWriter>(file.string(), frame.width, frame.height, fps);
+      source_ = source;
+    }
+    writer_->write(frame);
+  }
+  void close() {
+    if (writer_) writer_->close();
+    writer_.reset();
+  }
+
+ private:
+  std::unique_ptr<data::VideoWriter> writer_;
+  size_t source_ = 0;
+};
+
+// save=True: the image drawn with its detections; a video's frame goes into its video (and with
+// save_frames into <name>_frames/).
+void save_drawn(const Outputs& o, const engine::PredictItem& item, const data::Image& image, const engine::Prediction& p,
+                const std::vector<std::string>& names, const std::string& path, const std::string& name,
+                const std::string& frame_name, VideoOutput& video) {
+  plot::Canvas canvas(image);
+  plot::DrawStyle style = o.style;
+  style.line_width = o.line_width > 0 ? o.line_width : std::max(std::round((p.orig_h + p.orig_w) / 2.0 * 0.003), 2.0);
+  style.font_size = std::max(11.0, style.line_width * 5.5);
+  plot::Instances inst{p.boxes, p.cls, p.conf, torch::Tensor(), 1.0, p.masks};
+  plot::draw_instances(canvas, inst, names, 0, 0, 1.0, style);
+  if (item.video) {
+    video.write(o.run_dir / (name + ".avi"), item.source, item.fps, canvas.image());
+    if (o.save_frames) {
+      const auto frames_dir = o.run_dir / (name + "_frames");
+      fs::create_directories(frames_dir);
+      canvas.save((frames_dir / (frame_name + ".jpg")).string());
+    }
+  } else {
+    auto ext = fs::path(path).extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+    canvas.save((o.run_dir / (name + (ext == ".png" ? ".png" : ".jpg"))).string());
+  }
+}
+
+// "image 1/3 path: " or "video 1/1 (frame 3/30) path: ", as the reference logs them.
+std::string item_place(const engine::PredictItem& item, size_t sources) {
+  const std::string of = std::to_string(item.source + 1) + "/" + std::to_string(sources);
+  if (!item.video) return "image " + of;
+  const std::string frames = item.frames > 0 ? std::to_string(item.frames) : "?";
+  return "video " + of + " (frame " + std::to_string(item.frame) + "/" + frames + ")";
+}
+
+// The next batch of images or frames from the stream (empty at its end; `more` turns false once
+// the stream has ended, and it is not asked again).
+std::vector<engine::PredictItem> next_items(engine::PredictStream& stream, size_t batch, bool& more) {
+  std::vector<engine::PredictItem> items;
+  while (more && items.size() < batch) {
+    engine::PredictItem item;
+    if (stream.next(item))
+      items.push_back(std::move(item));
+    else
+      more = false;
+  }
+  return items;
+}
+
+}  // namespace
+
+int predict_command(const std::vector<std::string>& args) { return predict_run(args, nullptr).exit_code; }
+
+CommandOutcome predict_run(const std::vector<std::string>& command_line, const PredictSink& sink) {
+  const auto args = config::map_deprecated_end2end(command_line);
+  auto options = predict_options();
+  if (!options.parse_or_help(args)) return {};
+  const auto checkpoint = options.str("model");
+  if (checkpoint.empty()) throw UserError("option model= is required (a weights file: .safetensors or .pt)");
+  engine::PredictOptions po = read_predict_options(options);
+  const auto batch = static_cast<size_t>(positive(options, "batch", 1024));
+  const int vid_stride = static_cast<int>(positive(options, "vid_stride", 1 << 20));
+  const bool save = options.flag("save");
+  Outputs o = read_outputs(options);
+  const bool verbose = options.flag("verbose");
   const auto listed = engine::list_predict_sources(options.str("source"));
   if (!listed.videos.empty() && !data::video::available())
     throw UserError("source=" + options.str("source") + ": " + listed.videos.front() + " is a video and " +
@@ -301,25 +383,9 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
   nlohmann::json results = nlohmann::json::array();
   double total_ms = 0;
   int64_t predicted = 0;
-  // The open output video and the source it is for: closed when its frames end.
-  std::unique_ptr<data::VideoWriter> writer;
-  size_t writer_source = 0;
-  auto close_writer = [&] {
-    if (writer) writer->close();
-    writer.reset();
-  };
-  std::vector<engine::PredictItem> items;
-  for (bool more = true; more;) {
-    items.clear();
-    while (items.size() < batch) {
-      engine::PredictItem item;
-      if (!stream.next(item)) {
-        more = false;
-        break;
-      }
-      items.push_back(std::move(item));
-    }
-    if (items.empty()) break;
+  VideoOutput video;
+  bool more = true;
+  for (auto items = next_items(stream, batch, more); !items.empty(); items = next_items(stream, batch, more)) {
     std::vector<data::Image> images;
     images.reserve(items.size());
     for (auto& it : items) images.push_back(std::move(it.image));
@@ -343,53 +409,20 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
       const auto& path = sources[item.source];
       const auto& name = out_names[item.source];
       const auto input = engine::predict_letterbox(p.orig_h, p.orig_w, po.imgsz);
-      // "image 1/3 path: 384x640 2 circles, 1 square, 12.3ms" and "video 1/1 (frame 3/30) path: ..." as
-      // the reference logs them, with the size of the network input.
-      const std::string frames = item.frames > 0 ? std::to_string(item.frames) : "?";
-      const std::string where = item.video ? "video " + std::to_string(item.source + 1) + "/" + std::to_string(sources.size()) +
-                                                 " (frame " + std::to_string(item.frame) + "/" + frames + ")"
-                                           : "image " + std::to_string(item.source + 1) + "/" + std::to_string(sources.size());
+      // "image 1/3 path: 384x640 2 circles, 1 square, 12.3ms", with the size of the network input.
       if (verbose)
-        std::printf("%s %s: %dx%d %s%.1fms\n", where.c_str(), path.c_str(), input.height, input.width,
-                    detections_summary(p, names).c_str(), ms);
+        std::printf("%s %s: %dx%d %s%.1fms\n", item_place(item, sources.size()).c_str(), path.c_str(), input.height,
+                    input.width, detections_summary(p, names).c_str(), ms);
       // A video frame's outputs carry its number: <name>_<frame>.
       const std::string frame_name = item.video ? name + "_" + std::to_string(item.frame) : name;
-
-      if (o.draw) {
-        plot::Canvas canvas(image);
-        plot::DrawStyle style = o.style;
-        style.line_width = o.line_width > 0 ? o.line_width : std::max(std::round((p.orig_h + p.orig_w) / 2.0 * 0.003), 2.0);
-        style.font_size = std::max(11.0, style.line_width * 5.5);
-        plot::Instances inst{p.boxes, p.cls, p.conf, torch::Tensor(), 1.0, p.masks};
-        plot::draw_instances(canvas, inst, names, 0, 0, 1.0, style);
-        if (item.video) {
-          if (writer && writer_source != item.source) close_writer();
-          if (!writer) {
-            // The reference's int(fps); a stream that does not say plays at 30.
-            const int fps = item.fps >= 1 ? static_cast<int>(item.fps) : 30;
-            writer = std::make_unique<data::VideoWriter>((o.run_dir / (name + ".avi")).string(), image.width,
-                                                         image.height, fps);
-            writer_source = item.source;
-          }
-          writer->write(canvas.image());
-          if (o.save_frames) {
-            const auto frames_dir = o.run_dir / (name + "_frames");
-            fs::create_directories(frames_dir);
-            canvas.save((frames_dir / (frame_name + ".jpg")).string());
-          }
-        } else {
-          auto ext = fs::path(path).extension().string();
-          std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-          canvas.save((o.run_dir / (name + (ext == ".png" ? ".png" : ".jpg"))).string());
-        }
-      }
+      if (o.draw) save_drawn(o, item, image, p, names, path, name, frame_name, video);
       if (o.save_txt) write_txt(o.run_dir / "labels" / (frame_name + ".txt"), p, o.save_conf);
       if (o.save_crop) write_crops(o.run_dir / "crops", frame_name, image, p, names);
       if (o.save_json) append_json(results, p, frame_name, fs::path(path).filename().string(), item.frame, names);
       if (sink) sink(PredictedImage{path, item.video, item.frame, item.frames, image, p, names, input.height, input.width, ms});
     }
   }
-  close_writer();
+  video.close();
   const int64_t skipped = listed.skipped + stream.skipped();
   if (skipped) {
     const int64_t considered = static_cast<int64_t>(sources.size()) + listed.skipped;
