@@ -430,15 +430,18 @@ std::vector<double> merge_polygon_parts(const std::vector<std::vector<double>>& 
   return out;
 }
 
-CocoFile parse_coco_json(std::string_view text, const std::string& path) {
-  json root;
+namespace {
+
+using Warn = std::function<void(std::string)>;
+
+json parse_bounded_json(std::string_view text, const std::string& path) {
   try {
     // Bounded nesting: a COCO file is at most 4 levels deep; refuse pathological depth early.
     json::parser_callback_t limit = [](int depth, json::parse_event_t, json&) {
       if (depth > 32) throw UserError("JSON nested deeper than 32 levels");
       return true;
     };
-    root = json::parse(text.begin(), text.end(), limit);
+    return json::parse(text.begin(), text.end(), limit);
   } catch (const json::out_of_range&) {  // nlohmann's "number overflow parsing '1e999'"
     throw error_at(path, 0, "not valid JSON: a number too large for a double (such as 1e999)");
   } catch (const json::exception& e) {
@@ -446,17 +449,13 @@ CocoFile parse_coco_json(std::string_view text, const std::string& path) {
   } catch (const UserError& e) {
     throw error_at(path, 0, e.what());
   }
-  if (!root.is_object()) throw error_at(path, 0, "COCO JSON must be an object with images, annotations, categories");
-  for (const char* key : {"images", "annotations", "categories"})
-    if (!root.contains(key) || !root[key].is_array())
-      throw error_at(path, 0, std::string("COCO JSON has no '") + key + "' array");
+}
 
-  CocoFile out;
-  auto warn = [&](std::string m) { out.problems.push_back({path, 0, std::move(m)}); };
-
+// The categories (sorted by id); returns their ids.
+std::set<int64_t> read_categories(const json& categories, CocoFile& out, const Warn& warn) {
   std::set<int64_t> cat_ids;
   size_t k = 0;
-  for (const auto& c : root["categories"]) {
+  for (const auto& c : categories) {
     ++k;
     CocoCategory cat;
     if (!c.is_object() || !c.contains("id") || !get_int(c["id"], cat.id)) {
@@ -475,10 +474,14 @@ CocoFile parse_coco_json(std::string_view text, const std::string& path) {
   }
   std::sort(out.categories.begin(), out.categories.end(),
             [](const CocoCategory& a, const CocoCategory& b) { return a.id < b.id; });
+  return cat_ids;
+}
 
+// The images; returns where each id's record is in out.images.
+std::map<int64_t, size_t> read_images(const json& images, CocoFile& out, const Warn& warn) {
   std::map<int64_t, size_t> image_at;
-  k = 0;
-  for (const auto& im : root["images"]) {
+  size_t k = 0;
+  for (const auto& im : images) {
     ++k;
     CocoImage rec;
     const std::string what = "image #" + std::to_string(k);
@@ -506,142 +509,165 @@ CocoFile parse_coco_json(std::string_view text, const std::string& path) {
     image_at[rec.id] = out.images.size();
     out.images.push_back(std::move(rec));
   }
+  return image_at;
+}
 
-  k = 0;
-  for (const auto& a : root["annotations"]) {
-    ++k;
-    CocoAnnotation ann;
-    std::string which = "annotation #" + std::to_string(k);
-    if (!a.is_object()) {
-      warn(which + " is not an object: ignored");
-      continue;
+// Polygon segmentation: false (warned) when the annotation is to be ignored; parts that cannot be
+// polygons are dropped with a warning each.
+bool read_polygons(const json& s, const std::string& which, CocoAnnotation& ann, const Warn& warn) {
+  std::vector<std::string> dropped;
+  for (size_t p = 0; p < s.size(); ++p) {
+    const auto& part = s[p];
+    if (!part.is_array()) {
+      warn(which + ": polygon part " + std::to_string(p + 1) + " is not a list of numbers: ignored");
+      return false;
     }
-    if (a.contains("id") && get_int(a["id"], ann.id)) which = "annotation id " + std::to_string(ann.id);
-    if (!a.contains("image_id") || !get_int(a["image_id"], ann.image_id) || !image_at.count(ann.image_id)) {
-      warn(which + ": unknown image_id " + (a.contains("image_id") ? short_dump(a["image_id"]) : "(none)") +
-           ": ignored");
-      continue;
-    }
-    if (!a.contains("category_id") || !get_int(a["category_id"], ann.category_id) || !cat_ids.count(ann.category_id)) {
-      warn(which + ": unknown category_id " + (a.contains("category_id") ? short_dump(a["category_id"]) : "(none)") +
-           ": ignored");
-      continue;
-    }
-    const CocoImage& img = out.images[image_at[ann.image_id]];
-    if (a.contains("iscrowd")) {
-      const auto& c = a["iscrowd"];
-      int64_t v = 0;
-      if (c.is_boolean()) ann.iscrowd = c.get<bool>();
-      else if (get_int(c, v)) ann.iscrowd = v != 0;
-      else {
-        warn(which + ": iscrowd is not 0/1: ignored");
-        continue;
+    std::vector<double> xy;
+    xy.reserve(part.size());
+    for (const auto& v : part) {
+      double d;
+      if (!get_number(v, d)) {
+        warn(which + ": polygon part " + std::to_string(p + 1) + " has a non-numeric or non-finite value: ignored");
+        return false;
       }
+      xy.push_back(d);
     }
-    if (a.contains("bbox") && !a["bbox"].is_null()) {
-      const auto& b = a["bbox"];
-      std::array<double, 4> box{};
-      bool good = b.is_array() && b.size() == 4;
-      for (size_t t = 0; good && t < 4; ++t) good = get_number(b[t], box[t]);
-      if (!good) {
-        warn(which + ": bbox is not 4 finite numbers: ignored");
-        continue;
-      }
-      ann.bbox = box;
-    }
-    bool bad = false;
-    if (a.contains("segmentation") && !a["segmentation"].is_null()) {
-      const auto& s = a["segmentation"];
-      if (s.is_array()) {
-        std::vector<std::string> dropped;
-        for (size_t p = 0; p < s.size() && !bad; ++p) {
-          const auto& part = s[p];
-          std::vector<double> xy;
-          if (!part.is_array()) {
-            warn(which + ": polygon part " + std::to_string(p + 1) + " is not a list of numbers: ignored");
-            bad = true;
-            break;
-          }
-          xy.reserve(part.size());
-          for (const auto& v : part) {
-            double d;
-            if (!get_number(v, d)) {
-              bad = true;
-              break;
-            }
-            xy.push_back(d);
-          }
-          if (bad) {
-            warn(which + ": polygon part " + std::to_string(p + 1) + " has a non-numeric or non-finite value: ignored");
-            break;
-          }
-          if (xy.size() % 2) {
-            dropped.push_back("polygon part " + std::to_string(p + 1) + " has an odd number of coordinates (" +
-                              std::to_string(xy.size()) + ")");
-            continue;
-          }
-          if (xy.size() < 6) {
-            dropped.push_back("polygon part " + std::to_string(p + 1) + " has " + std::to_string(xy.size() / 2) +
-                              " point(s), fewer than 3");
-            continue;
-          }
-          ann.polygons.push_back(std::move(xy));
-        }
-        if (bad) continue;
-        if (!s.empty() && ann.polygons.empty()) {  // nothing usable: one message for the annotation
-          std::string why;
-          for (const auto& d : dropped) why += (why.empty() ? "" : "; ") + d;
-          warn(which + ": " + why + ": ignored");
-          continue;
-        }
-        for (const auto& d : dropped) warn(which + ": " + d + ": part dropped");
-      } else if (s.is_object()) {
-        Rle rle;
-        const json* size = s.contains("size") ? &s["size"] : nullptr;
-        int64_t h = 0, w = 0;
-        if (!size || !size->is_array() || size->size() != 2 || !get_int((*size)[0], h) || !get_int((*size)[1], w) ||
-            h != img.height || w != img.width) {
-          warn(which + ": RLE size is not [height, width] of its image (" + std::to_string(img.height) + ", " +
-               std::to_string(img.width) + "): ignored");
-          continue;
-        }
-        rle.height = int(h), rle.width = int(w);
-        const json* counts = s.contains("counts") ? &s["counts"] : nullptr;
-        try {
-          if (counts && counts->is_string()) {
-            rle.counts = rle_counts_from_string(counts->get<std::string>());
-          } else if (counts && counts->is_array()) {
-            for (const auto& c : *counts) {
-              int64_t v;
-              if (!get_int(c, v) || v < 0 || v > int64_t(std::numeric_limits<uint32_t>::max()))
-                throw UserError("RLE counts are not non-negative integers");
-              rle.counts.push_back(uint32_t(v));
-            }
-          } else {
-            throw UserError("RLE has no counts");
-          }
-          uint64_t total = 0;
-          for (auto c : rle.counts) total += c;
-          if (total != uint64_t(h) * uint64_t(w))
-            throw UserError("RLE counts sum to " + std::to_string(total) + ", not height*width " +
-                            std::to_string(uint64_t(h) * uint64_t(w)));
-        } catch (const UserError& e) {
-          warn(which + ": " + e.what() + ": ignored");
-          continue;
-        }
-        ann.rle = std::move(rle);
-      } else {
-        warn(which + ": segmentation is neither polygons nor RLE: ignored");
-        continue;
-      }
-    }
-    if (bad) continue;
-    if (ann.polygons.empty() && !ann.rle && !ann.bbox) {
-      warn(which + ": no segmentation and no bbox: ignored");
+    if (xy.size() % 2) {
+      dropped.push_back("polygon part " + std::to_string(p + 1) + " has an odd number of coordinates (" +
+                        std::to_string(xy.size()) + ")");
       continue;
     }
-    out.annotations.push_back(std::move(ann));
+    if (xy.size() < 6) {
+      dropped.push_back("polygon part " + std::to_string(p + 1) + " has " + std::to_string(xy.size() / 2) +
+                        " point(s), fewer than 3");
+      continue;
+    }
+    ann.polygons.push_back(std::move(xy));
   }
+  if (!s.empty() && ann.polygons.empty()) {  // nothing usable: one message for the annotation
+    std::string why;
+    for (const auto& d : dropped) why += (why.empty() ? "" : "; ") + d;
+    warn(which + ": " + why + ": ignored");
+    return false;
+  }
+  for (const auto& d : dropped) warn(which + ": " + d + ": part dropped");
+  return true;
+}
+
+// RLE segmentation (compressed or not) of its image's size: false (warned) when it is not one.
+bool read_rle(const json& s, const std::string& which, const CocoImage& img, CocoAnnotation& ann, const Warn& warn) {
+  Rle rle;
+  const json* size = s.contains("size") ? &s["size"] : nullptr;
+  int64_t h = 0, w = 0;
+  if (!size || !size->is_array() || size->size() != 2 || !get_int((*size)[0], h) || !get_int((*size)[1], w) ||
+      h != img.height || w != img.width) {
+    warn(which + ": RLE size is not [height, width] of its image (" + std::to_string(img.height) + ", " +
+         std::to_string(img.width) + "): ignored");
+    return false;
+  }
+  rle.height = int(h), rle.width = int(w);
+  const json* counts = s.contains("counts") ? &s["counts"] : nullptr;
+  try {
+    if (counts && counts->is_string()) {
+      rle.counts = rle_counts_from_string(counts->get<std::string>());
+    } else if (counts && counts->is_array()) {
+      for (const auto& c : *counts) {
+        int64_t v;
+        if (!get_int(c, v) || v < 0 || v > int64_t(std::numeric_limits<uint32_t>::max()))
+          throw UserError("RLE counts are not non-negative integers");
+        rle.counts.push_back(uint32_t(v));
+      }
+    } else {
+      throw UserError("RLE has no counts");
+    }
+    uint64_t total = 0;
+    for (auto c : rle.counts) total += c;
+    if (total != uint64_t(h) * uint64_t(w))
+      throw UserError("RLE counts sum to " + std::to_string(total) + ", not height*width " +
+                      std::to_string(uint64_t(h) * uint64_t(w)));
+  } catch (const UserError& e) {
+    warn(which + ": " + e.what() + ": ignored");
+    return false;
+  }
+  ann.rle = std::move(rle);
+  return true;
+}
+
+// Annotation #k: nullopt (warned) when it is ignored.
+std::optional<CocoAnnotation> read_annotation(const json& a, size_t k, const CocoFile& out,
+                                              const std::map<int64_t, size_t>& image_at,
+                                              const std::set<int64_t>& cat_ids, const Warn& warn) {
+  CocoAnnotation ann;
+  std::string which = "annotation #" + std::to_string(k);
+  if (!a.is_object()) {
+    warn(which + " is not an object: ignored");
+    return std::nullopt;
+  }
+  if (a.contains("id") && get_int(a["id"], ann.id)) which = "annotation id " + std::to_string(ann.id);
+  if (!a.contains("image_id") || !get_int(a["image_id"], ann.image_id) || !image_at.count(ann.image_id)) {
+    warn(which + ": unknown image_id " + (a.contains("image_id") ? short_dump(a["image_id"]) : "(none)") + ": ignored");
+    return std::nullopt;
+  }
+  if (!a.contains("category_id") || !get_int(a["category_id"], ann.category_id) || !cat_ids.count(ann.category_id)) {
+    warn(which + ": unknown category_id " + (a.contains("category_id") ? short_dump(a["category_id"]) : "(none)") +
+         ": ignored");
+    return std::nullopt;
+  }
+  const CocoImage& img = out.images[image_at.at(ann.image_id)];
+  if (a.contains("iscrowd")) {
+    const auto& c = a["iscrowd"];
+    int64_t v = 0;
+    if (c.is_boolean()) ann.iscrowd = c.get<bool>();
+    else if (get_int(c, v)) ann.iscrowd = v != 0;
+    else {
+      warn(which + ": iscrowd is not 0/1: ignored");
+      return std::nullopt;
+    }
+  }
+  if (a.contains("bbox") && !a["bbox"].is_null()) {
+    const auto& b = a["bbox"];
+    std::array<double, 4> box{};
+    bool good = b.is_array() && b.size() == 4;
+    for (size_t t = 0; good && t < 4; ++t) good = get_number(b[t], box[t]);
+    if (!good) {
+      warn(which + ": bbox is not 4 finite numbers: ignored");
+      return std::nullopt;
+    }
+    ann.bbox = box;
+  }
+  if (a.contains("segmentation") && !a["segmentation"].is_null()) {
+    const auto& s = a["segmentation"];
+    if (s.is_array()) {
+      if (!read_polygons(s, which, ann, warn)) return std::nullopt;
+    } else if (s.is_object()) {
+      if (!read_rle(s, which, img, ann, warn)) return std::nullopt;
+    } else {
+      warn(which + ": segmentation is neither polygons nor RLE: ignored");
+      return std::nullopt;
+    }
+  }
+  if (ann.polygons.empty() && !ann.rle && !ann.bbox) {
+    warn(which + ": no segmentation and no bbox: ignored");
+    return std::nullopt;
+  }
+  return ann;
+}
+
+}  // namespace
+
+CocoFile parse_coco_json(std::string_view text, const std::string& path) {
+  const json root = parse_bounded_json(text, path);
+  if (!root.is_object()) throw error_at(path, 0, "COCO JSON must be an object with images, annotations, categories");
+  for (const char* key : {"images", "annotations", "categories"})
+    if (!root.contains(key) || !root[key].is_array())
+      throw error_at(path, 0, std::string("COCO JSON has no '") + key + "' array");
+  CocoFile out;
+  const Warn warn = [&](std::string m) { out.problems.push_back({path, 0, std::move(m)}); };
+  const auto cat_ids = read_categories(root["categories"], out, warn);
+  const auto image_at = read_images(root["images"], out, warn);
+  size_t k = 0;
+  for (const auto& a : root["annotations"])
+    if (auto ann = read_annotation(a, ++k, out, image_at, cat_ids, warn)) out.annotations.push_back(std::move(*ann));
   return out;
 }
 
