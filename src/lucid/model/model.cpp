@@ -194,6 +194,128 @@ void collect_leaves(const std::shared_ptr<torch::nn::Module>& m, std::unordered_
   for (const auto& c : children) collect_leaves(c, seen, count);
 }
 
+using Run = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// A built layer: its module (a Sequential of copies where the row repeats a plain module), how it
+// runs, its output channels and its arguments as the layer table shows them.
+struct BuiltLayer {
+  std::shared_ptr<torch::nn::Module> module;
+  Run run;
+  int64_t c2 = 0;
+  std::vector<Arg> shown;
+};
+
+// One module of a block row from its arguments a = [c1, c2, ...] (repeats inserted for C2f, C3,
+// C3k2 and C2PSA), as the reference's parse_model passes them.
+std::pair<std::shared_ptr<torch::nn::Module>, Run> block_module(const std::string& m, const std::vector<Arg>& a,
+                                                                int64_t c1, int64_t c2, const ArgReader& reader) {
+  if (m == "Conv" || m == "DWConv") {
+    auto k = as_int(a, 2, 1, reader), s = as_int(a, 3, 1, reader);
+    Conv c = m == "Conv" ? Conv(c1, c2, k, s, as_int(a, 5, 1, reader)) : DWConv(c1, c2, k, s);
+    return {c.ptr(), single_input(c)};
+  }
+  if (m == "Bottleneck") {
+    Bottleneck b(c1, c2, as_bool(a, 2, true, reader), as_int(a, 3, 1, reader), 3, 3, as_double(a, 5, 0.5, reader));
+    return {b.ptr(), single_input(b)};
+  }
+  if (m == "SPPF") {
+    // Rows of at most [c2, k] (YOLOv8/11) are the activated SPPF; longer rows (YOLO26) leave cv1
+    // unactivated, as the reference's parse_model.
+    SPPF s(c1, c2, as_int(a, 2, 5, reader), as_int(a, 3, 3, reader), as_bool(a, 4, false, reader),
+           /*cv1_act=*/a.size() <= 3);
+    return {s.ptr(), single_input(s)};
+  }
+  if (m == "C2f") {
+    C2f c(c1, c2, as_int(a, 2, 1, reader), as_bool(a, 3, false, reader), as_int(a, 4, 1, reader),
+          as_double(a, 5, 0.5, reader), InnerBlock::Bottleneck3x3);
+    return {c.ptr(), single_input(c)};
+  }
+  if (m == "C3") {
+    C3 c(c1, c2, as_int(a, 2, 1, reader), as_bool(a, 3, true, reader), as_int(a, 4, 1, reader),
+         as_double(a, 5, 0.5, reader));
+    return {c.ptr(), single_input(c)};
+  }
+  if (m == "C3k2") {  // [c1, c2, n, c3k, e, attn, g, shortcut]
+    bool c3k = as_bool(a, 3, false, reader), attn = as_bool(a, 5, false, reader);
+    auto inner = attn ? InnerBlock::BottleneckPSA : c3k ? InnerBlock::C3k : InnerBlock::Bottleneck;
+    C2f c(c1, c2, as_int(a, 2, 1, reader), as_bool(a, 7, true, reader), as_int(a, 6, 1, reader),
+          as_double(a, 4, 0.5, reader), inner);
+    return {c.ptr(), single_input(c)};
+  }
+  C2PSA c(c1, c2, as_int(a, 2, 1, reader), as_double(a, 3, 0.5, reader));  // C2PSA
+  return {c.ptr(), single_input(c)};
+}
+
+// A block row (Conv, DWConv, Bottleneck, SPPF, C2f, C3, C3k2, C2PSA) repeated n times (after the
+// depth multiple), its size bounded before anything is allocated: planned_parameters accumulates
+// the layers' bounds; a C3k2 marks the model as not legacy.
+BuiltLayer build_block(const config::ModelSpec& spec, const std::string& m, const std::vector<Arg>& args, int64_t c1,
+                       int n, const ArgReader& reader, bool& legacy, double& planned_parameters) {
+  static const std::set<std::string> repeat{"C2f", "C3", "C3k2", "C2PSA"};
+  if (args.empty() || args[0].kind != Arg::Int || args[0].i < 1)
+    reader.fail("the first argument is the output channel count (a positive integer), e.g. [64, 3, 2]");
+  BuiltLayer layer;
+  const int64_t c2 = make_divisible(std::min<double>(as_int(args, 0, 0, reader), spec.max_channels) * spec.width, 8);
+  layer.c2 = c2;
+  if (c2 > kMaxChannels)
+    reader.fail(std::to_string(c2) + " output channels (after width " + std::to_string(spec.width) +
+                "); a layer may have at most " + std::to_string(kMaxChannels));
+  std::vector<Arg> a{Arg::of(c1), Arg::of(c2)};
+  a.insert(a.end(), args.begin() + 1, args.end());
+  if (repeat.count(m)) {
+    a.insert(a.begin() + 2, Arg::of(n));
+    n = 1;
+  }
+  const int64_t kernel = m == "Conv" || m == "DWConv" ? as_int(a, 2, 1, reader) : 3;
+  const int64_t inner = repeat.count(m) ? as_int(a, 2, 1, reader) : 1;
+  // The hidden-channel ratio e, where each block takes it.
+  const size_t e_at = m == "C3k2" ? 4 : m == "C2PSA" ? 3 : 5;
+  const double e = m == "Conv" || m == "DWConv" || m == "SPPF" ? 1.0 : as_double(a, e_at, 0.5, reader);
+  if (kernel < 1 || kernel > kMaxKernel) reader.fail("kernel size " + std::to_string(kernel) + " is not from 1 to 31");
+  if (inner < 1 || inner > 1000) reader.fail("repeats " + std::to_string(inner) + " is not from 1 to 1000");
+  if (!(e > 0 && e <= 4)) reader.fail("hidden-channel ratio " + std::to_string(e) + " is not above 0 and at most 4");
+  planned_parameters += layer_parameter_bound(n, inner, c1, c2, e, kernel);
+  if (planned_parameters > kMaxParameters)
+    reader.fail("the model would hold more than " + std::to_string(static_cast<int64_t>(kMaxParameters)) +
+                " parameters by this layer (channels " + std::to_string(c1) + " -> " + std::to_string(c2) + ", depth " +
+                std::to_string(spec.depth) + ", width " + std::to_string(spec.width) + "); refused before anything is allocated");
+  if (m == "C3k2") {
+    legacy = false;
+    if (spec.scale.size() == 1 && std::string("mlx").find(spec.scale) != std::string::npos) {
+      while (a.size() < 4) a.push_back(Arg::of_bool(false));
+      a[3] = Arg::of_bool(true);
+    }
+  }
+  layer.shown = a;
+  if (n <= 1) {
+    std::tie(layer.module, layer.run) = block_module(m, a, c1, c2, reader);
+    return layer;
+  }
+  // The reference wraps repeated plain modules in a Sequential.
+  auto seq = std::make_shared<torch::nn::Module>();
+  std::vector<Run> runs;
+  for (int k = 0; k < n; ++k) {
+    auto [mod, r] = block_module(m, a, c1, c2, reader);
+    seq->register_module(std::to_string(k), mod);
+    runs.push_back(r);
+  }
+  layer.module = seq;
+  layer.run = [runs](const std::vector<Tensor>& in) {
+    auto x = in[0];
+    for (const auto& r : runs) x = r({x});
+    return x;
+  };
+  return layer;
+}
+
+// The layer table's "from" column: an index, or a list of them.
+std::string from_string(const std::vector<int>& from) {
+  if (from.size() == 1) return std::to_string(from[0]);
+  std::string s = "[";
+  for (size_t k = 0; k < from.size(); ++k) s += (k ? ", " : "") + std::to_string(from[k]);
+  return s + "]";
+}
+
 }  // namespace
 
 SegmentationModelImpl::SegmentationModelImpl(const config::ModelSpec& spec) : spec_(spec) {
@@ -218,107 +340,22 @@ SegmentationModelImpl::SegmentationModelImpl(const config::ModelSpec& spec) : sp
       if (abs >= i) reader.fail("'from' index " + std::to_string(f) + " must refer to an earlier layer");
       if (f != -1 && abs >= 0) keep_[abs] = true;
     }
-    int n = row.repeats > 1 ? static_cast<int>(std::max<int64_t>(py_round(row.repeats * spec_.depth), 1)) : row.repeats;
+    const int n = row.repeats > 1 ? static_cast<int>(std::max<int64_t>(py_round(row.repeats * spec_.depth), 1)) : row.repeats;
     const int n_print = n;
     const std::string& m = row.module;
     int64_t c2 = 0;
     std::shared_ptr<torch::nn::Module> module;
-    std::function<Tensor(const std::vector<Tensor>&)> run;
+    Run run;
     std::vector<Arg> shown;
 
-    static const std::set<std::string> base{"Conv", "DWConv", "Bottleneck", "SPPF", "C2f", "C3", "C3k2", "C2PSA"};
-    static const std::set<std::string> repeat{"C2f", "C3", "C3k2", "C2PSA"};
-    if (base.count(m)) {
+    static const std::set<std::string> blocks{"Conv", "DWConv", "Bottleneck", "SPPF", "C2f", "C3", "C3k2", "C2PSA"};
+    if (blocks.count(m)) {
       if (row.from.size() != 1) reader.fail("takes one input");
-      int64_t c1 = chan(row.from[0]);
-      if (args.empty() || args[0].kind != Arg::Int || args[0].i < 1)
-        reader.fail("the first argument is the output channel count (a positive integer), e.g. [64, 3, 2]");
-      c2 = make_divisible(std::min<double>(as_int(args, 0, 0, reader), spec_.max_channels) * spec_.width, 8);
-      if (c2 > kMaxChannels)
-        reader.fail(std::to_string(c2) + " output channels (after width " + std::to_string(spec_.width) +
-                    "); a layer may have at most " + std::to_string(kMaxChannels));
-      std::vector<Arg> a{Arg::of(c1), Arg::of(c2)};
-      a.insert(a.end(), args.begin() + 1, args.end());
-      if (repeat.count(m)) {
-        a.insert(a.begin() + 2, Arg::of(n));
-        n = 1;
-      }
-      const int64_t kernel = m == "Conv" || m == "DWConv" ? as_int(a, 2, 1, reader) : 3;
-      const int64_t inner = repeat.count(m) ? as_int(a, 2, 1, reader) : 1;
-      // The hidden-channel ratio e, where each block takes it.
-      const size_t e_at = m == "C3k2" ? 4 : m == "C2PSA" ? 3 : 5;
-      const double e = m == "Conv" || m == "DWConv" || m == "SPPF" ? 1.0 : as_double(a, e_at, 0.5, reader);
-      if (kernel < 1 || kernel > kMaxKernel) reader.fail("kernel size " + std::to_string(kernel) + " is not from 1 to 31");
-      if (inner < 1 || inner > 1000) reader.fail("repeats " + std::to_string(inner) + " is not from 1 to 1000");
-      if (!(e > 0 && e <= 4)) reader.fail("hidden-channel ratio " + std::to_string(e) + " is not above 0 and at most 4");
-      planned_parameters += layer_parameter_bound(n, inner, c1, c2, e, kernel);
-      if (planned_parameters > kMaxParameters)
-        reader.fail("the model would hold more than " + std::to_string(static_cast<int64_t>(kMaxParameters)) +
-                    " parameters by this layer (channels " + std::to_string(c1) + " -> " + std::to_string(c2) +
-                    ", depth " + std::to_string(spec_.depth) + ", width " + std::to_string(spec_.width) +
-                    "); refused before anything is allocated");
-      if (m == "C3k2") {
-        legacy = false;
-        if (spec_.scale.size() == 1 && std::string("mlx").find(spec_.scale) != std::string::npos) {
-          while (a.size() < 4) a.push_back(Arg::of_bool(false));
-          a[3] = Arg::of_bool(true);
-        }
-      }
-      shown = a;
-      auto make = [&]() -> std::pair<std::shared_ptr<torch::nn::Module>, std::function<Tensor(const std::vector<Tensor>&)>> {
-        if (m == "Conv" || m == "DWConv") {
-          auto k = as_int(a, 2, 1, reader), s = as_int(a, 3, 1, reader);
-          Conv c = m == "Conv" ? Conv(c1, c2, k, s, as_int(a, 5, 1, reader)) : DWConv(c1, c2, k, s);
-          return {c.ptr(), single_input(c)};
-        }
-        if (m == "Bottleneck") {
-          Bottleneck b(c1, c2, as_bool(a, 2, true, reader), as_int(a, 3, 1, reader), 3, 3, as_double(a, 5, 0.5, reader));
-          return {b.ptr(), single_input(b)};
-        }
-        if (m == "SPPF") {
-          // Rows of at most [c2, k] (YOLOv8/11) are the activated SPPF; longer rows (YOLO26) leave cv1
-          // unactivated, as the reference's parse_model.
-          SPPF s(c1, c2, as_int(a, 2, 5, reader), as_int(a, 3, 3, reader), as_bool(a, 4, false, reader),
-                 /*cv1_act=*/a.size() <= 3);
-          return {s.ptr(), single_input(s)};
-        }
-        if (m == "C2f") {
-          C2f c(c1, c2, as_int(a, 2, 1, reader), as_bool(a, 3, false, reader), as_int(a, 4, 1, reader),
-                as_double(a, 5, 0.5, reader), InnerBlock::Bottleneck3x3);
-          return {c.ptr(), single_input(c)};
-        }
-        if (m == "C3") {
-          C3 c(c1, c2, as_int(a, 2, 1, reader), as_bool(a, 3, true, reader), as_int(a, 4, 1, reader),
-               as_double(a, 5, 0.5, reader));
-          return {c.ptr(), single_input(c)};
-        }
-        if (m == "C3k2") {  // [c1, c2, n, c3k, e, attn, g, shortcut]
-          bool c3k = as_bool(a, 3, false, reader), attn = as_bool(a, 5, false, reader);
-          auto inner = attn ? InnerBlock::BottleneckPSA : c3k ? InnerBlock::C3k : InnerBlock::Bottleneck;
-          C2f c(c1, c2, as_int(a, 2, 1, reader), as_bool(a, 7, true, reader), as_int(a, 6, 1, reader),
-                as_double(a, 4, 0.5, reader), inner);
-          return {c.ptr(), single_input(c)};
-        }
-        C2PSA c(c1, c2, as_int(a, 2, 1, reader), as_double(a, 3, 0.5, reader));  // C2PSA
-        return {c.ptr(), single_input(c)};
-      };
-      if (n > 1) {  // the reference wraps repeated plain modules in a Sequential
-        auto seq = std::make_shared<torch::nn::Module>();
-        std::vector<std::function<Tensor(const std::vector<Tensor>&)>> runs;
-        for (int k = 0; k < n; ++k) {
-          auto [mod, r] = make();
-          seq->register_module(std::to_string(k), mod);
-          runs.push_back(r);
-        }
-        module = seq;
-        run = [runs](const std::vector<Tensor>& in) {
-          auto x = in[0];
-          for (const auto& r : runs) x = r({x});
-          return x;
-        };
-      } else {
-        std::tie(module, run) = make();
-      }
+      auto built = build_block(spec_, m, args, chan(row.from[0]), n, reader, legacy, planned_parameters);
+      module = built.module;
+      run = built.run;
+      c2 = built.c2;
+      shown = built.shown;
     } else if (m == "Concat") {
       c2 = 0;
       for (int f : row.from) c2 += chan(f);
@@ -365,15 +402,7 @@ SegmentationModelImpl::SegmentationModelImpl(const config::ModelSpec& spec) : sp
     }
     layers_->push_back(module);
     if (run) nodes_.push_back({row.from, run});
-    std::string from_str;
-    if (row.from.size() == 1) {
-      from_str = std::to_string(row.from[0]);
-    } else {
-      from_str = "[";
-      for (size_t k = 0; k < row.from.size(); ++k) from_str += (k ? ", " : "") + std::to_string(row.from[k]);
-      from_str += "]";
-    }
-    table_.push_back({i, from_str, n_print, count_params(*module), m, list_str(shown)});
+    table_.push_back({i, from_string(row.from), n_print, count_params(*module), m, list_str(shown)});
     if (i == 0) ch.clear();
     ch.push_back(c2);
   }
