@@ -10,6 +10,7 @@ python=${LUCID_PYTHON:-$root/.venv/bin/python}
 jobs=${LUCID_JOBS:-$(nproc)}
 targets=${*:-${LUCID_BUILD_TARGETS:-}}
 module=()
-[ -z "$targets" ] && module=(-DLUCID_PYTHON_MODULE=ON)
+# The module is built for the venv's Python (its headers and extension suffix).
+[ -z "$targets" ] && module=(-DLUCID_PYTHON_MODULE=ON -DPython_EXECUTABLE="$python")
 cmake -S "$root" -B "$build" -G Ninja -DLUCID_PYTHON="$python" "${module[@]}" ${LUCID_CMAKE_ARGS:-}
 cmake --build "$build" -j "$jobs" ${targets:+--target $targets}

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `pip install .` of the lucid_yolo package (docs/python.md), against the torch already installed.
 #
-#   scripts/python_package.sh            into the project venv (.venv, which holds the pinned torch)
-#   LUCID_PACKAGE_VENV=DIR ...           into a fresh venv DIR that first gets only the pinned torch, numpy
-#                                        and scikit-build-core, as a user installs it; the test set-up
-#                                        (scripts/setup.sh) does this into build/pyvenv after its build
+#   scripts/python_package.sh            into a fresh venv, build/pyvenv (LUCID_PACKAGE_VENV=DIR: DIR), that
+#                                        first gets only the pinned torch, numpy and scikit-build-core, as a
+#                                        user installs it; the test set-up (scripts/setup.sh) runs this after
+#                                        its build
 #   ... --wheel                          also writes the wheel to build/dist and prints its size
 #
 # Built in build/ (LUCID_WHEEL_BUILD_DIR: another folder), whose objects are already compiled, and
@@ -13,16 +13,11 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${LUCID_WHEEL_BUILD_DIR:-${LUCID_BUILD_DIR:-$root/build}}
 pin() { grep -E "^$1==" "$root/requirements.txt"; }
-if [ -n "${LUCID_PACKAGE_VENV:-}" ]; then
-  venv=$LUCID_PACKAGE_VENV
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q "$(pin torch)" "$(pin numpy)" "$(pin scikit-build-core)"
-else
-  venv=$root/.venv
-  "$venv/bin/python" -m pip install -q "$(pin scikit-build-core)"
-fi
+venv=${LUCID_PACKAGE_VENV:-$build/pyvenv}
+rm -rf "$venv"
+python3 -m venv "$venv"
+"$venv/bin/python" -m pip install -q --upgrade pip
+"$venv/bin/python" -m pip install -q "$(pin torch)" "$(pin numpy)" "$(pin scikit-build-core)"
 # No build isolation: the build links the torch installed in the venv (as torchvision's source builds).
 config=(-C "build-dir=$build")
 cd "$root"

@@ -59,4 +59,4 @@ fi
 # The test suite's set-up also installs the lucid_yolo package as a user does, `pip install .` into a
 # fresh venv (build/pyvenv) holding only the pinned torch, numpy and scikit-build-core, built in the
 # same build folder (only the module's own sources are new); its tests are labelled python.
-if [ $# -eq 0 ]; then LUCID_PACKAGE_VENV="${LUCID_BUILD_DIR:-$root/build}/pyvenv" "$root/scripts/python_package.sh"; fi
+if [ $# -eq 0 ]; then "$root/scripts/python_package.sh"; fi
