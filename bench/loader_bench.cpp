@@ -13,9 +13,9 @@
 //                [--workers 1,2,4] [--reps R] [--device cpu|cuda] [--pixels cpu|device]
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <numbers>
 #include <sstream>
 #include <string>
@@ -23,11 +23,11 @@
 #include "lucid/data/augment.h"
 #include "lucid/data/dataset.h"
 #include "lucid/data/device_augment.h"
-#include "lucid/engine/training_data.h"
 #include "lucid/data/hsv.h"
 #include "lucid/data/loader.h"
 #include "lucid/data/masks.h"
 #include "lucid/data/polygon.h"
+#include "lucid/engine/training_data.h"
 #include "lucid/util/device.h"
 #include "lucid/util/stats.h"
 
@@ -115,15 +115,24 @@ int main(int argc, char** argv) {
   std::string device = lucid::util::cuda_usable() ? "cuda" : "cpu";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--images") n_images = std::stoi(v);
-    else if (k == "--batch") batch = std::stoi(v);
-    else if (k == "--batches") batches = std::stoi(v);
-    else if (k == "--imgsz") imgsz = std::stoi(v);
-    else if (k == "--workers") workers = parse_list(v);
-    else if (k == "--device") device = v;
-    else if (k == "--reps") reps = std::stoi(v);
-    else if (k == "--data") data = v;
-    else if (k == "--pixels") pixels = v;
+    if (k == "--images")
+      n_images = std::stoi(v);
+    else if (k == "--batch")
+      batch = std::stoi(v);
+    else if (k == "--batches")
+      batches = std::stoi(v);
+    else if (k == "--imgsz")
+      imgsz = std::stoi(v);
+    else if (k == "--workers")
+      workers = parse_list(v);
+    else if (k == "--device")
+      device = v;
+    else if (k == "--reps")
+      reps = std::stoi(v);
+    else if (k == "--data")
+      data = v;
+    else if (k == "--pixels")
+      pixels = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -207,10 +216,11 @@ int main(int argc, char** argv) {
       t_masks += t3 - t2;
       t_total += t3 - t0;
     }
-    std::printf("single thread CPU time per image: resample+mosaic %.2f ms, perspective %.2f ms, masks %.2f ms, total %.2f ms "
-                "(%.1f instances/image)\n",
-                1e3 * t_load_mosaic / reps, 1e3 * t_persp / reps, 1e3 * t_masks / reps, 1e3 * t_total / reps,
-                double(instances) / reps);
+    std::printf(
+        "single thread CPU time per image: resample+mosaic %.2f ms, perspective %.2f ms, masks %.2f ms, total %.2f ms "
+        "(%.1f instances/image)\n",
+        1e3 * t_load_mosaic / reps, 1e3 * t_persp / reps, 1e3 * t_masks / reps, 1e3 * t_total / reps,
+        double(instances) / reps);
     if (device_images) {  // what a worker does per image on the device path
       const double t0 = thread_cpu();
       for (int r = 0; r < reps; ++r) {

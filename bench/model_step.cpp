@@ -18,14 +18,14 @@
 #include "lucid/util/error.h"
 #include "lucid/util/stats.h"
 
-
 using namespace lucid;
 
 namespace {
 
 torch::Tensor trivial_loss(const model::HeadOutputs& o) {
   auto branch = [](const model::BranchOutputs& b) {
-    auto l = b.boxes.to(torch::kFloat).mean() + b.scores.to(torch::kFloat).mean() + b.mask_coefficient.to(torch::kFloat).mean() + b.proto.to(torch::kFloat).mean();
+    auto l = b.boxes.to(torch::kFloat).mean() + b.scores.to(torch::kFloat).mean() +
+             b.mask_coefficient.to(torch::kFloat).mean() + b.proto.to(torch::kFloat).mean();
     if (b.semantic.defined()) l = l + b.semantic.to(torch::kFloat).mean();
     return l;
   };
@@ -38,15 +38,15 @@ torch::Tensor trivial_loss(const model::HeadOutputs& o) {
 
 int run(int argc, char** argv) {
   config::Options o("bench_model_step", {{"model", "yolo26n-seg.yaml", "model YAML"},
-                                          {"batch", "4,16", "comma-separated batch sizes"},
-                                          {"imgsz", "640", "square input size"},
-                                          {"steps", "50", "timed steps"},
-                                          {"warmup", "10", "untimed warm-up steps"},
-                                          {"device", "cuda", "cuda or cpu"},
-                                          {"mode", "native", "comma-separated: native, graph (CUDA)"},
-                                          {"deterministic", "False",
-                                           "the fit's deterministic settings (cuDNN deterministic, no benchmark); "
-                                           "False: cuDNN benchmark picks the fastest convolutions"}});
+                                         {"batch", "4,16", "comma-separated batch sizes"},
+                                         {"imgsz", "640", "square input size"},
+                                         {"steps", "50", "timed steps"},
+                                         {"warmup", "10", "untimed warm-up steps"},
+                                         {"device", "cuda", "cuda or cpu"},
+                                         {"mode", "native", "comma-separated: native, graph (CUDA)"},
+                                         {"deterministic", "False",
+                                          "the fit's deterministic settings (cuDNN deterministic, no benchmark); "
+                                          "False: cuDNN benchmark picks the fastest convolutions"}});
   o.parse(std::vector<std::string>(argv + 1, argv + argc));
   const bool cuda = o.str("device") == "cuda" && util::cuda_usable();
   const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
@@ -69,14 +69,15 @@ int run(int argc, char** argv) {
   {
     std::stringstream list(o.str("mode"));
     for (std::string m; std::getline(list, m, ',');) {
-      if (m != "native" && m != "graph") throw lucid::UserError("option mode=" + o.str("mode") + ": expected native or graph");
+      if (m != "native" && m != "graph")
+        throw lucid::UserError("option mode=" + o.str("mode") + ": expected native or graph");
       if (m == "graph" && !cuda) throw lucid::UserError("option mode=graph needs a CUDA device");
       modes.push_back(m);
     }
   }
   std::cout << "model " << o.str("model") << ", " << (cuda ? "cuda bf16 autocast channels_last" : "cpu fp32")
-            << (o.flag("deterministic") ? ", deterministic" : ", cudnn benchmark")
-            << ", imgsz " << o.integer("imgsz") << "\n";
+            << (o.flag("deterministic") ? ", deterministic" : ", cudnn benchmark") << ", imgsz " << o.integer("imgsz")
+            << "\n";
   std::stringstream batches(o.str("batch"));
   std::string item;
   while (std::getline(batches, item, ',')) {

@@ -81,7 +81,8 @@ py::dict prediction_dict(const cli::PredictedImage& item) {
     masks.append(py::make_tuple(m.x0, m.y0, w, h, px ? raw_bytes(px, static_cast<size_t>(h) * w) : py::bytes()));
     // The outline in image pixels, as `lucid predict save_txt=True` writes it (normalised there).
     auto outline = px ? engine::mask_outline(px, h, w) : std::vector<float>{};
-    for (size_t j = 0; j < outline.size(); j += 2) outline[j] += static_cast<float>(m.x0), outline[j + 1] += static_cast<float>(m.y0);
+    for (size_t j = 0; j < outline.size(); j += 2)
+      outline[j] += static_cast<float>(m.x0), outline[j + 1] += static_cast<float>(m.y0);
     outlines.append(raw_bytes(outline.data(), outline.size()));
   }
   py::dict d;

@@ -102,9 +102,10 @@ py::dict predict(const Tokens& args, py::object sink) {
 // The other commands, as `lucid <command> args`; returns the exit code (0, or 2 for bad usage).
 int command(const std::string& name, const Tokens& args) {
   using Command = int (*)(const Tokens&);
-  static const std::map<std::string, Command> commands = {
-      {"export", cli::export_command}, {"model", cli::model_command}, {"data", cli::data_command},
-      {"coco-eval", cli::coco_eval_command}};
+  static const std::map<std::string, Command> commands = {{"export", cli::export_command},
+                                                          {"model", cli::model_command},
+                                                          {"data", cli::data_command},
+                                                          {"coco-eval", cli::coco_eval_command}};
   const auto it = commands.find(name);
   if (it == commands.end()) throw py::value_error("unknown command '" + name + "'");
   ErrorStash errors;

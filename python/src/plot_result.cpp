@@ -40,7 +40,7 @@ py::bytes plot_result(const std::string& image, int height, int width, int chann
   inst.cls = from_bytes(cls, torch::kInt64, {n});
   for (const auto& m : masks) {
     auto t = m.cast<py::tuple>();
-    engine::MaskWindow w;
+    structures::MaskWindow w;
     w.x0 = t[0].cast<int>();
     w.y0 = t[1].cast<int>();
     const int mw = t[2].cast<int>(), mh = t[3].cast<int>();
@@ -68,7 +68,8 @@ py::bytes plot_result(const std::string& image, int height, int width, int chann
 namespace lucid::python {
 
 void write_image(const std::string& path, const std::string& rgb, int height, int width) {
-  if (rgb.size() != static_cast<size_t>(height) * width * 3) throw UserError(path + ": the image is not height x width RGB bytes");
+  if (rgb.size() != static_cast<size_t>(height) * width * 3)
+    throw UserError(path + ": the image is not height x width RGB bytes");
   data::Image img(height, width, 3);
   std::memcpy(img.pixels.data(), rgb.data(), rgb.size());
   auto ext = std::filesystem::path(path).extension().string();

@@ -20,8 +20,10 @@ class LUCID_PYTHON_HIDDEN ErrorStash {
  public:
   // Call with the GIL held, right after Python reported an error (PyErr_Occurred()).
   void keep_current() {
-    if (!error_) error_ = std::make_unique<pybind11::error_already_set>();
-    else PyErr_Clear();
+    if (!error_)
+      error_ = std::make_unique<pybind11::error_already_set>();
+    else
+      PyErr_Clear();
   }
   bool holds() const { return error_ != nullptr; }
   // Raises the kept exception (the GIL held); nothing when none was kept.

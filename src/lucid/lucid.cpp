@@ -119,8 +119,8 @@ struct Model::Impl {
       throw UserError("PredictOptions::imgsz=" + std::to_string(o.imgsz) + ": expected a multiple of 32 up to " +
                       std::to_string(config::kMaxImgsz) + ", or 0 for the model file's");
     if (loaded.fixed_imgsz && imgsz != loaded.imgsz)
-      throw UserError("PredictOptions::imgsz=" + std::to_string(o.imgsz) + ": the compiled package takes imgsz=" +
-                      std::to_string(loaded.imgsz) + " only");
+      throw UserError("PredictOptions::imgsz=" + std::to_string(o.imgsz) +
+                      ": the compiled package takes imgsz=" + std::to_string(loaded.imgsz) + " only");
     e.imgsz = imgsz;
     if (!(o.conf >= 0 && o.conf <= 1))
       throw UserError("PredictOptions::conf=" + std::to_string(o.conf) + ": expected 0..1");
@@ -169,7 +169,7 @@ struct Model::Impl {
     auto boxes = torch::empty({n, 4}, torch::kFloat32);
     auto conf = torch::empty({n}, torch::kFloat32);
     auto cls = torch::empty({n}, torch::kInt64);
-    std::vector<engine::MaskWindow> windows;
+    std::vector<structures::MaskWindow> windows;
     for (int64_t i = 0; i < n; ++i) {
       const auto& d = r.detections[static_cast<size_t>(i)];
       boxes[i] = torch::tensor({d.x1, d.y1, d.x2, d.y2});
@@ -178,7 +178,7 @@ struct Model::Impl {
       if (d.class_id < 0 || d.class_id >= static_cast<int>(names.size()))
         throw UserError(out_path + ": detection " + std::to_string(i) + " has class " + std::to_string(d.class_id) +
                         ", not in the model");
-      engine::MaskWindow w;
+      structures::MaskWindow w;
       if (!d.mask.pixels.empty()) {
         if (d.mask.pixels.size() != size_t(d.mask.width) * d.mask.height || d.mask.x0 < 0 || d.mask.y0 < 0 ||
             d.mask.x0 + d.mask.width > image.width || d.mask.y0 + d.mask.height > image.height)

@@ -84,9 +84,9 @@ class Model {
   // Reads a weights file of any kind lucid reads: a lucid training checkpoint
   // (weights/best.safetensors, its EMA weights), lucid weights (.safetensors from lucid export),
   // an Ultralytics .pt, or a compiled package (.pt2 from lucid export format=aoti: it runs at its
-  // own imgsz, batch chunking and precision, on the device kind it was compiled for). device: "cpu", "0", "cuda:N" or "" (the GPU when usable, else the CPU).
-  // nms: lucid predict's nms= (the reference's): unset or true, the one-to-many head and NMS;
-  // false, an end-to-end model's (yolo26) NMS-free one-to-one head.
+  // own imgsz, batch chunking and precision, on the device kind it was compiled for). device: "cpu", "0", "cuda:N" or
+  // "" (the GPU when usable, else the CPU). nms: lucid predict's nms= (the reference's): unset or true, the one-to-many
+  // head and NMS; false, an end-to-end model's (yolo26) NMS-free one-to-one head.
   explicit Model(const std::string& weights, const std::string& device = "", std::optional<bool> nms = std::nullopt);
   ~Model();
   Model(Model&&) noexcept;

@@ -68,7 +68,8 @@ inline loss::SegTargets random_targets(const std::vector<int64_t>& counts, int64
   for (int64_t b = 0; b < bs; ++b) {
     const int64_t n = counts[b];
     if (n == 0) continue;
-    auto xywh = torch::rand({n, 4}) * torch::tensor({0.6f, 0.6f, 0.4f, 0.4f}) + torch::tensor({0.2f, 0.2f, 0.02f, 0.02f});
+    auto xywh =
+        torch::rand({n, 4}) * torch::tensor({0.6f, 0.6f, 0.4f, 0.4f}) + torch::tensor({0.2f, 0.2f, 0.02f, 0.02f});
     auto order = std::get<1>((xywh.select(1, 2) * xywh.select(1, 3)).sort(0, /*descending=*/true));
     xywh = xywh.index_select(0, order);
     auto a = xywh.accessor<float, 2>();
@@ -76,8 +77,10 @@ inline loss::SegTargets random_targets(const std::vector<int64_t>& counts, int64
       idx.push_back(static_cast<float>(b));
       cls.push_back(static_cast<float>(k % nc));
       boxes.push_back(xywh[k]);
-      auto x1 = static_cast<int64_t>((a[k][0] - a[k][2] / 2) * mw), x2 = static_cast<int64_t>((a[k][0] + a[k][2] / 2) * mw) + 1;
-      auto y1 = static_cast<int64_t>((a[k][1] - a[k][3] / 2) * mh), y2 = static_cast<int64_t>((a[k][1] + a[k][3] / 2) * mh) + 1;
+      auto x1 = static_cast<int64_t>((a[k][0] - a[k][2] / 2) * mw),
+           x2 = static_cast<int64_t>((a[k][0] + a[k][2] / 2) * mw) + 1;
+      auto y1 = static_cast<int64_t>((a[k][1] - a[k][3] / 2) * mh),
+           y2 = static_cast<int64_t>((a[k][1] + a[k][3] / 2) * mh) + 1;
       auto m = torch::zeros({mh, mw}, torch::kUInt8);
       m.slice(0, y1, y2).slice(1, x1, x2).fill_(1);
       inst.push_back(m);

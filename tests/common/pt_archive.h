@@ -340,8 +340,9 @@ inline std::string buffers_checkpoint_pickle(const std::vector<uint64_t>& sizes)
     m.str("_parameters").dict();
     m.str("_buffers").dict().mark();
     for (size_t k = 0; k < sizes.size(); ++k)
-      m.str("b" + std::to_string(k)).tensor("ByteStorage", std::to_string(k), static_cast<int64_t>(sizes[k]),
-                                             {static_cast<int64_t>(sizes[k])}, {1});
+      m.str("b" + std::to_string(k))
+          .tensor("ByteStorage", std::to_string(k), static_cast<int64_t>(sizes[k]), {static_cast<int64_t>(sizes[k])},
+                  {1});
     m.setitems();
     m.str("_modules").dict();
   });

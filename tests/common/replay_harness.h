@@ -1,8 +1,8 @@
 // The fixture shared by the CPU and GPU tests of stage replay: a small yolo26n-seg fit (3 classes,
 // 64 px; on the CPU at half of yolo26n's width) run natively and with stage replay over batches of
-// changing instance counts, one batch without instances, a partial batch and gradient accumulation, compared byte for byte after
-// every batch: predictions, loss items, gradients and their definedness, parameters, BatchNorm
-// statistics and optimizer state.
+// changing instance counts, one batch without instances, a partial batch and gradient accumulation, compared byte for
+// byte after every batch: predictions, loss items, gradients and their definedness, parameters, BatchNorm statistics
+// and optimizer state.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -15,7 +15,6 @@ namespace lucid::replay_harness {
 
 using namespace lucid::replay;
 using torch::Tensor;
-
 
 inline loss::SegTargets make_targets(const std::vector<int>& counts, int64_t size, int64_t nc) {
   const int64_t b = static_cast<int64_t>(counts.size()), hm = size / 4;
@@ -32,8 +31,14 @@ inline loss::SegTargets make_targets(const std::vector<int>& counts, int64_t siz
       for (float v : {cx, cy, w, w * 0.8f}) boxes.push_back(v);
       const auto x0 = static_cast<int64_t>((cx - w / 2) * hm), x1 = static_cast<int64_t>((cx + w / 2) * hm);
       const auto y0 = static_cast<int64_t>((cy - w * 0.4f) * hm), y1 = static_cast<int64_t>((cy + w * 0.4f) * hm);
-      masks[i].slice(0, std::max<int64_t>(y0, 0), std::min(y1, hm)).slice(1, std::max<int64_t>(x0, 0), std::min(x1, hm)).fill_(j + 1);
-      sem[i].slice(0, std::max<int64_t>(y0, 0), std::min(y1, hm)).slice(1, std::max<int64_t>(x0, 0), std::min(x1, hm)).fill_((i + j) % nc);
+      masks[i]
+          .slice(0, std::max<int64_t>(y0, 0), std::min(y1, hm))
+          .slice(1, std::max<int64_t>(x0, 0), std::min(x1, hm))
+          .fill_(j + 1);
+      sem[i]
+          .slice(0, std::max<int64_t>(y0, 0), std::min(y1, hm))
+          .slice(1, std::max<int64_t>(x0, 0), std::min(x1, hm))
+          .fill_((i + j) % nc);
     }
   loss::SegTargets t;
   const auto n = static_cast<int64_t>(idx.size());
@@ -67,11 +72,10 @@ inline void expect_same_bytes(const std::vector<Tensor>& a, const std::vector<Te
 // take part; the targets padded as the segmentation loss pads them.
 inline loss::LossResult simple_loss(const model::HeadOutputs& o, const loss::PaddedTargets& t) {
   auto boxes = t.boxes.to(torch::kFloat).mean();
-  std::vector<Tensor> terms = {o.one2many.scores.to(torch::kFloat).sigmoid().mean(),
-                               o.one2many.proto.to(torch::kFloat).pow(2).mean(),
-                               o.one2many.mask_coefficient.to(torch::kFloat).mean(),
-                               o.one2many.boxes.to(torch::kFloat).abs().mean(),
-                               o.one2one->scores.to(torch::kFloat).mean() + boxes};
+  std::vector<Tensor> terms = {
+      o.one2many.scores.to(torch::kFloat).sigmoid().mean(), o.one2many.proto.to(torch::kFloat).pow(2).mean(),
+      o.one2many.mask_coefficient.to(torch::kFloat).mean(), o.one2many.boxes.to(torch::kFloat).abs().mean(),
+      o.one2one->scores.to(torch::kFloat).mean() + boxes};
   loss::LossResult r;
   r.total = torch::stack(terms);
   r.items = r.total.detach();
@@ -91,7 +95,7 @@ struct FitSetup {
   bool autocast = false;
   int64_t imgsz = 64;
   int64_t max_step_recordings = 8;
-  bool keep_step_outputs = true;  // false: as fits run, only the loss items are compared of the forward
+  bool keep_step_outputs = true;            // false: as fits run, only the loss items are compared of the forward
   std::optional<engine::StepLossFns> loss;  // none: the segmentation loss
 };
 
@@ -143,9 +147,9 @@ class Fit {
     auto result = step_->micro_step(x, targets);
     const auto& out = result.outputs;
     if (setup_.keep_step_outputs)
-      for (const auto& t : {out.one2many.boxes, out.one2many.scores, out.one2many.mask_coefficient, out.one2many.proto,
-                            out.one2many.semantic, out.one2one->boxes, out.one2one->scores,
-                            out.one2one->mask_coefficient})
+      for (const auto& t :
+           {out.one2many.boxes, out.one2many.scores, out.one2many.mask_coefficient, out.one2many.proto,
+            out.one2many.semantic, out.one2one->boxes, out.one2one->scores, out.one2one->mask_coefficient})
         r.predictions.push_back(t.detach().clone());
     r.predictions.push_back(result.items.clone());
     for (const auto& p : model_->parameters()) {

@@ -3,8 +3,8 @@
 // a frame differs from its neighbours' and codecs keep the content within a few grey levels.
 #pragma once
 #include <algorithm>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 
 #include "lucid/data/image_io.h"
 

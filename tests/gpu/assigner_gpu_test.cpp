@@ -59,8 +59,8 @@ Case make_case(int64_t B, int64_t S, int64_t M, int64_t nc, uint64_t seed) {
 }
 
 void expect_same(const loss::Assignment& got, const loss::Assignment& want, const std::string& what) {
-  EXPECT_TRUE(torch::equal(got.fg_mask, want.fg_mask)) << what << ": fg_mask, " << got.fg_mask.sum().item<int64_t>()
-                                                       << " vs " << want.fg_mask.sum().item<int64_t>();
+  EXPECT_TRUE(torch::equal(got.fg_mask, want.fg_mask))
+      << what << ": fg_mask, " << got.fg_mask.sum().item<int64_t>() << " vs " << want.fg_mask.sum().item<int64_t>();
   EXPECT_TRUE(torch::equal(got.target_gt_idx, want.target_gt_idx)) << what << ": target_gt_idx";
   EXPECT_TRUE(torch::equal(got.target_labels, want.target_labels)) << what << ": target_labels";
   EXPECT_TRUE(torch::equal(got.target_bboxes, want.target_bboxes)) << what << ": target_bboxes";
@@ -71,7 +71,9 @@ void expect_same(const loss::Assignment& got, const loss::Assignment& want, cons
 }  // namespace
 
 TEST(AssignerGpu, FusedKernelsGiveTheDenseFormsBytes) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  if (!torch::cuda::is_available()) {
+    GTEST_SKIP() << "no CUDA device";
+  }
   for (bool o2o : {false, true}) {
     loss::AssignerOptions o;
     o.num_classes = 5;
@@ -80,8 +82,8 @@ TEST(AssignerGpu, FusedKernelsGiveTheDenseFormsBytes) {
     for (bool with_masks : {false, true}) {
       for (uint64_t seed : {1, 2}) {
         auto k = make_case(3, 320, 12, 5, seed);
-        const std::string what = std::string(o2o ? "o2o" : "o2m") + (with_masks ? " masks" : "") + " seed " +
-                                 std::to_string(seed);
+        const std::string what =
+            std::string(o2o ? "o2o" : "o2m") + (with_masks ? " masks" : "") + " seed " + std::to_string(seed);
         const loss::MaskQuality* mq = with_masks ? &k.mq : nullptr;
         ASSERT_TRUE(assigner.fused_available(k.scores, k.boxes));
         auto want = assigner.dense(k.scores, k.boxes, k.points, k.labels, k.gt_boxes, k.valid, mq);
@@ -90,9 +92,8 @@ TEST(AssignerGpu, FusedKernelsGiveTheDenseFormsBytes) {
         expect_same(got, want, what);
         torch::cuda::synchronize();
         loss::Assignment again;
-        EXPECT_EQ(test_support::count_syncs([&] {
-                    again = assigner(k.scores, k.boxes, k.points, k.labels, k.gt_boxes, k.valid, mq);
-                  }),
+        EXPECT_EQ(test_support::count_syncs(
+                      [&] { again = assigner(k.scores, k.boxes, k.points, k.labels, k.gt_boxes, k.valid, mq); }),
                   0)
             << what;
         expect_same(again, got, what + " (second run)");

@@ -87,8 +87,8 @@ TEST(DeviceAugmentGpu, SameBytesAsCpuWithoutSync) {
   const DeviceImages on_cuda(source, 6, torch::kCUDA), on_cpu(source, 6, torch::kCPU);
   EXPECT_TRUE(on_cuda.device().is_cuda());
   EXPECT_EQ(on_cuda.bytes(), on_cpu.bytes());
-  const PixelCase cases[] = {{"default", 1, 0, 0, 0, 640}, {"rotated perspective", 1, 10, 2, 5e-4, 640},
-                             {"single tail", 0, 0, 0, 0, 600}};
+  const PixelCase cases[] = {
+      {"default", 1, 0, 0, 0, 640}, {"rotated perspective", 1, 10, 2, 5e-4, 640}, {"single tail", 0, 0, 0, 0, 600}};
   for (const auto& c : cases) {
     const auto o = c.options();
     std::vector<PixelPlan> plans;
@@ -156,8 +156,8 @@ TEST(NetworkInputGpu, FusedKernelGivesTheTensorFormsBytes) {
       ASSERT_EQ(got.sizes(), expected.sizes());
       EXPECT_EQ(got.scalar_type(), torch::kFloat);
       EXPECT_TRUE(got.is_contiguous(at::MemoryFormat::ChannelsLast));
-      EXPECT_TRUE(torch::equal(got, expected)) << "width " << w << " jitter " << jitter << " max diff "
-                                               << (got - expected).abs().max().item<float>();
+      EXPECT_TRUE(torch::equal(got, expected))
+          << "width " << w << " jitter " << jitter << " max diff " << (got - expected).abs().max().item<float>();
     }
   }
 }

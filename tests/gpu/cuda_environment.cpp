@@ -9,7 +9,9 @@ namespace {
 class CudaEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
-    if (!lucid::util::cuda_usable()) GTEST_SKIP() << "no usable CUDA device";
+    if (!lucid::util::cuda_usable()) {
+      GTEST_SKIP() << "no usable CUDA device";
+    }
   }
 };
 

@@ -35,9 +35,9 @@ TEST(KernelTimesGpu, KernelsAreChargedToTheirStages) {
   EXPECT_FALSE(util::KernelClock::running_here());
   std::map<std::string, int64_t> kernels;
   for (const auto& s : j["stages"]) kernels[s["stage"].get<std::string>()] = s["kernels"].get<int64_t>();
-  EXPECT_GE(kernels["outer"], 1) << j.dump(1);   // the matmul
-  EXPECT_GE(kernels["outer/inner"], 2) << j.dump(1);  // add, sum
-  EXPECT_GE(kernels["backward"], 2) << j.dump(1);  // the forward matmul and sum, and their gradients
+  EXPECT_GE(kernels["outer"], 1) << j.dump(1);                // the matmul
+  EXPECT_GE(kernels["outer/inner"], 2) << j.dump(1);          // add, sum
+  EXPECT_GE(kernels["backward"], 2) << j.dump(1);             // the forward matmul and sum, and their gradients
   EXPECT_GE(kernels["(outside any stage)"], 1) << j.dump(1);  // x * 2
   EXPECT_EQ(kernels.count("(launch not recorded)"), 0u) << j.dump(1);
   EXPECT_GT(j["device_ms"].get<double>(), 0.0);

@@ -28,7 +28,9 @@ struct SyncDebug {
 }  // namespace
 
 TEST(LossGpu, Bf16AutocastMatchesCpuFp32WithoutSyncs) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  if (!torch::cuda::is_available()) {
+    GTEST_SKIP() << "no CUDA device";
+  }
   const torch::Device cuda(torch::kCUDA);
   for (bool e2e : {true, false}) {
     for (bool overlap : {true, false}) {
@@ -71,7 +73,9 @@ TEST(LossGpu, Bf16AutocastMatchesCpuFp32WithoutSyncs) {
 }
 
 TEST(LossGpu, DeviceTargetsOfABucketNeverSynchronise) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  if (!torch::cuda::is_available()) {
+    GTEST_SKIP() << "no CUDA device";
+  }
   const torch::Device cuda(torch::kCUDA);
   for (bool e2e : {true, false}) {
     for (bool overlap : {true, false}) {
@@ -96,7 +100,8 @@ TEST(LossGpu, DeviceTargetsOfABucketNeverSynchronise) {
           EXPECT_NO_THROW({
             r = criterion(preds, buffers);
             r.total.sum().backward();
-          }) << "e2e " << e2e << " overlap " << overlap;
+          }) << "e2e "
+             << e2e << " overlap " << overlap;
         }
         EXPECT_TRUE(torch::isfinite(r.total).all().item<bool>());
         EXPECT_GT(r.one2many.num_fg.item<int64_t>(), 0);

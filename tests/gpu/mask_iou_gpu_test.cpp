@@ -42,10 +42,10 @@ Inputs make(int64_t B, int64_t A, int64_t M, int64_t K, int64_t nm, int64_t h, i
   in.mq.gt_masks = torch::rand({B, M, h, w}, f) > 0.6;
   // Box corners from -0.3 to 1.3 of the input: inside, clipped, fractional, empty (x2 <= x1).
   auto x = torch::rand({B, A, 2}, f) * 1.6 - 0.3, y = torch::rand({B, A, 2}, f) * 1.6 - 0.3;
-  in.boxes = torch::stack({x.select(2, 0) * (4 * w), y.select(2, 0) * (4 * h), x.select(2, 1) * (4 * w),
-                           y.select(2, 1) * (4 * h)},
-                          2)
-                 .contiguous();
+  in.boxes =
+      torch::stack(
+          {x.select(2, 0) * (4 * w), y.select(2, 0) * (4 * h), x.select(2, 1) * (4 * w), y.select(2, 1) * (4 * h)}, 2)
+          .contiguous();
   in.boxes[0][1][0] = std::numeric_limits<float>::quiet_NaN();  // a box that is not a number: empty
   in.top = std::get<1>(torch::rand({B, M, A}, f).topk(K, -1));
   in.valid = torch::rand({B, M}, f) > 0.3;
@@ -69,7 +69,9 @@ Tensor aten(const Inputs& in) {
 }  // namespace
 
 TEST(MaskIouGpu, KernelMatchesTheAtenForm) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no usable CUDA device";
+  if (!torch::cuda::is_available()) {
+    GTEST_SKIP() << "no usable CUDA device";
+  }
 #ifndef LUCID_CUDA_KERNELS
   GTEST_SKIP() << "built without the fused CUDA kernels";
 #else
@@ -94,7 +96,9 @@ TEST(MaskIouGpu, KernelMatchesTheAtenForm) {
 }
 
 TEST(MaskIouGpu, TheAssignerDispatchesToTheKernel) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no usable CUDA device";
+  if (!torch::cuda::is_available()) {
+    GTEST_SKIP() << "no usable CUDA device";
+  }
 #ifndef LUCID_CUDA_KERNELS
   GTEST_SKIP() << "built without the fused CUDA kernels";
 #else

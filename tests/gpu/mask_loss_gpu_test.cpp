@@ -65,13 +65,15 @@ void expect_close(const Tensor& a, const Tensor& b, const char* what) {
 }  // namespace
 
 TEST(MaskLossGpu, FusedKernelsMatchTheAtenForm) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no usable CUDA device";
+  if (!torch::cuda::is_available()) {
+    GTEST_SKIP() << "no usable CUDA device";
+  }
   const std::vector<Case> cases = {
       {3, 40, 32, 40, 48, 5, true, torch::kByte},
       {2, 24, 32, 32, 32, 300, true, torch::kInt},
       {2, 30, 32, 24, 40, 6, false, torch::kByte},
-      {2, 16, 40, 20, 28, 4, true, torch::kByte},   // more than 32 coefficients
-      {1, 8, 7, 16, 16, 3, false, torch::kByte},    // fewer
+      {2, 16, 40, 20, 28, 4, true, torch::kByte},  // more than 32 coefficients
+      {1, 8, 7, 16, 16, 3, false, torch::kByte},   // fewer
   };
   uint64_t seed = 1;
   for (const auto& c : cases) {

@@ -38,8 +38,9 @@ TEST(ModelGpu, Bf16ChannelsLastTrainingStep) {
   at::autocast::set_autocast_enabled(at::kCUDA, false);
   at::autocast::clear_cache();
   EXPECT_EQ(out.one2many.scores.scalar_type(), torch::kBFloat16);
-  auto loss = out.one2many.scores.to(torch::kFloat).sigmoid().mean() + out.one2many.proto.to(torch::kFloat).pow(2).mean() +
-              out.one2one->boxes.to(torch::kFloat).abs().mean() + out.one2many.semantic.to(torch::kFloat).mean();
+  auto loss = out.one2many.scores.to(torch::kFloat).sigmoid().mean() +
+              out.one2many.proto.to(torch::kFloat).pow(2).mean() + out.one2one->boxes.to(torch::kFloat).abs().mean() +
+              out.one2many.semantic.to(torch::kFloat).mean();
   loss.backward();
   int64_t with_grad = 0;
   for (const auto& p : m->named_parameters()) {

@@ -31,7 +31,9 @@ FitSetup gpu_setup() {
 
 TEST(ReplayGpu, NativeTwiceIsIdentical) { compare_with_native(std::nullopt, optim::Kind::MuSGD, gpu_setup()); }
 
-TEST(ReplayGpu, AllStagesMuSGD) { compare_with_native(ReplayOptions{true, true, true}, optim::Kind::MuSGD, gpu_setup()); }
+TEST(ReplayGpu, AllStagesMuSGD) {
+  compare_with_native(ReplayOptions{true, true, true}, optim::Kind::MuSGD, gpu_setup());
+}
 TEST(ReplayGpu, SharedFeaturesOnly) {
   compare_with_native(ReplayOptions{true, false, false}, optim::Kind::MuSGD, gpu_setup());
 }

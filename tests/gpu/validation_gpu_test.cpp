@@ -48,8 +48,8 @@ TEST(ValidationGpu, NmsMatchesCpu) {
     torch::cuda::synchronize();
     const double ms = ms_since(t0);
     const auto candidates = (pred.narrow(1, 4, nc) > o.conf).sum().item<int64_t>();
-    std::cout << "nms nc=" << nc << " logit mean " << mean << ": " << candidates << " candidate rows, "
-              << ms << " ms for 2 images on CUDA\n";
+    std::cout << "nms nc=" << nc << " logit mean " << mean << ": " << candidates << " candidate rows, " << ms
+              << " ms for 2 images on CUDA\n";
     for (size_t b = 0; b < cpu.size(); ++b) {
       ASSERT_EQ(cpu[b].sizes(), gpu[b].sizes());
       EXPECT_TRUE(torch::equal(cpu[b], gpu[b].cpu()));

@@ -53,7 +53,8 @@ SampleInstances instances_from(const Inputs& in, const std::string& p, float sx 
     std::vector<float> pts(poly.begin() + off, poly.begin() + off + size_t(plen[i]) * 2);
     off += size_t(plen[i]) * 2;
     for (size_t k = 0; k + 1 < pts.size(); k += 2) pts[k] *= sx, pts[k + 1] *= sy;
-    out.push_back(cls[i], std::move(pts), {box[4 * i] * sx, box[4 * i + 1] * sy, box[4 * i + 2] * sx, box[4 * i + 3] * sy});
+    out.push_back(cls[i], std::move(pts),
+                  {box[4 * i] * sx, box[4 * i + 1] * sy, box[4 * i + 2] * sx, box[4 * i + 3] * sy});
   }
   return out;
 }
@@ -223,8 +224,8 @@ void run_pieces(const Inputs& in, model::NamedTensors& out) {
   for (const auto& c : cases(in, "warpp")) {
     const std::string p = "warpp." + c + ".";
     auto shape = vec<int64_t>(get(in, p + "shape").to(torch::kLong));
-    out.emplace_back(p + "out", warp_perspective(get(in, p + "img"), matrix(get(in, p + "M")), int(shape[0]),
-                                                 int(shape[1]), 114));
+    out.emplace_back(p + "out",
+                     warp_perspective(get(in, p + "img"), matrix(get(in, p + "M")), int(shape[0]), int(shape[1]), 114));
   }
   for (const auto& c : cases(in, "hsv")) {  // (H, W, 3) RGB image, gains (3)
     const std::string p = "hsv." + c + ".";
@@ -246,7 +247,8 @@ void run_pieces(const Inputs& in, model::NamedTensors& out) {
     s.instances = instances_from(in, p);
     auto shape = vec<int64_t>(get(in, p + "shape").to(torch::kLong));
     const double scale = get(in, p + "scale").item<double>();
-    auto r = random_perspective(std::move(s), matrix(get(in, p + "M")), scale, int(shape[0]), int(shape[1]), false, 114);
+    auto r =
+        random_perspective(std::move(s), matrix(get(in, p + "M")), scale, int(shape[0]), int(shape[1]), false, 114);
     out.emplace_back(p + "img_out", r.image);
     put_instances(out, p + "out.", r.instances);
   }

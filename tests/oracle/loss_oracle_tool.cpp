@@ -126,8 +126,8 @@ void run_loss(const Inputs& in, model::NamedTensors& out) {
       out.emplace_back(c + ".o2o.loss", r.one2one->loss.detach());
       put_assignment(out, c + ".o2o.", r.one2one->assignment);
     }
-    out.emplace_back(c + ".weights", torch::tensor({criterion.one2many_weight(), criterion.one2one_weight()},
-                                                   torch::kDouble));
+    out.emplace_back(c + ".weights",
+                     torch::tensor({criterion.one2many_weight(), criterion.one2one_weight()}, torch::kDouble));
     r.total.sum().backward();
     for (size_t i = 0; i < leaves.size(); ++i) {
       auto g = leaves[i].grad();

@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
     }
     out["ious"] = nlohmann::json::array();
     for (const auto& p : in.at("pairs")) {
-      out["ious"].push_back(rle_iou(rles.at(p.at("dt").get<size_t>()), rles.at(p.at("gt").get<size_t>()), p.at("crowd").get<bool>()));
+      out["ious"].push_back(
+          rle_iou(rles.at(p.at("dt").get<size_t>()), rles.at(p.at("gt").get<size_t>()), p.at("crowd").get<bool>()));
     }
     std::cout << out.dump() << "\n";
   } catch (const lucid::UserError& e) {

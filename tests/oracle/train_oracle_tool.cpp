@@ -74,9 +74,11 @@ int main(int argc, char** argv) {
         const bool final_epoch = epoch + 1 >= epochs;
         const bool validated = engine::validation_due(val, final_epoch, false);
         const int k = 5 + static_cast<int>(epoch);
-        if (validated && k >= argc) throw std::invalid_argument("no fitness given for epoch " + std::to_string(epoch + 1));
+        if (validated && k >= argc)
+          throw std::invalid_argument("no fitness given for epoch " + std::to_string(epoch + 1));
         state.epoch = epoch + 1;
-        const auto v = engine::judge_epoch(state, validated ? std::optional<double>(std::stod(argv[k])) : std::nullopt, patience);
+        const auto v =
+            engine::judge_epoch(state, validated ? std::optional<double>(std::stod(argv[k])) : std::nullopt, patience);
         std::printf("%lld %d %d %d\n", static_cast<long long>(epoch + 1), validated, v.best, v.stop);
         if (v.stop) break;
       }

@@ -102,7 +102,7 @@ void run_masks(const std::map<std::string, Tensor>& in, model::NamedTensors& out
     auto rp = in.at("ratio_pad." + key).to(torch::kFloat64);
     const std::array<int64_t, 2> shape{shape_t[0].item<int64_t>(), shape_t[1].item<int64_t>()};
     const std::array<int64_t, 2> orig{orig_t[0].item<int64_t>(), orig_t[1].item<int64_t>()};
-    engine::Letterbox lb{rp[0].item<double>(), rp[1].item<double>(), rp[2].item<double>(), rp[3].item<double>()};
+    structures::RatioPad lb{rp[0].item<double>(), rp[1].item<double>(), rp[2].item<double>(), rp[3].item<double>()};
     out.emplace_back("proto." + key, engine::process_mask(protos, coefs, boxes, shape));
     auto native = engine::process_mask_native(protos, coefs, boxes, shape);
     out.emplace_back("native." + key, native);
@@ -146,7 +146,8 @@ int run_validate(int argc, char** argv) {
       engine::ValImage v;
       v.orig_h = orig[i][0].item<int64_t>();
       v.orig_w = orig[i][1].item<int64_t>();
-      v.letterbox = {lb[i][0].item<double>(), lb[i][1].item<double>(), lb[i][2].item<double>(), lb[i][3].item<double>()};
+      v.letterbox = {lb[i][0].item<double>(), lb[i][1].item<double>(), lb[i][2].item<double>(),
+                     lb[i][3].item<double>()};
       v.file = "images/" + std::to_string(1000 + global++) + ".jpg";
       batch.info.push_back(v);
     }

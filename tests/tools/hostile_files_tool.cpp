@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
             {"archive/data.pkl", pickle}, {"archive/byteorder", "little"}, {"archive/version", "3\n"}};
       };
       testing::zip_nested(plain(""), "archive/data/", n, payload, sizes);
-      auto bytes = testing::zip_nested(plain(testing::buffers_checkpoint_pickle(sizes)), "archive/data/", n, payload, sizes);
+      auto bytes =
+          testing::zip_nested(plain(testing::buffers_checkpoint_pickle(sizes)), "archive/data/", n, payload, sizes);
       if (uniform(0, 3) == 0) bytes[bytes.size() - 1 - static_cast<size_t>(uniform(0, 200))] ^= 0x5a;  // the directory
       double total = 0;
       for (auto s : sizes) total += static_cast<double>(s);

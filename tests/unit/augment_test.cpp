@@ -61,7 +61,8 @@ TEST(SampleRng, PhiloxMatchesATen) {
     for (uint64_t sub : {uint64_t(0), uint64_t(7), uint64_t(0x123456789ull)}) {
       at::Philox4_32 engine(seed, sub, 0);
       for (uint32_t block = 0; block < 3; ++block) {
-        auto mine = philox4x32_10({block, 0u, uint32_t(sub), uint32_t(sub >> 32)}, {uint32_t(seed), uint32_t(seed >> 32)});
+        auto mine =
+            philox4x32_10({block, 0u, uint32_t(sub), uint32_t(sub >> 32)}, {uint32_t(seed), uint32_t(seed >> 32)});
         for (int k = 0; k < 4; ++k) EXPECT_EQ(mine[k], engine()) << seed << " " << sub << " " << block;
       }
     }
@@ -99,7 +100,7 @@ TEST(SampleRng, StreamsAreKeyedAndUniform) {
 // ---- Polygons ------------------------------------------------------------------------------------
 
 TEST(Polygon, ResampleKeepsVerticesAndInterpolates) {
-  auto sq = rect_polygon(0, 0, 4, 4);  // 4 vertices, closed = 5 positions
+  auto sq = rect_polygon(0, 0, 4, 4);   // 4 vertices, closed = 5 positions
   auto r10 = resample_polygon(sq, 10);  // linspace(0, 4, 5) merged with 0..4: every position twice
   ASSERT_EQ(r10.size(), 20u);
   const float expect10[10][2] = {{0, 0}, {0, 0}, {4, 0}, {4, 0}, {4, 4}, {4, 4}, {0, 4}, {0, 4}, {0, 0}, {0, 0}};
@@ -160,7 +161,8 @@ TEST(Mosaic, PlacesTilesAndShiftsLabels) {
     tiles[i].index = i;
     const float w = float(sizes[i][1]), h = float(sizes[i][0]);
     // One instance covering the middle of the tile, one in its top-left corner.
-    tiles[i].instances.push_back(i, rect_polygon(w / 4, h / 4, 3 * w / 4, 3 * h / 4), {w / 4, h / 4, 3 * w / 4, 3 * h / 4});
+    tiles[i].instances.push_back(i, rect_polygon(w / 4, h / 4, 3 * w / 4, 3 * h / 4),
+                                 {w / 4, h / 4, 3 * w / 4, 3 * h / 4});
     tiles[i].instances.push_back(10 + i, rect_polygon(0, 0, 4, 4), {0, 0, 4, 4});
   }
   const int xc = 70, yc = 40;
@@ -197,8 +199,8 @@ TEST(Mosaic, PlacesTilesAndShiftsLabels) {
   // both.
   std::vector<int32_t> expect_cls = {0, 1, 2, 12, 3, 13};
   EXPECT_EQ(m.instances.cls, expect_cls);
-  const std::vector<Box> expect_boxes = {{22, 4, 54, 28},   {80, 0, 100, 24}, {32.5f, 47.5f, 57.5f, 62.5f},
-                                         {20, 40, 24, 44},  {86, 56, 118, 88}, {70, 40, 74, 44}};
+  const std::vector<Box> expect_boxes = {{22, 4, 54, 28},  {80, 0, 100, 24},  {32.5f, 47.5f, 57.5f, 62.5f},
+                                         {20, 40, 24, 44}, {86, 56, 118, 88}, {70, 40, 74, 44}};
   EXPECT_EQ(m.instances.boxes, expect_boxes);
   EXPECT_EQ(m.instances.polygons[1], rect_polygon(80, 0, 100, 24));
   EXPECT_EQ(m.instances.polygons[3], rect_polygon(20, 40, 24, 44));
@@ -221,9 +223,15 @@ TEST(Perspective, MatrixMatchesHandComputation) {
   const double kx = std::tan(5 * std::numbers::pi / 180), ky = std::tan(-3 * std::numbers::pi / 180);
   const double cx = 50, cy = 40;
   const double r0[3] = {a, b, -a * cx - b * cy}, r1[3] = {-b, a, b * cx - a * cy};
-  const double e[9] = {r0[0] + kx * r1[0], r0[1] + kx * r1[1], r0[2] + kx * r1[2] + 0.45 * out_w,
-                       ky * r0[0] + r1[0], ky * r0[1] + r1[1], ky * r0[2] + r1[2] + 0.55 * out_h,
-                       0, 0, 1};
+  const double e[9] = {r0[0] + kx * r1[0],
+                       r0[1] + kx * r1[1],
+                       r0[2] + kx * r1[2] + 0.45 * out_w,
+                       ky * r0[0] + r1[0],
+                       ky * r0[1] + r1[1],
+                       ky * r0[2] + r1[2] + 0.55 * out_h,
+                       0,
+                       0,
+                       1};
   for (int i = 0; i < 9; ++i) EXPECT_NEAR(M[i], e[i], 1e-12) << i;
   // The centre of the input goes to the translation point.
   EXPECT_NEAR(M[0] * cx + M[1] * cy + M[2], 0.45 * out_w, 1e-12);
@@ -361,7 +369,8 @@ TEST(Masks, FillPolygonKnownShapes) {
   std::vector<uint8_t> img(16 * 16, 0);
   fill_polygon(img.data(), 16, 16, {2, 3, 7, 3, 7, 9, 2, 9}, 1);
   for (int y = 0; y < 16; ++y)
-    for (int x = 0; x < 16; ++x) EXPECT_EQ(img[y * 16 + x], (x >= 2 && x <= 7 && y >= 3 && y <= 9) ? 1 : 0) << x << "," << y;
+    for (int x = 0; x < 16; ++x)
+      EXPECT_EQ(img[y * 16 + x], (x >= 2 && x <= 7 && y >= 3 && y <= 9) ? 1 : 0) << x << "," << y;
   std::fill(img.begin(), img.end(), 0);
   fill_polygon(img.data(), 16, 16, {0, 0, 10, 0, 0, 10}, 1);  // right triangle: x + y <= 10
   for (int y = 0; y < 16; ++y)
@@ -403,8 +412,8 @@ TEST(Masks, WindowedMatchesDense) {
     auto m = polygon_mask(poly, H, W, 4);
     for (int i = 0; i < H / 4; ++i)
       for (int j = 0; j < W / 4; ++j) {
-        int s = full[(4 * i + 1) * W + 4 * j + 1] + full[(4 * i + 1) * W + 4 * j + 2] + full[(4 * i + 2) * W + 4 * j + 1] +
-                full[(4 * i + 2) * W + 4 * j + 2];
+        int s = full[(4 * i + 1) * W + 4 * j + 1] + full[(4 * i + 1) * W + 4 * j + 2] +
+                full[(4 * i + 2) * W + 4 * j + 1] + full[(4 * i + 2) * W + 4 * j + 2];
         ASSERT_EQ(m[i][j].item<uint8_t>(), s >= 2 ? 1 : 0) << t << " " << i << " " << j;
       }
   }
@@ -413,9 +422,9 @@ TEST(Masks, WindowedMatchesDense) {
 TEST(Masks, OverlapAndSemanticTargets) {
   SampleInstances in;
   in.push_back(7, {10, 10, 10.5f, 10, 10.5f, 10.5f}, {10, 10, 10.5f, 10.5f});  // vanishes at 1/4
-  in.push_back(3, rect_polygon(0, 0, 31, 31), {0, 0, 31, 31});                   // large
-  in.push_back(5, rect_polygon(8, 8, 15, 15), {8, 8, 15, 15});                   // small, inside the large
-  in.push_back(4, {}, {1, 1, 2, 2});                                             // box only
+  in.push_back(3, rect_polygon(0, 0, 31, 31), {0, 0, 31, 31});                 // large
+  in.push_back(5, rect_polygon(8, 8, 15, 15), {8, 8, 15, 15});                 // small, inside the large
+  in.push_back(4, {}, {1, 1, 2, 2});                                           // box only
   auto t = make_mask_targets(in, 32, 32, 4, true);
   // Empty masks first (in instance order), then area descending.
   EXPECT_EQ(t.order, (std::vector<int64_t>{0, 3, 1, 2}));
@@ -658,7 +667,8 @@ TEST(Augment, MosaicWindowEqualsWholeCanvas) {
   for (int64_t index = 0; index < 24; ++index) {
     const uint64_t seed = 5;
     const Sample got = augment_sample(synthetic, 10, index, o, seed, 2);
-    SampleRng mr(seed, 2, index, Purpose::Mosaic), ar(seed, 2, index, Purpose::Perspective), fr(seed, 2, index, Purpose::Flip);
+    SampleRng mr(seed, 2, index, Purpose::Mosaic), ar(seed, 2, index, Purpose::Perspective),
+        fr(seed, 2, index, Purpose::Flip);
     const auto md = draw_mosaic(mr, o.mosaic, o.imgsz, 10);
     const auto ad = draw_affine(ar, o);
     ASSERT_TRUE(md.apply);
@@ -769,10 +779,14 @@ TEST(Loader, ValidationRectBatches) {
 TEST(DeviceAugment, RenderEqualsAugmentSample) {
   const int64_t n = 10;
   const DeviceImages images(synthetic, n, torch::kCPU);
-  const lucid::test_support::PixelCase cases[] = {
-      {"mosaic", 1, 0, 0, 0, 64},         {"mosaic rotated", 1, 10, 5, 0, 64},       {"single", 0, 0, 0, 0, 64},
-      {"single rotated", 0, 30, 10, 0, 64}, {"mosaic perspective", 1, 5, 0, 1e-3, 64}, {"single perspective", 0, 0, 0, 2e-3, 64},
-      {"tail mosaic", 1, 10, 0, 0, 60},   {"tail single", 0, 0, 0, 0, 60}};
+  const lucid::test_support::PixelCase cases[] = {{"mosaic", 1, 0, 0, 0, 64},
+                                                  {"mosaic rotated", 1, 10, 5, 0, 64},
+                                                  {"single", 0, 0, 0, 0, 64},
+                                                  {"single rotated", 0, 30, 10, 0, 64},
+                                                  {"mosaic perspective", 1, 5, 0, 1e-3, 64},
+                                                  {"single perspective", 0, 0, 0, 2e-3, 64},
+                                                  {"tail mosaic", 1, 10, 0, 0, 60},
+                                                  {"tail single", 0, 0, 0, 0, 60}};
   for (const auto& c : cases) {
     const auto o = c.options(/*polygon_points=*/50);
     std::vector<PixelPlan> plans;

@@ -99,8 +99,9 @@ TEST(DataFuzz, CocoJsonParserOnlyThrowsUserErrors) {
 
   // Structural mutations of a valid document: values of the wrong type, missing keys.
   const auto base = nlohmann::json::parse(seed);
-  const std::vector<nlohmann::json> odd = {nullptr, "x", -1, 1e300, 2.5, true, nlohmann::json::array(),
-                                           nlohmann::json::object(), {{"size", {7, 9}}}, {1, 2, 3}};
+  const std::vector<nlohmann::json> odd = {
+      nullptr,  "x", -1, 1e300, 2.5, true, nlohmann::json::array(), nlohmann::json::object(), {{"size", {7, 9}}},
+      {1, 2, 3}};
   for (int it = 0; it < 2000; ++it) {
     nlohmann::json doc = base;
     const int edits = 1 + int(rng() % 3);
@@ -114,8 +115,10 @@ TEST(DataFuzz, CocoJsonParserOnlyThrowsUserErrors) {
         continue;
       }
       auto key = std::next(item.begin(), long(rng() % item.size())).key();
-      if (rng() % 4 == 0) item.erase(key);
-      else item[key] = odd[rng() % odd.size()];
+      if (rng() % 4 == 0)
+        item.erase(key);
+      else
+        item[key] = odd[rng() % odd.size()];
     }
     try {
       parse_coco_json(doc.dump(), "fuzz.json");
@@ -140,7 +143,8 @@ TEST(DataFuzz, RleStringsOnlyThrowUserErrors) {
 }
 
 TEST(DataFuzz, ImageDecodersOnlyThrowUserErrors) {
-  const std::vector<std::string> seeds = {lucid::testing::jpeg_bytes(24, 32, 90), lucid::testing::jpeg_bytes(16, 16, 75, 6),
+  const std::vector<std::string> seeds = {lucid::testing::jpeg_bytes(24, 32, 90),
+                                          lucid::testing::jpeg_bytes(16, 16, 75, 6),
                                           encode_png(lucid::testing::pattern(20, 12))};
   std::string alphabet;
   for (int c = 0; c < 256; ++c) alphabet += char(c);

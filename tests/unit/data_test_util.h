@@ -72,7 +72,8 @@ void expect_user_error(F&& f, std::initializer_list<std::string> parts) {
     f();
     ADD_FAILURE() << "expected a UserError";
   } catch (const UserError& e) {
-    for (const auto& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << " lacks " << p;
+    for (const auto& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << " lacks " << p;
   }
 }
 

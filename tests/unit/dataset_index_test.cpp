@@ -33,7 +33,8 @@ bool has_problem(const Split& s, const std::string& path_part, int line, const s
 
 const ImageRecord* find_image(const Split& s, const std::string& name) {
   for (const auto& im : s.images)
-    if (im.path.size() >= name.size() && im.path.compare(im.path.size() - name.size(), name.size(), name) == 0) return &im;
+    if (im.path.size() >= name.size() && im.path.compare(im.path.size() - name.size(), name.size(), name) == 0)
+      return &im;
   return nullptr;
 }
 
@@ -276,7 +277,9 @@ TEST(DatasetIndex, CocoJson) {
       {"id": 6, "image_id": 1, "category_id": 1, "iscrowd": 0, "segmentation": [[50, 30, 90, 30, 90, 39]]},
       {"id": 7, "image_id": 5, "category_id": 3, "iscrowd": 0, "segmentation": [[1, 1, 30, 1, 30, 50]]}]
   })");
-  write(d.str("coco.yaml"), "train: annotations/instances_train.json\nval: {json: annotations/instances_train.json, images: images/train}\n");
+  write(
+      d.str("coco.yaml"),
+      "train: annotations/instances_train.json\nval: {json: annotations/instances_train.json, images: images/train}\n");
   const auto index = build_index(d.str("coco.yaml"));
   EXPECT_EQ(index.format, DatasetFormat::Coco);
   EXPECT_EQ(index.names, (std::vector<std::string>{"person", "car"}));
@@ -284,8 +287,8 @@ TEST(DatasetIndex, CocoJson) {
   ASSERT_EQ(index.splits.size(), 2u);
   const Split& s = index.splits[0];
   const std::string problems = all_problems(s);
-  EXPECT_EQ(s.counts.images, 3) << problems;  // a, c (background), rot
-  EXPECT_EQ(s.counts.skipped, 2) << problems;  // b (size mismatch), gone (missing)
+  EXPECT_EQ(s.counts.images, 3) << problems;     // a, c (background), rot
+  EXPECT_EQ(s.counts.skipped, 2) << problems;    // b (size mismatch), gone (missing)
   EXPECT_EQ(s.counts.instances, 3) << problems;  // multi-part, box-only (deduplicated), rot's
   EXPECT_EQ(s.counts.crowd, 1);
   EXPECT_EQ(s.counts.box_only, 1);
@@ -294,7 +297,8 @@ TEST(DatasetIndex, CocoJson) {
   EXPECT_TRUE(has_problem(s, "images/train/b.jpg", 0, "61x40")) << problems;
   EXPECT_TRUE(has_problem(s, "gone.jpg", 0, "image skipped")) << problems;
   EXPECT_TRUE(has_problem(s, "instances_train.json", 0, "annotation id 5 (image a.jpg): bbox has no area")) << problems;
-  EXPECT_TRUE(has_problem(s, "instances_train.json", 0, "annotation id 6 (image a.jpg): outside the image")) << problems;
+  EXPECT_TRUE(has_problem(s, "instances_train.json", 0, "annotation id 6 (image a.jpg): outside the image"))
+      << problems;
   const auto* a = find_image(s, "a.jpg");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->coco_id, 1);
@@ -303,8 +307,8 @@ TEST(DatasetIndex, CocoJson) {
   EXPECT_EQ(multi.cls, 1);
   ASSERT_EQ(multi.polygons.size(), 2u);
   EXPECT_FLOAT_EQ(multi.polygons[0][0], 0.1f);
-  EXPECT_FLOAT_EQ(multi.box[0], 0.3f);   // extent x 6..30 of 60
-  EXPECT_FLOAT_EQ(multi.box[3], 0.4f);   // extent y 4..20 of 40
+  EXPECT_FLOAT_EQ(multi.box[0], 0.3f);  // extent x 6..30 of 60
+  EXPECT_FLOAT_EQ(multi.box[3], 0.4f);  // extent y 4..20 of 40
   EXPECT_TRUE(a->instances[2].crowd);
   ASSERT_TRUE(a->instances[2].rle.has_value());
   const auto* rot = find_image(s, "rot.jpg");
@@ -323,7 +327,9 @@ TEST(DatasetIndex, CocoJson) {
 TEST(DatasetIndex, Coco128Counts) {
   const char* env = std::getenv("LUCID_COCO128");
   const std::string dir = env ? env : std::string(LUCID_SOURCE_DIR) + "/../shared/data/coco128-seg";
-  if (!std::filesystem::is_directory(dir)) GTEST_SKIP() << dir << " not present";
+  if (!std::filesystem::is_directory(dir)) {
+    GTEST_SKIP() << dir << " not present";
+  }
   const auto index = build_index(dir);
   ASSERT_EQ(index.splits.size(), 1u);
   const auto& c = index.splits[0].counts;
@@ -334,8 +340,9 @@ TEST(DatasetIndex, Coco128Counts) {
   EXPECT_EQ(c.skipped, 0);
   EXPECT_EQ(c.orphan_labels, 2);
   const std::string out = run_data({"check", "data=" + dir});
-  EXPECT_NE(out.find("train2017: 128 images, 929 instances, 2 background images, 0 skipped files, 2 orphan label files\n"),
-            std::string::npos)
+  EXPECT_NE(
+      out.find("train2017: 128 images, 929 instances, 2 background images, 0 skipped files, 2 orphan label files\n"),
+      std::string::npos)
       << out;
   EXPECT_NE(out.find("labels/train2017/000000000656.txt: orphan label file"), std::string::npos) << out;
 }
@@ -356,7 +363,7 @@ TEST(DatasetIndex, CocoTrainingSamples) {
       {"id": 1, "image_id": 1, "category_id": 1, "iscrowd": 0,
        "segmentation": [[6, 4, 18, 4, 18, 12], [24, 14, 30, 14, 30, 20]]},
       {"id": 2, "image_id": 1, "category_id": 1, "iscrowd": 0, "segmentation": {"size": [40, 60], "counts": )" +
-                                        counts + R"(}},
+                                     counts + R"(}},
       {"id": 3, "image_id": 1, "category_id": 1, "iscrowd": 1, "segmentation": {"size": [40, 60], "counts": [0, 2400]}}]
   })");
   IndexOptions io;
@@ -392,7 +399,9 @@ TEST(DatasetIndex, SplitWithoutAnyLabelIsWarnedAbout) {
   const auto index = build_index(d.str("data.yaml"), o);
   EXPECT_TRUE(has_problem(index.splits[0], "labels/train", 0, "No labels found")) << all_problems(index.splits[0]);
   EXPECT_TRUE(has_problem(index.splits[0], "labels/train", 0, "split 'train'"));
-  EXPECT_EQ(std::count_if(warned.begin(), warned.end(), [](const std::string& w) { return w.find("No labels") != std::string::npos; }), 1);
+  EXPECT_EQ(std::count_if(warned.begin(), warned.end(),
+                          [](const std::string& w) { return w.find("No labels") != std::string::npos; }),
+            1);
   EXPECT_FALSE(has_problem(index.splits[1], "", 0, "No labels found")) << all_problems(index.splits[1]);
 
   write(d.str("coco/images/a.jpg"), jpeg_bytes(32, 48));
@@ -415,7 +424,8 @@ TEST(DatasetIndex, CocoPathsOutsideTheImageFolder) {
       {"id": 1, "file_name": "a.jpg", "width": 48, "height": 32},
       {"id": 2, "file_name": "../../secret.jpg", "width": 48, "height": 32},
       {"id": 3, "file_name": "sub/../../../secret.jpg", "width": 48, "height": 32},
-      {"id": 4, "file_name": ")" + d.str("secret.jpg") + R"(", "width": 48, "height": 32}],
+      {"id": 4, "file_name": ")" +
+                           d.str("secret.jpg") + R"(", "width": 48, "height": 32}],
     "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 1, 9, 9], "segmentation": [[1, 1, 9, 1, 9, 9]]}],
     "categories": [{"id": 1, "name": "x"}]})";
   write(d.str("ds/instances_x.json"), json);

@@ -11,12 +11,21 @@ using lucid::util::NamedInterval;
 TEST(KernelTimes, LaunchesAreChargedToTheRangesOpenAtTheirStart) {
   // step [10, 100] > loss [20, 60] > assign [20, 30], mask [40, 60]; backward [70, 90]; data [120, 130]
   // given out of order.
-  std::vector<NamedInterval> ranges{{40, 60, "mask"},  {10, 100, "step"}, {120, 130, "data"},
+  std::vector<NamedInterval> ranges{{40, 60, "mask"},   {10, 100, "step"},    {120, 130, "data"},
                                     {20, 30, "assign"}, {70, 90, "backward"}, {20, 60, "loss"}};
   std::vector<uint64_t> launches{25, 5, 45, 60, 65, 30, 31, 95, 125, 200, 10, 20};
   const auto paths = enclosing_paths(ranges, launches);
-  const std::vector<std::string> expected{"step/loss/assign", "", "step/loss/mask", "step/loss/mask", "step",
-                                          "step/loss/assign", "step/loss", "step", "data", "", "step",
+  const std::vector<std::string> expected{"step/loss/assign",
+                                          "",
+                                          "step/loss/mask",
+                                          "step/loss/mask",
+                                          "step",
+                                          "step/loss/assign",
+                                          "step/loss",
+                                          "step",
+                                          "data",
+                                          "",
+                                          "step",
                                           "step/loss/assign"};
   EXPECT_EQ(paths, expected);
 }

@@ -202,15 +202,17 @@ TEST(CocoJson, ParsesPolygonsRleCrowdAndSortsCategories) {
   std::string all;
   for (const auto& p : f.problems) all += p.str() + "\n";
   EXPECT_EQ(f.problems.size(), 6u) << all;
-  for (const char* want : {"annotation id 5: unknown image_id 99", "annotation id 6: unknown category_id 2",
-                           "annotation id 7: polygon part 1 has an odd number", "annotation id 8: polygon part 1 has a non-numeric",
-                           "annotation id 9: RLE counts sum to 6", "annotation id 10: polygon part 1 has 2 point(s)"})
+  for (const char* want :
+       {"annotation id 5: unknown image_id 99", "annotation id 6: unknown category_id 2",
+        "annotation id 7: polygon part 1 has an odd number", "annotation id 8: polygon part 1 has a non-numeric",
+        "annotation id 9: RLE counts sum to 6", "annotation id 10: polygon part 1 has 2 point(s)"})
     EXPECT_NE(all.find(want), std::string::npos) << want << "\n" << all;
   EXPECT_NE(all.find("inst.json: "), std::string::npos);
 }
 
 TEST(CocoJson, RleMatchesPycocotools) {
-  const std::vector<uint32_t> counts = {5, 1, 6, 1, 2, 3, 1, 1, 2, 3, 1, 1, 2, 3, 1, 1, 2, 3, 1, 1, 6, 1, 6, 1, 1, 1, 4, 1, 1};
+  const std::vector<uint32_t> counts = {5, 1, 6, 1, 2, 3, 1, 1, 2, 3, 1, 1, 2, 3, 1,
+                                        1, 2, 3, 1, 1, 6, 1, 6, 1, 1, 1, 4, 1, 1};
   EXPECT_EQ(rle_counts_to_string(counts), "5160L2ON12ON12ON12ON5000K030M");  // pycocotools' encoding
   EXPECT_EQ(rle_counts_from_string("5160L2ON12ON12ON12ON5000K030M"), counts);
   Rle rle{7, 9, counts};
@@ -236,7 +238,8 @@ TEST(CocoJson, StructuralErrorsAreUserErrors) {
   expect_user_error([] { parse_coco_json(R"({"images": [{"id": 1e999}]})", "huge.json"); },
                     {"huge.json", "not valid JSON", "a number too large"});
   expect_user_error([] { parse_coco_json("[1, 2]", "arr.json"); }, {"arr.json", "object"});
-  expect_user_error([] { parse_coco_json(R"({"images": [], "annotations": []})", "x.json"); }, {"x.json", "categories"});
+  expect_user_error([] { parse_coco_json(R"({"images": [], "annotations": []})", "x.json"); },
+                    {"x.json", "categories"});
   expect_user_error([] { parse_coco_json(std::string(100, '[') + std::string(100, ']'), "deep.json"); },
                     {"deep.json", "nested"});
   auto f = parse_coco_json(R"({"images": [{"id": 1}, {"id": 2, "file_name": "x.jpg", "width": 0, "height": 5},
@@ -250,12 +253,14 @@ TEST(CocoJson, StructuralErrorsAreUserErrors) {
 
 TEST(Polygons, MergeMatchesTheReferenceConverter) {
   // Expected outlines from ultralytics.data.converter.merge_multi_segment (8.4.114).
-  auto m1 = merge_polygon_parts({{10, 10, 20, 10, 20, 20, 10, 20}, {30, 12, 40, 12, 40, 22, 30, 22, 28, 17}, {15, 40, 25, 40, 20, 50}});
-  EXPECT_EQ(m1, (std::vector<double>{20, 20, 10, 20, 10, 10, 20, 10, 20, 20, 40, 12, 30, 12, 25, 40, 20, 50, 15, 40,
-                                     25, 40, 30, 12, 28, 17, 30, 22, 40, 22, 40, 12}));
-  auto m2 = merge_polygon_parts({{0, 0, 5, 0, 5, 5}, {100, 100, 110, 100, 110, 110, 100, 110}, {50, 50, 60, 50, 60, 60, 50, 60, 45, 55}});
-  EXPECT_EQ(m2, (std::vector<double>{5, 5, 0, 0, 5, 0, 5, 5, 100, 100, 60, 60, 50, 60, 45, 55, 50, 50, 60, 50, 60, 60,
-                                     100, 100, 110, 100, 110, 110, 100, 110, 100, 100}));
+  auto m1 = merge_polygon_parts(
+      {{10, 10, 20, 10, 20, 20, 10, 20}, {30, 12, 40, 12, 40, 22, 30, 22, 28, 17}, {15, 40, 25, 40, 20, 50}});
+  EXPECT_EQ(m1, (std::vector<double>{20, 20, 10, 20, 10, 10, 20, 10, 20, 20, 40, 12, 30, 12, 25, 40,
+                                     20, 50, 15, 40, 25, 40, 30, 12, 28, 17, 30, 22, 40, 22, 40, 12}));
+  auto m2 = merge_polygon_parts(
+      {{0, 0, 5, 0, 5, 5}, {100, 100, 110, 100, 110, 110, 100, 110}, {50, 50, 60, 50, 60, 60, 50, 60, 45, 55}});
+  EXPECT_EQ(m2, (std::vector<double>{5,  5,  0,  0,  5,  0,  5,   5,   100, 100, 60,  60,  50,  60,  45,  55,
+                                     50, 50, 60, 50, 60, 60, 100, 100, 110, 100, 110, 110, 100, 110, 100, 100}));
   auto m3 = merge_polygon_parts({{0, 0, 10, 0, 10, 10}, {20, 0, 30, 0, 30, 10}});
   EXPECT_EQ(m3, (std::vector<double>{10, 0, 10, 10, 0, 0, 10, 0, 20, 0, 30, 0, 30, 10, 20, 0}));
   EXPECT_EQ(polygon_area({0, 0, 4, 0, 4, 3}), 6.0);

@@ -5,12 +5,12 @@
 
 #include <ATen/autocast_mode.h>
 
+#include "loss_cases.h"
 #include "lucid/loss/assigner.h"
 #include "lucid/loss/boxes.h"
 #include "lucid/loss/segmentation_loss.h"
 #include "lucid/model/model.h"
 #include "lucid/util/error.h"
-#include "loss_cases.h"
 
 using namespace lucid;
 using torch::Tensor;
@@ -72,9 +72,9 @@ loss::SegTargets box_targets(int64_t bs, int64_t h, int64_t w, const std::vector
 
 TEST(BoxGeometry, CiouMatchesClosedForm) {
   const std::vector<std::pair<std::array<double, 4>, std::array<double, 4>>> pairs{
-      {{0, 0, 2, 2}, {1, 1, 3, 3}},       // same aspect: v = 0
-      {{0, 0, 4, 2}, {0, 0, 2, 4}},       // different aspect
-      {{0, 0, 1, 1}, {5, 5, 7, 9}},       // disjoint: negative
+      {{0, 0, 2, 2}, {1, 1, 3, 3}},           // same aspect: v = 0
+      {{0, 0, 4, 2}, {0, 0, 2, 4}},           // different aspect
+      {{0, 0, 1, 1}, {5, 5, 7, 9}},           // disjoint: negative
       {{10, 20, 30, 60}, {10, 20, 30, 60}}};  // identical
   for (const auto& [a, b] : pairs) {
     double got = loss::box_ciou_xyxy(box(a), box(b)).item<double>();
@@ -136,10 +136,16 @@ TEST(Assigner, SmallObjectsAreWidenedToTheSecondStride) {
 
   // Strides {4, 16}: sides below the second stride are widened, the same six candidates.
   auto second = loss::TaskAlignedAssigner({.topk = 10, .num_classes = 2, .strides = {4, 16}});
-  EXPECT_EQ(second(scores, pd_boxes, anchors, torch::ones({1, 1, 1}), gt, torch::ones({1, 1, 1})).fg_mask.sum().item<int64_t>(), 6);
+  EXPECT_EQ(second(scores, pd_boxes, anchors, torch::ones({1, 1, 1}), gt, torch::ones({1, 1, 1}))
+                .fg_mask.sum()
+                .item<int64_t>(),
+            6);
   // One stride, 4: a 4 px side is not small, nothing is widened, no candidate.
   auto plain = loss::TaskAlignedAssigner({.topk = 10, .num_classes = 2, .strides = {4}});
-  EXPECT_EQ(plain(scores, pd_boxes, anchors, torch::ones({1, 1, 1}), gt, torch::ones({1, 1, 1})).fg_mask.sum().item<int64_t>(), 0);
+  EXPECT_EQ(plain(scores, pd_boxes, anchors, torch::ones({1, 1, 1}), gt, torch::ones({1, 1, 1}))
+                .fg_mask.sum()
+                .item<int64_t>(),
+            0);
 }
 
 TEST(Assigner, OneToOneKeepsOneAnchorPerGt) {
@@ -221,7 +227,9 @@ TEST(SegmentationLoss, EmptyBatchHasOnlyTheClassTerm) {
     EXPECT_EQ(preds.one2many.proto.grad().abs().sum().item<float>(), 0.0f);
     EXPECT_EQ(preds.one2many.mask_coefficient.grad().abs().sum().item<float>(), 0.0f);
     EXPECT_GT(preds.one2many.scores.grad().abs().sum().item<float>(), 0.0f);
-    if (e2e) EXPECT_EQ(preds.one2many.semantic.grad().abs().sum().item<float>(), 0.0f);
+    if (e2e) {
+      EXPECT_EQ(preds.one2many.semantic.grad().abs().sum().item<float>(), 0.0f);
+    }
   }
 }
 
@@ -310,11 +318,10 @@ TEST(SegmentationLoss, Bf16PredictionsUnderAutocastRunInFp32) {
     auto c = [&](const Tensor& x) { return x.detach().to(t).requires_grad_(true); };
     model::HeadOutputs out;
     out.feats = p.feats;
-    out.one2many = {c(p.one2many.boxes), c(p.one2many.scores), c(p.one2many.mask_coefficient),
-                    c(p.one2many.proto), c(p.one2many.semantic)};
-    out.one2one = model::BranchOutputs{c(p.one2one->boxes), c(p.one2one->scores),
-                                       c(p.one2one->mask_coefficient), out.one2many.proto.detach(),
-                                       out.one2many.semantic.detach()};
+    out.one2many = {c(p.one2many.boxes), c(p.one2many.scores), c(p.one2many.mask_coefficient), c(p.one2many.proto),
+                    c(p.one2many.semantic)};
+    out.one2one = model::BranchOutputs{c(p.one2one->boxes), c(p.one2one->scores), c(p.one2one->mask_coefficient),
+                                       out.one2many.proto.detach(), out.one2many.semantic.detach()};
     return out;
   };
   auto bf16 = cast(preds, torch::kBFloat16);
@@ -485,10 +492,11 @@ void expect_same_loss(const LossRun& got, const LossRun& want, const std::string
   ASSERT_EQ(got.grads.size(), want.grads.size()) << what;
   for (size_t i = 0; i < got.grads.size(); ++i) {
     const auto& name = got.names[i];
-    if (name.find("mask_coefficient") != std::string::npos || name.find("proto") != std::string::npos)
+    if (name.find("mask_coefficient") != std::string::npos || name.find("proto") != std::string::npos) {
       EXPECT_TRUE(close(got.grads[i], want.grads[i], 1e-6)) << what << " d/d " << name;
-    else
+    } else {
       EXPECT_TRUE(torch::equal(got.grads[i], want.grads[i])) << what << " d/d " << name;
+    }
   }
 }
 
@@ -522,7 +530,8 @@ TEST(CapacityBuckets, LossOfTheBucketEqualsTheExactCapacity_BytesExceptMaskTermW
       auto exact = run_loss(o, raw, t, 64, 96, 7);
       EXPECT_GT(exact.items[1].item<float>(), 0.0f);
       const std::string what = std::string(e2e ? "yolo26" : "yolo11") + (overlap ? " overlap" : " per-instance");
-      for (int64_t capacity : {8, 32}) expect_same_loss(run_loss(o, raw, t, 64, 96, capacity), exact, what + " M " + std::to_string(capacity));
+      for (int64_t capacity : {8, 32})
+        expect_same_loss(run_loss(o, raw, t, 64, 96, capacity), exact, what + " M " + std::to_string(capacity));
       expect_same_bytes(run_loss(o, raw, t, 64, 96, 8), run_loss(o, raw, t, 64, 96, 8), what + " repeated");
     }
   }

@@ -176,7 +176,9 @@ TEST(LucidApi, BadInputIsAnErrorNamingIt) {
 }
 
 TEST(LucidApi, DrawWritesTheAnnotatedImage) {
-  if (!plot::available()) GTEST_SKIP() << "built without cairo";
+  if (!plot::available()) {
+    GTEST_SKIP() << "built without cairo";
+  }
   lucid::testing::TempDir dir;
   lucid::Model model(weights_file(dir, {"circle", "square"}), "cpu");
   const data::Image image = lucid::testing::pattern(72, 100);

@@ -1,8 +1,8 @@
 // RLE masks and COCO evaluation. Expected strings, areas, boxes and IoUs come from pycocotools.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -41,9 +41,11 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 
 TEST(Rle, EncodeDecodeColumnMajor) {
   // 3 rows x 4 columns; column-major order reads down each column.
-  const auto m = grid({"#..#",
-                       "#.##",
-                       "....",});
+  const auto m = grid({
+      "#..#",
+      "#.##",
+      "....",
+  });
   const Rle r = rle_encode(m.data(), 3, 4);
   EXPECT_EQ(r.h, 3u);
   EXPECT_EQ(r.w, 4u);
@@ -271,7 +273,7 @@ TEST(CocoJson, ReadsGroundTruthAndResults) {
   EXPECT_EQ(d.ground_truth[2].category, -1);  // category not listed: not evaluated
   ASSERT_EQ(d.detections.size(), 3u);
   EXPECT_EQ(d.detections[1].id, 2);
-  EXPECT_EQ(d.detections[1].area, 4.0);  // box area, because the first result has a box
+  EXPECT_EQ(d.detections[1].area, 4.0);           // box area, because the first result has a box
   EXPECT_EQ(rle_area(d.detections[1].segm), 4u);  // box rasterised as a polygon
   EXPECT_EQ(d.detections[2].category, -1);
   const auto r = coco_evaluate(d, CocoEvalParams{});

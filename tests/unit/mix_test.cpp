@@ -26,7 +26,8 @@ Tensor ramp(int h, int w, int tag) {
   auto img = torch::empty({h, w, 3}, torch::kUInt8);
   auto* p = img.data_ptr<uint8_t>();
   for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x) p[(y * w + x) * 3] = uint8_t(x), p[(y * w + x) * 3 + 1] = uint8_t(y), p[(y * w + x) * 3 + 2] = uint8_t(tag);
+    for (int x = 0; x < w; ++x)
+      p[(y * w + x) * 3] = uint8_t(x), p[(y * w + x) * 3 + 1] = uint8_t(y), p[(y * w + x) * 3 + 2] = uint8_t(tag);
   return img;
 }
 
@@ -46,11 +47,11 @@ TEST(Mix, CopyPasteSelectionFiltersSortsAndRounds) {
   SampleInstances target, cand;
   target.push_back(0, {}, {0, 0, 10, 10});
   target.push_back(0, {}, {20, 0, 30, 10});
-  cand.push_back(1, {}, {0, 0, 10, 10});    // covers target 0: IoA 1
-  cand.push_back(1, {}, {50, 0, 60, 10});   // no overlap
-  cand.push_back(1, {}, {8, 0, 18, 10});    // 0.2 of target 0
-  cand.push_back(1, {}, {28, 0, 38, 10});   // 0.2 of target 1
-  cand.push_back(1, {}, {70, 0, 80, 10});   // no overlap
+  cand.push_back(1, {}, {0, 0, 10, 10});   // covers target 0: IoA 1
+  cand.push_back(1, {}, {50, 0, 60, 10});  // no overlap
+  cand.push_back(1, {}, {8, 0, 18, 10});   // 0.2 of target 0
+  cand.push_back(1, {}, {28, 0, 38, 10});  // 0.2 of target 1
+  cand.push_back(1, {}, {70, 0, 80, 10});  // no overlap
   // Eligible: 1, 2, 3, 4, by largest IoA: 1, 4 (0), 2, 3 (0.2), ties in candidate order.
   EXPECT_EQ(copy_paste_selection(target, cand, 1.0), (std::vector<int64_t>{1, 4, 2, 3}));
   EXPECT_EQ(copy_paste_selection(target, cand, 0.5), (std::vector<int64_t>{1, 4}));
@@ -106,7 +107,7 @@ TEST(Mix, CopyPastePartnerTakesThePartnersPixelsAndClasses) {
   s.image = flat(16, 16, 10);
   add_rect(s, 0, 0, 0, 6, 6);
   partner.image = flat(16, 16, 200);
-  add_rect(partner, 4, 1, 1, 5, 5);    // on s's instance: IoA 16/36 >= 0.3, not pasted
+  add_rect(partner, 4, 1, 1, 5, 5);      // on s's instance: IoA 16/36 >= 0.3, not pasted
   add_rect(partner, 7, 10, 10, 14, 14);  // free
   copy_paste_partner(s, partner, 1.0);
   ASSERT_EQ(s.instances.size(), 2u);
@@ -148,7 +149,10 @@ TEST(Mix, CutMixRectAndBookkeeping) {
   a.image = s.image.clone();
   // Only area 1 is free of s's box: the choice is among one.
   int64_t asked = -1;
-  EXPECT_TRUE(cutmix(a, partner, areas, [&](int64_t n) { asked = n; return int64_t(0); }));
+  EXPECT_TRUE(cutmix(a, partner, areas, [&](int64_t n) {
+    asked = n;
+    return int64_t(0);
+  }));
   EXPECT_EQ(asked, 1);
   ASSERT_EQ(a.instances.size(), 2u);
   EXPECT_EQ(a.instances.cls[1], 5);
@@ -159,8 +163,10 @@ TEST(Mix, CutMixRectAndBookkeeping) {
   EXPECT_EQ(a.image[35][35][0].item<int>(), 10);
   // Every area on a box, or no partner instance in the area: unchanged.
   Sample b = s;
-  EXPECT_FALSE(cutmix(b, partner, {Rect{0, 0, 5, 5}, Rect{5, 5, 9, 9}, Rect{2, 2, 20, 20}}, [](int64_t) { return int64_t(0); }));
-  EXPECT_FALSE(cutmix(b, partner, {Rect{30, 0, 40, 10}, Rect{30, 0, 40, 10}, Rect{30, 0, 40, 10}}, [](int64_t) { return int64_t(0); }));
+  EXPECT_FALSE(
+      cutmix(b, partner, {Rect{0, 0, 5, 5}, Rect{5, 5, 9, 9}, Rect{2, 2, 20, 20}}, [](int64_t) { return int64_t(0); }));
+  EXPECT_FALSE(cutmix(b, partner, {Rect{30, 0, 40, 10}, Rect{30, 0, 40, 10}, Rect{30, 0, 40, 10}},
+                      [](int64_t) { return int64_t(0); }));
   EXPECT_EQ(b.instances.size(), 1u);
   EXPECT_TRUE(torch::equal(b.image, s.image));
 }
@@ -258,8 +264,9 @@ TEST(MixPipeline, DeterministicAndEachAugmentationActs) {
       changed += !torch::equal(a.image, base.image);
       more += a.instances.size() > base.instances.size();
       // The sample's own instances come first, unchanged by the mix steps after the warp.
-      if (o.copy_paste == 0 || o.copy_paste_mode == CopyPasteMode::MixUp)
+      if (o.copy_paste == 0 || o.copy_paste_mode == CopyPasteMode::MixUp) {
         for (size_t k = 0; k < base.instances.size(); ++k) ASSERT_EQ(a.instances.boxes[k], base.instances.boxes[k]);
+      }
     }
     EXPECT_GT(changed, 0);
     EXPECT_GT(more, 0);
@@ -267,12 +274,14 @@ TEST(MixPipeline, DeterministicAndEachAugmentationActs) {
   // A mix option that never applies leaves every byte of the mix-free pipeline.
   const auto never = mix_options(1e-300, 1e-300, 0, CopyPasteMode::Flip);
   for (int64_t i = 0; i < n; ++i)
-    expect_same_sample(augment_sample(source_sample, n, i, never, 9, 2), augment_sample(source_sample, n, i, plain, 9, 2));
+    expect_same_sample(augment_sample(source_sample, n, i, never, 9, 2),
+                       augment_sample(source_sample, n, i, plain, 9, 2));
   // Another epoch or seed draws other partners.
   const auto o = mix_options(1, 1, 1, CopyPasteMode::MixUp);
   int differ = 0;
   for (int64_t i = 1; i < n; ++i)
-    differ += !torch::equal(augment_sample(source_sample, n, i, o, 9, 2).image, augment_sample(source_sample, n, i, o, 9, 3).image);
+    differ += !torch::equal(augment_sample(source_sample, n, i, o, 9, 2).image,
+                            augment_sample(source_sample, n, i, o, 9, 3).image);
   EXPECT_GT(differ, n / 2);
 }
 

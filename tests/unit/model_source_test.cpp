@@ -124,7 +124,7 @@ TEST(ModelFile, WrongKindsOfFileAreClearErrors) {
   put(dir.str("a.pt"), "not a checkpoint\n");
   expect_clear(refusal(dir.str("a.pt")), dir.str("a.pt"));
   // A compiled package is for prediction only; a .pt2 that is not one is named as such.
-  put(dir.str("p.pt2"), std::string("PK\x03\x04 not a package", 20));
+  put(dir.str("p.pt2"), std::string("PK\x03\x04 not a package"));
   auto pt2 = refusal(dir.str("p.pt2"));
   expect_clear(pt2, dir.str("p.pt2"));
   EXPECT_NE(pt2.find("compiled package"), std::string::npos) << pt2;
@@ -166,8 +166,8 @@ TEST(ModelFile, ExportedWeightsLoadBack) {
     auto a = model::state_dict(*m), b = model::state_dict(*loaded.model);
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i) {
-      auto want = half && a[i].second.is_floating_point() ? a[i].second.to(torch::kHalf).to(a[i].second.dtype())
-                                                           : a[i].second;
+      auto want =
+          half && a[i].second.is_floating_point() ? a[i].second.to(torch::kHalf).to(a[i].second.dtype()) : a[i].second;
       EXPECT_TRUE(torch::equal(want, b[i].second)) << a[i].first;
     }
   }

@@ -18,13 +18,13 @@ struct Expected {
 
 // The reference package's (ultralytics 8.4.190) summaries at nc=80.
 const Expected kExpected[] = {
-    {"yolo26n-seg", 309, 3126280, 3126280},    {"yolo26s-seg", 309, 11505800, 11505800},
-    {"yolo26m-seg", 329, 27112072, 27112072},  {"yolo26l-seg", 441, 31515528, 31515528},
-    {"yolo26x-seg", 441, 70693800, 70693800},  {"yolo11n-seg", 203, 2876848, 2876832},
-    {"yolo11s-seg", 203, 10113248, 10113232},  {"yolo11m-seg", 253, 22420896, 22420880},
-    {"yolo11l-seg", 379, 27678368, 27678352},  {"yolo11x-seg", 379, 62142656, 62142640},
-    {"yolov8n-seg", 151, 3409968, 3409952},    {"yolov8s-seg", 151, 11821056, 11821040},
-    {"yolov8m-seg", 191, 27285968, 27285952},  {"yolov8l-seg", 231, 45997728, 45997712},
+    {"yolo26n-seg", 309, 3126280, 3126280},   {"yolo26s-seg", 309, 11505800, 11505800},
+    {"yolo26m-seg", 329, 27112072, 27112072}, {"yolo26l-seg", 441, 31515528, 31515528},
+    {"yolo26x-seg", 441, 70693800, 70693800}, {"yolo11n-seg", 203, 2876848, 2876832},
+    {"yolo11s-seg", 203, 10113248, 10113232}, {"yolo11m-seg", 253, 22420896, 22420880},
+    {"yolo11l-seg", 379, 27678368, 27678352}, {"yolo11x-seg", 379, 62142656, 62142640},
+    {"yolov8n-seg", 151, 3409968, 3409952},   {"yolov8s-seg", 151, 11821056, 11821040},
+    {"yolov8m-seg", 191, 27285968, 27285952}, {"yolov8l-seg", 231, 45997728, 45997712},
     {"yolov8x-seg", 231, 71827888, 71827872},
 };
 
@@ -47,12 +47,12 @@ TEST_P(ModelScales, ParameterGradientAndLayerCountsMatchReference) {
   EXPECT_EQ(m->layer_count(), e.layers);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllScales, ModelScales, ::testing::ValuesIn(kExpected),
-                         [](const auto& info) {
-                           std::string n = info.param.name;
-                           for (auto& c : n) if (c == '-') c = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(AllScales, ModelScales, ::testing::ValuesIn(kExpected), [](const auto& info) {
+  std::string n = info.param.name;
+  for (auto& c : n)
+    if (c == '-') c = '_';
+  return n;
+});
 
 TEST(ModelSummary, NanoSummaryLinesMatchReferenceFormat) {
   // GFLOPs as the reference package computes them (thop rules, 640 px, training-mode forward).
@@ -114,7 +114,8 @@ TEST(ModelInit, BiasInitFollowsReference) {
   EXPECT_NEAR(byname.at("model.23.one2one_cv3.2.2.bias")[0].item<double>(), -8.7641, 1e-4);
   EXPECT_EQ(byname.at("model.23.cv2.1.2.bias")[0].item<double>(), 2.0);
   // The one-to-one branch starts as a copy of the one-to-many branch.
-  EXPECT_TRUE(torch::equal(byname.at("model.23.cv4.0.0.conv.weight"), byname.at("model.23.one2one_cv4.0.0.conv.weight")));
+  EXPECT_TRUE(
+      torch::equal(byname.at("model.23.cv4.0.0.conv.weight"), byname.at("model.23.one2one_cv4.0.0.conv.weight")));
   EXPECT_DOUBLE_EQ(m->named_modules()["model.0.bn"]->as<torch::nn::BatchNorm2d>()->options.eps(), 1e-3);
 }
 
@@ -138,7 +139,8 @@ TEST(ModelYaml, ScaleFromNameAndErrors) {
   // A layer without its arguments, an empty 'from', zero repeats, an absurd nc: the file and line,
   // not a library's message (vector::_M_range_insert, bad_alloc).
   const std::vector<std::pair<std::string, std::string>> cases{
-      {"nc: 3\nbackbone:\n  - [-1, 1, Conv, []]\nhead: []\n", "bad.yaml:3: Conv: the first argument is the output channel"},
+      {"nc: 3\nbackbone:\n  - [-1, 1, Conv, []]\nhead: []\n",
+       "bad.yaml:3: Conv: the first argument is the output channel"},
       {"nc: 3\nbackbone:\n  - [[], 1, Conv, [16]]\nhead: []\n", "bad.yaml:3: 'from'"},
       {"nc: 3\nbackbone:\n  - [-1, 0, Conv, [16]]\nhead: []\n", "bad.yaml:3: repeats"},
       {"nc: 1000000000\nbackbone:\n  - [-1, 1, Conv, [16]]\nhead: []\n", "bad.yaml: nc must be from 1 to"}};

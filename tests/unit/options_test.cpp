@@ -1,12 +1,12 @@
 #include <gtest/gtest.h>
 
-#include "data_test_util.h"
-#include "lucid/config/options.h"
-#include "lucid/config/reference_keys.h"
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include "data_test_util.h"
+#include "lucid/config/options.h"
+#include "lucid/config/reference_keys.h"
 
 #include "lucid/data/synth.h"
 #include "lucid/engine/run_folder.h"
@@ -61,7 +61,9 @@ TEST(Options, BareBooleanFlagsAreTrueAsInTheReference) {
 // NaN and infinity pass every range check written as a comparison: number() refuses them for
 // every command, naming the option.
 TEST(Options, UnknownKeysSuggestTheNearestValidOne) {
-  Options o("train", {{"imgsz", "640", "size"}, {"name", "", "a name"}, {"epochs", "100", "epochs"},
+  Options o("train", {{"imgsz", "640", "size"},
+                      {"name", "", "a name"},
+                      {"epochs", "100", "epochs"},
                       {"close_mosaic", "10", "last epochs without mosaic"}});
   auto message = [&](const std::string& token) {
     try {
@@ -87,7 +89,8 @@ TEST(Options, ImageSizesRoundUpToTheStrideAsTheReferenceDoes) {
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
   ::testing::internal::CaptureStderr();
   EXPECT_EQ(lucid::config::stride_multiple(650), 672);
-  EXPECT_EQ(testing::internal::GetCapturedStderr(), "warning: imgsz=650 must be a multiple of max stride 32, updating to 672\n");
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "warning: imgsz=650 must be a multiple of max stride 32, updating to 672\n");
   ::testing::internal::CaptureStderr();
   EXPECT_EQ(lucid::config::stride_multiple(10), 32);
   EXPECT_NE(testing::internal::GetCapturedStderr().find("updating to 32"), std::string::npos);
@@ -129,7 +132,7 @@ TEST(TrainSettings, BadValuesNameTheOption) {
   lucid::testing::expect_user_error([&] { settings({"freeze=1,"}); }, {"freeze=1,"});
   lucid::testing::expect_user_error([&] { settings({"patience=-1"}); }, {"patience=-1"});
   EXPECT_EQ(settings({"patience=0", "freeze=0,1,22"}).patience, 0);  // 0: never stop early
-  EXPECT_EQ(settings({"workers=100000"}).loader.workers, 100000);      // capped by the loader
+  EXPECT_EQ(settings({"workers=100000"}).loader.workers, 100000);    // capped by the loader
 }
 
 namespace {
@@ -169,7 +172,8 @@ TEST(TrainFields, EveryOptionIsDeclaredOnceAndEveryTableComesFromThatList) {
   const auto checkpoint = engine::train_record(settings, engine::RecordScope::Checkpoint);
   EXPECT_EQ(keys_of(args), declared);
   EXPECT_EQ(keys_of(checkpoint), in_checkpoint);
-  for (const char* left_out : {"capture_network", "stage_times", "kernel_times", "gpu_augment", "project", "name", "resume"})
+  for (const char* left_out :
+       {"capture_network", "stage_times", "kernel_times", "gpu_augment", "project", "name", "resume"})
     EXPECT_FALSE(checkpoint.contains(left_out)) << left_out;
 
   // args.yaml and lucid_args.yaml: one line per declared key, in order, none empty (defaults are
@@ -177,8 +181,10 @@ TEST(TrainFields, EveryOptionIsDeclaredOnceAndEveryTableComesFromThatList) {
   lucid::testing::TempDir dir;
   lucid::engine::write_args_yaml(dir.path(), args);
   std::vector<std::string> reference_declared, own_declared;
-  for (const auto& k : declared) (lucid::config::reference_keys().count(k) ? reference_declared : own_declared).push_back(k);
-  for (const auto& [file, want] : {std::pair{"args.yaml", reference_declared}, std::pair{"lucid_args.yaml", own_declared}}) {
+  for (const auto& k : declared)
+    (lucid::config::reference_keys().count(k) ? reference_declared : own_declared).push_back(k);
+  for (const auto& [file, want] :
+       {std::pair{"args.yaml", reference_declared}, std::pair{"lucid_args.yaml", own_declared}}) {
     std::ifstream in(dir.path() / file);
     std::vector<std::string> lines_keys;
     for (std::string line; std::getline(in, line);) {

@@ -2,12 +2,12 @@
 // outlines.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <regex>
 #include <set>
-#include <unistd.h>
 
 #include "lucid/engine/predictor.h"
 #include "lucid/metrics/confusion_matrix.h"
@@ -152,21 +152,23 @@ TEST(Predict, MaskOutlineOfSquareRingAndComponents) {
   for (size_t i = 0; i < ob.size(); i += 2) {
     const int x = static_cast<int>(ob[i]), y = static_cast<int>(ob[i + 1]);
     ASSERT_TRUE(blob[y * w + x]);
-    const bool border = !blob[(y - 1) * w + x] || !blob[(y + 1) * w + x] || !blob[y * w + x - 1] || !blob[y * w + x + 1] ||
-                        !blob[(y - 1) * w + x - 1] || !blob[(y - 1) * w + x + 1] || !blob[(y + 1) * w + x - 1] ||
-                        !blob[(y + 1) * w + x + 1];
+    const bool border = !blob[(y - 1) * w + x] || !blob[(y + 1) * w + x] || !blob[y * w + x - 1] ||
+                        !blob[y * w + x + 1] || !blob[(y - 1) * w + x - 1] || !blob[(y - 1) * w + x + 1] ||
+                        !blob[(y + 1) * w + x - 1] || !blob[(y + 1) * w + x + 1];
     EXPECT_TRUE(border) << x << "," << y;
   }
 }
 
 TEST(Plots, DrawnInstancesChangeOnlyTheirPixels) {
-  if (!plot::available()) GTEST_SKIP() << "built without cairo";
+  if (!plot::available()) {
+    GTEST_SKIP() << "built without cairo";
+  }
   data::Image im(60, 80, 3);
   for (auto& p : im.pixels) p = 90;
   plot::Canvas canvas(im);
   auto masks = torch::zeros({1, 60, 80}, torch::kUInt8);
   masks[0].narrow(0, 30, 20).narrow(1, 40, 30).fill_(1);
-  plot::Instances inst{boxes({{38, 28, 72, 52}}), torch::tensor({3}), torch::tensor({0.87f}), masks, 1.0};
+  plot::Instances inst{boxes({{38, 28, 72, 52}}), torch::tensor({3}), torch::tensor({0.87f}), masks, 1.0, {}};
   plot::DrawStyle style;
   plot::draw_instances(canvas, inst, {"a", "b", "c", "square"}, 0, 0, 1.0, style);
   auto out = canvas.image();
@@ -183,11 +185,14 @@ TEST(Plots, DrawnInstancesChangeOnlyTheirPixels) {
 }
 
 TEST(Plots, FilesAreValidImagesAndReportLinksExist) {
-  if (!plot::available()) GTEST_SKIP() << "built without cairo";
+  if (!plot::available()) {
+    GTEST_SKIP() << "built without cairo";
+  }
   const auto dir = temp_dir("plots");
   {
     std::ofstream csv(dir / "results.csv");
-    csv << "epoch,time,train/box_loss,train/seg_loss,metrics/precision(B),metrics/mAP50(M),val/box_loss,val/seg_loss,lr/pg0\n";
+    csv << "epoch,time,train/box_loss,train/seg_loss,metrics/precision(B),metrics/mAP50(M),val/box_loss,val/"
+           "seg_loss,lr/pg0\n";
     for (int e = 1; e <= 5; ++e)
       csv << e << "," << e * 2.5 << "," << 3.0 / e << "," << 2.0 / e << "," << 0.1 * e << "," << 0.05 * e << ","
           << 3.5 / e << "," << 2.5 / e << ",0.01\n";
@@ -207,7 +212,7 @@ TEST(Plots, FilesAreValidImagesAndReportLinksExist) {
   plot::plot_confusion_matrix((dir / "confusion_matrix.png").string(), cm, {"circle", "square"}, false);
   auto images = torch::full({3, 3, 32, 48}, 128, torch::kUInt8);
   std::vector<plot::Instances> labels(3);
-  labels[1] = {boxes({{4, 4, 20, 20}}), torch::tensor({1}), {}, {}, 1.0};
+  labels[1] = {boxes({{4, 4, 20, 20}}), torch::tensor({1}), {}, {}, 1.0, {}};
   plot::plot_image_grid(images, labels, {"a.jpg", "b.jpg", "c.jpg"}, {"circle", "square"},
                         (dir / "val_batch0_labels.jpg").string());
   for (const char* name : {"results.png", "BoxPR_curve.png", "BoxF1_curve.png", "confusion_matrix.png"}) {
@@ -229,8 +234,8 @@ TEST(Plots, FilesAreValidImagesAndReportLinksExist) {
   std::set<std::string> targets;
   for (auto it = std::sregex_iterator(html.begin(), html.end(), link); it != std::sregex_iterator(); ++it)
     targets.insert((*it)[1]);
-  for (const char* name : {"results.png", "BoxPR_curve.png", "confusion_matrix.png", "val_batch0_labels.jpg",
-                           "results.csv", "args.yaml"})
+  for (const char* name :
+       {"results.png", "BoxPR_curve.png", "confusion_matrix.png", "val_batch0_labels.jpg", "results.csv", "args.yaml"})
     EXPECT_TRUE(targets.count(name)) << name;
   for (const auto& t : targets) {
     EXPECT_EQ(t.find(':'), std::string::npos) << "not a relative link: " << t;

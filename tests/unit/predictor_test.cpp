@@ -97,13 +97,13 @@ TEST(Predictor, PeakMemoryOnALargeImageIsBounded) {
     int64_t kept = 0;
     for (const auto& m : p.masks) kept += m.pixels.numel();
     EXPECT_GT(p.masks.size(), 0u);
-    EXPECT_LT(growth, kept + (int64_t(80) << 20)) << "retina " << retina << ": " << p.masks.size()
-                                                     << " masks, " << kept << " bytes kept";
+    EXPECT_LT(growth, kept + (int64_t(80) << 20))
+        << "retina " << retina << ": " << p.masks.size() << " masks, " << kept << " bytes kept";
   }
 }
 
 // A mask window as a whole h x w image.
-torch::Tensor whole_mask(const engine::MaskWindow& m, int h, int w) {
+torch::Tensor whole_mask(const structures::MaskWindow& m, int h, int w) {
   auto full = torch::zeros({h, w}, torch::kUInt8);
   full.narrow(0, m.y0, m.height()).narrow(1, m.x0, m.width()).copy_(m.pixels);
   return full;
@@ -154,8 +154,8 @@ TEST(Predictor, BatchEqualsOneByOne) {
           }
         }
       }
-      EXPECT_LE(differing, (exact_masks ? 0 : covered / 50)) << yaml << " retina " << retina << ": " << differing
-                                                              << " of " << covered << " mask pixels differ";
+      EXPECT_LE(differing, (exact_masks ? 0 : covered / 50))
+          << yaml << " retina " << retina << ": " << differing << " of " << covered << " mask pixels differ";
     }
   }
   EXPECT_TRUE(engine::predict_images(*untrained_model(), torch::kCPU, {}, all_detections(5, false)).empty());
@@ -163,7 +163,8 @@ TEST(Predictor, BatchEqualsOneByOne) {
 
 TEST(Rle, WindowEncodingEqualsTheWholeMask) {
   const uint32_t h = 9, w = 7;
-  for (auto [x0, y0, ww, wh] : std::vector<std::array<uint32_t, 4>>{{0, 0, 7, 9}, {2, 3, 4, 5}, {6, 8, 1, 1}, {0, 4, 3, 5}}) {
+  for (auto [x0, y0, ww, wh] :
+       std::vector<std::array<uint32_t, 4>>{{0, 0, 7, 9}, {2, 3, 4, 5}, {6, 8, 1, 1}, {0, 4, 3, 5}}) {
     std::vector<uint8_t> window(size_t(wh) * ww), full(size_t(h) * w, 0);
     for (uint32_t y = 0; y < wh; ++y)
       for (uint32_t x = 0; x < ww; ++x) {

@@ -206,11 +206,14 @@ TEST(Prepared, RamCacheBeyondAvailableMemoryIsRefusedWithTheFigures) {
   } catch (const UserError& e) {
     message = e.what();
   }
-  const std::vector<std::string> parts{"option cache=ram", "need " + std::to_string(need) + " bytes",
-                                       std::to_string(need) + " bytes (", "are available", "cache=disk",
-                                       "cache=False", "fraction="};
-  for (const auto& part : parts)
-    EXPECT_NE(message.find(part), std::string::npos) << part << " in: " << message;
+  const std::vector<std::string> parts{"option cache=ram",
+                                       "need " + std::to_string(need) + " bytes",
+                                       std::to_string(need) + " bytes (",
+                                       "are available",
+                                       "cache=disk",
+                                       "cache=False",
+                                       "fraction="};
+  for (const auto& part : parts) EXPECT_NE(message.find(part), std::string::npos) << part << " in: " << message;
   EXPECT_EQ(message.find('\n'), std::string::npos);
   ::setenv("LUCID_AVAILABLE_MEMORY", std::to_string(need * 2).c_str(), 1);
   EXPECT_NO_THROW(engine::require_memory_for_ram_cache({&s}, 64));

@@ -49,7 +49,8 @@ TEST(ReplayRoute, EachFallbackConditionSelectsNativeWithItsReason) {
       {"gradient accumulation still changes (warmup)", [](FitFacts& f) { f.accumulation_fixed = false; }, all},
       {"its recording failed", [](FitFacts& f) { f.recording_failed = true; }, all},
       {"autograd anomaly detection is on", [](FitFacts& f) { f.anomaly_detection = true; }, all},
-      {"the model is not in training mode", [](FitFacts& f) { f.training = false; },
+      {"the model is not in training mode",
+       [](FitFacts& f) { f.training = false; },
        {Stage::SharedFeatures, Stage::Heads}},
       {"frozen shared features", [](FitFacts& f) { f.shared_frozen = true; }, {Stage::SharedFeatures}},
       {"frozen head parameters", [](FitFacts& f) { f.heads_frozen = true; }, {Stage::Heads}},
@@ -63,7 +64,9 @@ TEST(ReplayRoute, EachFallbackConditionSelectsNativeWithItsReason) {
       auto r = route(s, all_on(), f);
       const bool native = std::find(c.stages.begin(), c.stages.end(), s) != c.stages.end();
       EXPECT_EQ(r.replay, !native) << c.reason << " / " << stage_name(s);
-      if (native) EXPECT_EQ(r.reason, c.reason);
+      if (native) {
+        EXPECT_EQ(r.reason, c.reason);
+      }
     }
   }
 }

@@ -65,7 +65,8 @@ TEST(RunFolder, ControlCharactersInNamesAndRecordsAreRefused) {
   }
   EXPECT_FALSE(fs::exists(project));
   nlohmann::ordered_json record{{"model", "yolo26n-seg.yaml"}, {"data", "/data/set\n/data.yaml"}};
-  expect_user_error([&] { engine::refuse_control_characters(record); }, "option data=/data/set\\x0a/data.yaml: holds a control character");
+  expect_user_error([&] { engine::refuse_control_characters(record); },
+                    "option data=/data/set\\x0a/data.yaml: holds a control character");
   record["data"] = "/data/set/data.yaml";
   EXPECT_NO_THROW(engine::refuse_control_characters(record));
 }
@@ -90,8 +91,8 @@ TEST(RunFolder, InterruptedWritesAreRemovedAndNothingElse) {
   fs::create_directories(run / "sub");
   lucid::testing::write((run / "sub" / "x.tmp.5").string(), "x");  // only the run folder and weights/
   EXPECT_EQ(engine::remove_interrupted_writes(run), 3);
-  for (const char* kept : {"results.csv", "notes.tmp", "data.tmp.x", "weights/last.safetensors", "a.tmp.12.bak",
-                           "sub/x.tmp.5"})
+  for (const char* kept :
+       {"results.csv", "notes.tmp", "data.tmp.x", "weights/last.safetensors", "a.tmp.12.bak", "sub/x.tmp.5"})
     EXPECT_TRUE(fs::exists(run / kept)) << kept;
   EXPECT_FALSE(fs::exists(run / "results.csv.tmp.123"));
   EXPECT_EQ(engine::remove_interrupted_writes(run), 0);
@@ -114,7 +115,8 @@ TEST(RunFolder, ResumeNeedsTheCheckpointsOwnRunFolder) {
   state.args = {{"seed", "3"}, {"data", "my data/it's: here.yaml"}};  // no name: where a run lives is not its state
   const auto ckpt = (run / "weights" / "last.safetensors").string();
   EXPECT_EQ(engine::resume_run_dir(ckpt, state), run);
-  EXPECT_NE(text(run / "args.yaml").find("data: 'my data/it''s: here.yaml'"), std::string::npos) << text(run / "args.yaml");
+  EXPECT_NE(text(run / "args.yaml").find("data: 'my data/it''s: here.yaml'"), std::string::npos)
+      << text(run / "args.yaml");
 
   // Copied out of its run folder: refused, pointing to model=.
   const auto copy = (dir.path() / "elsewhere" / "last.safetensors").string();

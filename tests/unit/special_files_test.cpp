@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "data_test_util.h"
-#include "lucid/util/error.h"
 #include "lucid/config/model_yaml.h"
 #include "lucid/data/dataset.h"
 #include "lucid/metrics/coco_json.h"
+#include "lucid/util/error.h"
 #include "lucid/util/files.h"
 #include "lucid/util/input_files.h"
 
@@ -91,7 +91,9 @@ TEST(WriteAtomically, FifosFoldersAndSymlinksAreNeverReplaced) {
 }
 
 TEST(WriteAtomically, DeviceNodeCopiesAreNeverReplaced) {
-  if (::geteuid() != 0) GTEST_SKIP() << "mknod needs root";
+  if (::geteuid() != 0) {
+    GTEST_SKIP() << "mknod needs root";
+  }
   TempDir dir;
   const auto null_copy = dir.path() / "null", zero_copy = dir.path() / "zero";
   ASSERT_EQ(::mknod(null_copy.c_str(), S_IFCHR | 0666, ::makedev(1, 3)), 0);
@@ -109,8 +111,7 @@ namespace {
 // The error each reader gives a special file: coco-eval's gt=/dt= (read_json_file), data=
 // (build_index), a dataset YAML or model YAML, and the plain bounded read.
 std::vector<std::string> reader_errors(const fs::path& p) {
-  return {error_of([&] { metrics::read_json_file(p.string()); }),
-          error_of([&] { data::build_index(p.string()); }),
+  return {error_of([&] { metrics::read_json_file(p.string()); }), error_of([&] { data::build_index(p.string()); }),
           error_of([&] { config::load_model_spec(p.string()); }),
           error_of([&] { util::read_input_file(p.string(), "option gt=" + p.string(), 1 << 20); })};
 }
@@ -130,7 +131,9 @@ TEST(InputFiles, FifosAreRefusedWithoutBlocking) {
 
 // Copies of /dev/zero and /dev/urandom (gt=/dev/zero once read without end).
 TEST(InputFiles, DeviceNodeCopiesAreRefused) {
-  if (::geteuid() != 0) GTEST_SKIP() << "mknod needs root";
+  if (::geteuid() != 0) {
+    GTEST_SKIP() << "mknod needs root";
+  }
   TempDir dir;
   for (const auto& [name, minor] : {std::pair{"zero.json", 5}, std::pair{"urandom.yaml", 9}}) {
     const auto node = dir.path() / name;
@@ -145,8 +148,9 @@ TEST(InputFiles, ReadsAreBoundedBySize) {
   TempDir dir;
   const auto big = dir.path() / "big.yaml";
   std::ofstream(big) << std::string(2000, 'x');
-  EXPECT_NE(error_of([&] { util::read_input_file(big.string(), "option cfg=" + big.string(), 1000); })
-                .find("option cfg=" + big.string() + ": 2000 bytes, more than the 1000"),
+  EXPECT_NE(error_of([&] {
+              util::read_input_file(big.string(), "option cfg=" + big.string(), 1000);
+            }).find("option cfg=" + big.string() + ": 2000 bytes, more than the 1000"),
             std::string::npos);
   EXPECT_EQ(util::read_input_file(big.string(), "x", 2000).size(), 2000u);
 }

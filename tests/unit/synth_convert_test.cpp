@@ -38,7 +38,8 @@ void expect_same_instances(const DatasetIndex& a, const DatasetIndex& b, float t
     EXPECT_EQ(sa.counts.instances, sb.counts.instances);
     EXPECT_EQ(sa.counts.backgrounds, sb.counts.backgrounds);
     for (size_t i = 0; i < sa.images.size(); ++i) {
-      EXPECT_EQ(std::filesystem::path(sa.images[i].path).filename(), std::filesystem::path(sb.images[i].path).filename());
+      EXPECT_EQ(std::filesystem::path(sa.images[i].path).filename(),
+                std::filesystem::path(sb.images[i].path).filename());
       EXPECT_EQ(sa.images[i].width, sb.images[i].width);
       EXPECT_EQ(sa.images[i].height, sb.images[i].height);
       const auto ra = rows(sa.images[i]), rb = rows(sb.images[i]);
@@ -104,7 +105,8 @@ TEST(Synth, WritesBothFormatsThatIndexTheSame) {
   write_synth_dataset(o);
   EXPECT_EQ(read_file(d.str("synth/images/train/000005.jpg")), read_file(d.str("again/images/train/000005.jpg")));
   EXPECT_EQ(read_file(d.str("synth/labels/train/000005.txt")), read_file(d.str("again/labels/train/000005.txt")));
-  EXPECT_EQ(read_file(d.str("synth/annotations/instances_val.json")), read_file(d.str("again/annotations/instances_val.json")));
+  EXPECT_EQ(read_file(d.str("synth/annotations/instances_val.json")),
+            read_file(d.str("again/annotations/instances_val.json")));
 }
 
 TEST(Convert, YoloToCocoToYoloKeepsEverything) {
@@ -153,7 +155,8 @@ TEST(Convert, CocoToYoloMergesPartsAndDropsCrowd) {
             std::string::npos)
       << labels;
   // The RLE mask as its box; as 4 corners, since this label file also holds a polygon.
-  EXPECT_NE(labels.find("0 0.016667 0.125 0.033333 0.125 0.033333 0.375 0.016667 0.375\n"), std::string::npos) << labels;
+  EXPECT_NE(labels.find("0 0.016667 0.125 0.033333 0.125 0.033333 0.375 0.016667 0.375\n"), std::string::npos)
+      << labels;
   EXPECT_EQ(r.boxes_as_polygons, 1);
   const auto back = build_index(d.str("out/data.yaml"));
   EXPECT_EQ(back.names, (std::vector<std::string>{"person", "car"}));

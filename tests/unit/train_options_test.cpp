@@ -123,13 +123,13 @@ TEST(DatasetFraction, RatiosCountsAndSplitLists) {
   using data::DatasetFraction;
   const auto half = DatasetFraction::parse("0.5");
   EXPECT_EQ(half.keep("train", 10), 5);
-  EXPECT_EQ(half.keep("train", 5), 2);   // round(2.5) = 2, half to even as Python's round
-  EXPECT_EQ(half.keep("train", 7), 4);   // round(3.5) = 4
-  EXPECT_EQ(half.keep("val", 10), 10);   // a scalar applies to train only
+  EXPECT_EQ(half.keep("train", 5), 2);                             // round(2.5) = 2, half to even as Python's round
+  EXPECT_EQ(half.keep("train", 7), 4);                             // round(3.5) = 4
+  EXPECT_EQ(half.keep("val", 10), 10);                             // a scalar applies to train only
   EXPECT_EQ(DatasetFraction::parse("0.01").keep("train", 10), 1);  // at least one image
   EXPECT_EQ(DatasetFraction::parse("4").keep("train", 10), 4);     // an integer > 1 is a count
   EXPECT_EQ(DatasetFraction::parse("40").keep("train", 10), 10);
-  EXPECT_EQ(DatasetFraction::parse("1").keep("train", 10), 10);    // 1 is all, not one image
+  EXPECT_EQ(DatasetFraction::parse("1").keep("train", 10), 10);  // 1 is all, not one image
   EXPECT_TRUE(DatasetFraction::parse("1.0").all());
   const auto list = DatasetFraction::parse("[0.5, 3, 0]");
   EXPECT_EQ(list.keep("train", 10), 5);
@@ -162,7 +162,8 @@ std::string tiny_dataset(const std::filesystem::path& root, int n, int cls0 = 0)
                           std::to_string(i == 0 ? cls0 : i % 3) + " 0.5 0.5 0.2 0.2\n");
   }
   const auto yaml = (root / "data.yaml").string();
-  lucid::testing::write(yaml, "path: " + root.string() + "\ntrain: images/train\nval: images/train\nnames: [a, b, c]\n");
+  lucid::testing::write(yaml,
+                        "path: " + root.string() + "\ntrain: images/train\nval: images/train\nnames: [a, b, c]\n");
   return yaml;
 }
 
@@ -220,15 +221,20 @@ TEST(CfgFile, TheFileFillsOptionsAndTheCommandLineWins) {
 TEST(CfgFile, AnUltralyticsArgsYamlIsAccepted) {
   lucid::testing::TempDir dir;
   const auto cfg = (dir.path() / "args.yaml").string();
-  lucid::testing::write(cfg, "task: segment\nmode: train\nmodel: yolo26n-seg.yaml\nepochs: 3\nresume: false\n"
-                             "cache: false\nfreeze: null\nsave_dir: runs/segment/train\nshow: false\nrect: true\n"
-                             "tracker: botsort.yaml\ncfg: null\nsource: null\n");
+  lucid::testing::write(cfg,
+                        "task: segment\nmode: train\nmodel: yolo26n-seg.yaml\nepochs: 3\nresume: false\n"
+                        "cache: false\nfreeze: null\nsave_dir: runs/segment/train\nshow: false\nrect: true\n"
+                        "tracker: botsort.yaml\ncfg: null\nsource: null\n");
   auto o = engine::train_options();
   testing::internal::CaptureStdout();
-  lucid::config::parse_with_cfg_file(o, {"cfg=" + cfg}, [](const lucid::config::Options& x) { engine::TrainSettings::from(x); });
+  lucid::config::parse_with_cfg_file(o, {"cfg=" + cfg},
+                                     [](const lucid::config::Options& x) { engine::TrainSettings::from(x); });
   const auto out = testing::internal::GetCapturedStdout();
-  EXPECT_NE(out.find("the reference's keys this command does not use, ignored: task, mode, save_dir, show, tracker, source\n"),
-            std::string::npos) << out;
+  EXPECT_NE(
+      out.find(
+          "the reference's keys this command does not use, ignored: task, mode, save_dir, show, tracker, source\n"),
+      std::string::npos)
+      << out;
   EXPECT_EQ(o.str("epochs"), "3");
   EXPECT_EQ(o.str("resume"), "False");
   EXPECT_EQ(o.str("cache"), "False");
@@ -310,7 +316,7 @@ TEST(AutoBatch, ChoosesOnTheFittedLine) {
   for (int64_t b : {1, 2, 4, 8, 16, 32, 64}) probes.push_back({b, 0.5 + 0.25 * static_cast<double>(b)});
   EXPECT_EQ(engine::choose_batch(probes, 24, 20, 0.61, 0), 46);
   EXPECT_EQ(engine::choose_batch(probes, 24, 20, 0.61, 30), 30);  // not above the dataset
-  probes[5].gib.reset();  // batch 32 failed: the ceiling is 16
+  probes[5].gib.reset();                                          // batch 32 failed: the ceiling is 16
   EXPECT_EQ(engine::choose_batch(probes, 24, 20, 0.61, 0), 16);
   std::vector<BatchProbe> none{{1, std::nullopt}, {2, 30.0}};
   expect_user_error([&] { engine::choose_batch(none, 24, 20, 0.6, 0); }, {"AutoBatch", "batch=[1,2]"});

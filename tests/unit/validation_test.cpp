@@ -237,7 +237,7 @@ TEST(Masks, ProcessAtPrototypeResolution) {
   auto protos = torch::ones({2, 4, 4});
   protos[1] = -3;
   auto coefs = torch::tensor({{1.0f, 0.0f}, {1.0f, 1.0f}});  // logits +1 and -2
-  auto boxes = boxes_of({{4, 4, 12, 12}, {0, 0, 16, 16}});    // input 16x16 -> /4 on the 4x4 grid
+  auto boxes = boxes_of({{4, 4, 12, 12}, {0, 0, 16, 16}});   // input 16x16 -> /4 on the 4x4 grid
   auto m = engine::process_mask(protos, coefs, boxes, {16, 16});
   ASSERT_EQ(m.sizes(), (std::vector<int64_t>{2, 4, 4}));
   EXPECT_EQ(m.scalar_type(), torch::kUInt8);
@@ -263,7 +263,7 @@ TEST(Masks, NativeUpsamplesBeforeCropping) {
 }
 
 TEST(Masks, ScaleBoxesAndMasksToOriginal) {
-  engine::Letterbox lb{0.5, 0.5, 4, 2};  // original 20x12 (h x w) -> 10x6, padded left 4, top 2
+  structures::RatioPad lb{0.5, 0.5, 4, 2};  // original 20x12 (h x w) -> 10x6, padded left 4, top 2
   auto b = engine::scale_boxes(boxes_of({{4, 2, 10, 12}, {0, 0, 20, 20}}), lb, {20, 12});
   EXPECT_FLOAT_EQ(b[0][0].item<float>(), 0.0f);
   EXPECT_FLOAT_EQ(b[0][2].item<float>(), 12.0f);
@@ -291,7 +291,7 @@ TEST(Masks, EachAxisGoesBackWithItsOwnRoundedGain) {
   EXPECT_NEAR(b[1][1].item<float>(), 3.5f, 1e-5);
   // Validation's ratio_pad: gains per axis, bottom padding one more than the top (3 rows of the
   // 10 high input): the cut holds round(h * gain_h) rows from the top padding, not input - top.
-  engine::Letterbox val{0.5, 0.5, 0, 1};
+  structures::RatioPad val{0.5, 0.5, 0, 1};
   auto m = torch::zeros({1, 10, 6});
   m[0].slice(0, 1, 7).fill_(1);  // the 6 image rows
   auto s = engine::scale_masks(m, val, {12, 12});
@@ -465,7 +465,8 @@ TEST(Validator, RunsOnTinyBatchesAndPrintsReferenceLayout) {
     o.names = {"cat", "dog"};
     o.verbose = true;
     o.speed = true;
-    const auto json = std::filesystem::temp_directory_path() / (e2e ? "lucid_val_test_e2e.json" : "lucid_val_test.json");
+    const auto json =
+        std::filesystem::temp_directory_path() / (e2e ? "lucid_val_test_e2e.json" : "lucid_val_test.json");
     o.save_json = json.string();
     engine::Validator v(o);
     loss::SegmentationLoss criterion(loss::loss_options_for(*m));
@@ -497,8 +498,9 @@ TEST(Validator, RunsOnTinyBatchesAndPrintsReferenceLayout) {
     }
     std::filesystem::remove(json);
   }
-  EXPECT_EQ(engine::Validator::header(),
-            "                 Class     Images  Instances      Box(P          R      mAP50  mAP50-95)     Mask(P          R"
-            "      mAP50  mAP50-95)");
+  EXPECT_EQ(
+      engine::Validator::header(),
+      "                 Class     Images  Instances      Box(P          R      mAP50  mAP50-95)     Mask(P          R"
+      "      mAP50  mAP50-95)");
   EXPECT_EQ(engine::coco80_to_coco91().size(), 80u);
 }

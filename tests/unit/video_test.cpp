@@ -52,7 +52,9 @@ std::string error_of(const std::function<void()>& f) {
 class Video : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
-    if (!lucid::data::video::available()) GTEST_SKIP() << lucid::data::video::unavailable_message();
+    if (!lucid::data::video::available()) {
+      GTEST_SKIP() << lucid::data::video::unavailable_message();
+    }
   }
 };
 
@@ -72,7 +74,9 @@ TEST_P(Video, RoundTripKeepsCountSizeRateAndPixels) {
     ASSERT_EQ(frame.height, kH);
     const double own = mean_abs_diff(frame, video_frame(n, kH, kW));
     EXPECT_LT(own, 4.0) << "frame " << n;
-    if (n > 0) EXPECT_LT(own, mean_abs_diff(frame, video_frame(n - 1, kH, kW))) << "frame " << n;
+    if (n > 0) {
+      EXPECT_LT(own, mean_abs_diff(frame, video_frame(n - 1, kH, kW))) << "frame " << n;
+    }
     ++n;
   }
   EXPECT_EQ(n, kFrames);
@@ -120,13 +124,16 @@ INSTANTIATE_TEST_SUITE_P(Containers, Video, ::testing::Values("avi", "mp4"));
 class VideoFiles : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!lucid::data::video::available()) GTEST_SKIP() << lucid::data::video::unavailable_message();
+    if (!lucid::data::video::available()) {
+      GTEST_SKIP() << lucid::data::video::unavailable_message();
+    }
   }
 };
 
 TEST_F(VideoFiles, BadFilesAreErrorsNamingThem) {
   TempDir d;
-  EXPECT_NE(error_of([&] { VideoReader r(d.str("missing.mp4")); }).find("missing.mp4: no such file"), std::string::npos);
+  EXPECT_NE(error_of([&] { VideoReader r(d.str("missing.mp4")); }).find("missing.mp4: no such file"),
+            std::string::npos);
   lucid::testing::write(d.str("text.mp4"), "not a video at all\n");
   EXPECT_NE(error_of([&] { VideoReader r(d.str("text.mp4")); }).find("text.mp4: cannot be opened as a video"),
             std::string::npos);
@@ -150,7 +157,9 @@ TEST_F(VideoFiles, TruncatedOrDamagedVideosEndOrFailNamingTheFrame) {
       while (r.read(f)) ++n;
     });
     EXPECT_LE(n, kFrames);
-    if (e != "(no error)") EXPECT_NE(e.find(path), std::string::npos) << e;
+    if (e != "(no error)") {
+      EXPECT_NE(e.find(path), std::string::npos) << e;
+    }
   }
   auto damaged = bytes;
   for (size_t i = bytes.size() / 3; i < bytes.size() / 3 + 2000 && i < bytes.size(); i += 7) damaged[i] = '\x55';
@@ -162,7 +171,9 @@ TEST_F(VideoFiles, TruncatedOrDamagedVideosEndOrFailNamingTheFrame) {
     while (r.read(f)) ++n;
   });
   EXPECT_LE(n, kFrames);
-  if (e != "(no error)") EXPECT_NE(e.find("damaged.avi"), std::string::npos) << e;
+  if (e != "(no error)") {
+    EXPECT_NE(e.find("damaged.avi"), std::string::npos) << e;
+  }
 }
 
 TEST_F(VideoFiles, WriterRefusesOtherContainersAndWrongSizes) {
@@ -200,10 +211,11 @@ TEST_F(VideoFiles, WriterStoppedBySignalLeavesNoFile) {
 }
 
 TEST(VideoExtensions, AreTheReferencesVidFormats) {
-  for (const char* f : {"a.asf", "a.AVI", "a.gif", "a.m4v", "a.mkv", "a.mov", "a.mp4", "a.mpeg", "a.mpg", "a.ts",
-                        "a.wmv", "a.webm"})
+  for (const char* f :
+       {"a.asf", "a.AVI", "a.gif", "a.m4v", "a.mkv", "a.mov", "a.mp4", "a.mpeg", "a.mpg", "a.ts", "a.wmv", "a.webm"})
     EXPECT_TRUE(lucid::data::video::has_video_extension(f)) << f;
-  for (const char* f : {"a.jpg", "a.mp3", "mp4", "a.mp4.txt"}) EXPECT_FALSE(lucid::data::video::has_video_extension(f)) << f;
+  for (const char* f : {"a.jpg", "a.mp3", "mp4", "a.mp4.txt"})
+    EXPECT_FALSE(lucid::data::video::has_video_extension(f)) << f;
 }
 
 }  // namespace

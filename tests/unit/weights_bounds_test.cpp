@@ -65,8 +65,8 @@ TEST(WeightsBounds, OverlappingZipEntriesAreRefusedBeforeAnyRead) {
         {"archive/data.pkl", pickle}, {"archive/byteorder", "little"}, {"archive/version", "3\n"}};
   };
   lucid::testing::zip_nested(plain(""), "archive/data/", n, 1 << 16, sizes);  // the storage sizes
-  const auto bytes = lucid::testing::zip_nested(plain(lucid::testing::buffers_checkpoint_pickle(sizes)), "archive/data/",
-                                                n, 1 << 16, sizes);
+  const auto bytes = lucid::testing::zip_nested(plain(lucid::testing::buffers_checkpoint_pickle(sizes)),
+                                                "archive/data/", n, 1 << 16, sizes);
   uint64_t total = 0;
   for (auto s : sizes) total += s;
   ASSERT_GT(total, 30 * bytes.size());  // what reading every storage once would cost

@@ -35,7 +35,9 @@ void expect_refused(const std::string& path, const std::string& fragment = "") {
   } catch (const UserError& e) {
     const std::string what = e.what();
     EXPECT_EQ(what.rfind(path, 0), 0u) << what;
-    if (!fragment.empty()) EXPECT_NE(what.find(fragment), std::string::npos) << what;
+    if (!fragment.empty()) {
+      EXPECT_NE(what.find(fragment), std::string::npos) << what;
+    }
   }
 }
 
@@ -73,8 +75,8 @@ TEST(SafetensorsHostile, ShapesAreCheckedBeforeAnyAllocation) {
   expect_refused(p, "shape needs");
   put(p, file_bytes(R"({"a":{"dtype":"F32","shape":[1125899906842624],"data_offsets":[0,16]}})", kData));
   expect_refused(p, "shape needs");
-  put(p, file_bytes(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,16]}})",
-                    kData));
+  put(p,
+      file_bytes(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,16]}})", kData));
   expect_refused(p, "larger than any file");
   put(p, file_bytes(R"({"a":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]}})", kData));
   expect_refused(p, "non-negative integer");

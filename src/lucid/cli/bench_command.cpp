@@ -27,8 +27,8 @@
 #include "lucid/engine/fit_report.h"
 #include "lucid/engine/train_options.h"
 #include "lucid/util/error.h"
-#include "lucid/util/stats.h"
 #include "lucid/util/files.h"
+#include "lucid/util/stats.h"
 
 extern char** environ;
 
@@ -169,12 +169,14 @@ std::string summarise(const fs::path& out_dir, const std::vector<json>& records,
     for (auto p : incomplete) md << " " << p;
   }
   md << ".\n\n";
-  md << "| pair | arm | ran | complete fit s | whole process s | peak allocated / reserved MiB | batches | optimizer steps |\n";
+  md << "| pair | arm | ran | complete fit s | whole process s | peak allocated / reserved MiB | batches | optimizer "
+        "steps |\n";
   md << "|---|---|---|---|---|---|---|---|\n";
   for (const auto& f : fits)
     md << "| " << f.at("pair").get<int64_t>() << " | " << f.at("arm").get<std::string>() << " | "
-       << (f.at("ran_first").get<bool>() ? "first" : "second") << " | " << fmt("%.3f", f.at("fit_seconds").get<double>())
-       << " | " << fmt("%.3f", f.at("whole_process_seconds").get<double>()) << " | "
+       << (f.at("ran_first").get<bool>() ? "first" : "second") << " | "
+       << fmt("%.3f", f.at("fit_seconds").get<double>()) << " | "
+       << fmt("%.3f", f.at("whole_process_seconds").get<double>()) << " | "
        << fmt("%.0f", f.at("peak_allocated_mib").get<double>()) << " / "
        << fmt("%.0f", f.at("peak_reserved_mib").get<double>()) << " | " << f.at("batches").get<int64_t>() << " | "
        << f.at("optimizer_steps").get<int64_t>() << " |\n";
@@ -204,13 +206,15 @@ std::string summarise(const fs::path& out_dir, const std::vector<json>& records,
     }
   }
 
-  md << "\n| SHA-256 of | native (first 16 hex) | replay (first 16 hex) | within native | within replay | across arms |\n";
+  md << "\n| SHA-256 of | native (first 16 hex) | replay (first 16 hex) | within native | within replay | across arms "
+        "|\n";
   md << "|---|---|---|---|---|---|\n";
   json hashes = json::object();
   mismatch.clear();
   for (const auto& kind : kHashKinds) {
     std::map<std::string, std::set<std::string>> distinct;
-    for (const auto& f : fits) distinct[f.at("arm").get<std::string>()].insert(f.at("sha256").at(kind).get<std::string>());
+    for (const auto& f : fits)
+      distinct[f.at("arm").get<std::string>()].insert(f.at("sha256").at(kind).get<std::string>());
     std::set<std::string> all;
     for (const auto& [arm, set] : distinct) all.insert(set.begin(), set.end());
     auto list = [&](const std::set<std::string>& s) {
@@ -224,12 +228,17 @@ std::string summarise(const fs::path& out_dir, const std::vector<json>& records,
     const bool wn = distinct["native"].size() == 1, wr = distinct["replay"].size() == 1, across = all.size() == 1;
     if (!across) mismatch.push_back(kind);
     md << "| " << kind << " | " << list(distinct["native"]) << " | " << list(distinct["replay"]) << " | "
-       << (wn ? "match" : "DIFFER") << " | " << (wr ? "match" : "DIFFER") << " | " << (across ? "match" : "DIFFER") << " |\n";
-    hashes[kind] = {{"native", distinct["native"]}, {"replay", distinct["replay"]}, {"within_native", wn},
-                    {"within_replay", wr}, {"across_arms", across}};
+       << (wn ? "match" : "DIFFER") << " | " << (wr ? "match" : "DIFFER") << " | " << (across ? "match" : "DIFFER")
+       << " |\n";
+    hashes[kind] = {{"native", distinct["native"]},
+                    {"replay", distinct["replay"]},
+                    {"within_native", wn},
+                    {"within_replay", wr},
+                    {"across_arms", across}};
   }
   const bool all_match = mismatch.empty() && pairs > 0;
-  md << "\nEvery hash matched within and across arms (" << fits.size() << " fits): " << (all_match ? "yes" : "NO") << "\n";
+  md << "\nEvery hash matched within and across arms (" << fits.size() << " fits): " << (all_match ? "yes" : "NO")
+     << "\n";
 
   json summary;
   summary["settings"] = settings;
@@ -334,8 +343,9 @@ int pairs_command(const std::vector<std::string>& args) {
   }
   auto replay = split_list(options.str("replay"));
   if (replay.empty())
-    throw UserError("option replay: name at least one of capture_network, capture_segment_heads, capture_optimizer, "
-                    "capture_step (or step)");
+    throw UserError(
+        "option replay: name at least one of capture_network, capture_segment_heads, capture_optimizer, "
+        "capture_step (or step)");
   for (auto& r : replay) {
     if (r == "step") r = "capture_step";
     if (std::find(kCaptureOptions.begin(), kCaptureOptions.end(), r) == kCaptureOptions.end())

@@ -3,9 +3,9 @@
 // optional parts (each found or not when the build was configured, see CMakeLists.txt) and the
 // settings file. One `key  value` line each; nothing is written.
 #include <ATen/detail/CUDAHooksInterface.h>
-#include <torch/version.h>
 #include <cuda_runtime_api.h>
 #include <sys/utsname.h>
+#include <torch/version.h>
 
 #include <cstdio>
 #include <thread>

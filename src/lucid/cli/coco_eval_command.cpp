@@ -20,16 +20,18 @@ const char* kStatNames[12] = {"AP", "AP50", "AP75", "APs", "APm", "APl", "AR1", 
 }  // namespace
 
 int coco_eval_command(const std::vector<std::string>& args) {
-  config::Options o("coco-eval", {
-                                     {"gt", "", "COCO instances JSON (ground truth)"},
-                                     {"dt", "", "results JSON: a list of {image_id, category_id, bbox and/or segmentation, score}"},
-                                     {"iou", "segm", "segm (mask IoU) or bbox (box IoU)"},
-                                     {"format", "text", "text (pycocotools' summary lines) or json (the 12 numbers, full precision)"},
-                                     {"out", "", "also write the JSON form to this file"},
-                                     {"threads", "0", "worker threads (0: all cores)"},
-                                 });
+  config::Options o(
+      "coco-eval", {
+                       {"gt", "", "COCO instances JSON (ground truth)"},
+                       {"dt", "", "results JSON: a list of {image_id, category_id, bbox and/or segmentation, score}"},
+                       {"iou", "segm", "segm (mask IoU) or bbox (box IoU)"},
+                       {"format", "text", "text (pycocotools' summary lines) or json (the 12 numbers, full precision)"},
+                       {"out", "", "also write the JSON form to this file"},
+                       {"threads", "0", "worker threads (0: all cores)"},
+                   });
   if (!o.parse_or_help(args)) return 0;
-  if (o.str("gt").empty() || o.str("dt").empty()) throw UserError("options gt=FILE and dt=FILE are required (see lucid coco-eval --help)");
+  if (o.str("gt").empty() || o.str("dt").empty())
+    throw UserError("options gt=FILE and dt=FILE are required (see lucid coco-eval --help)");
   metrics::CocoEvalParams params;
   if (o.str("iou") == "segm") {
     params.iou_type = metrics::IouType::Segm;

@@ -13,8 +13,8 @@ int bench_command(const std::vector<std::string>& args);
 int val_command(const std::vector<std::string>& args);
 int predict_command(const std::vector<std::string>& args);
 int export_command(const std::vector<std::string>& args);
-int checks_command(const std::vector<std::string>& args);    // versions, devices, optional parts
-int settings_command(const std::vector<std::string>& args);  // the user's settings file
+int checks_command(const std::vector<std::string>& args);         // versions, devices, optional parts
+int settings_command(const std::vector<std::string>& args);       // the user's settings file
 int predict_bench_command(const std::vector<std::string>& args);  // `lucid bench predict`
 
 // The embedded synthetic dataset's YAML (written once into the cache folder): the data of

@@ -18,12 +18,14 @@ namespace {
 
 config::Options data_options(const std::string& action) {
   if (action == "check")
-    return config::Options("data check", {
-                                             {"data", "", "dataset YAML, folder, or COCO instances JSON"},
-                                             {"images", "", "image folder of a COCO JSON given as data="},
-                                             {"allow_outside_images", "False", "follow COCO file_name paths that are absolute or lead out of the image folder (..)"},
-                                             {"decode", "True", "decode every image fully (catches corrupt pixel data)"},
-                                         });
+    return config::Options("data check",
+                           {
+                               {"data", "", "dataset YAML, folder, or COCO instances JSON"},
+                               {"images", "", "image folder of a COCO JSON given as data="},
+                               {"allow_outside_images", "False",
+                                "follow COCO file_name paths that are absolute or lead out of the image folder (..)"},
+                               {"decode", "True", "decode every image fully (catches corrupt pixel data)"},
+                           });
   if (action == "synth")
     return config::Options("data synth", {
                                              {"out", "", "folder to write (created)"},
@@ -34,22 +36,26 @@ config::Options data_options(const std::string& action) {
                                              {"quality", "92", "JPEG quality"},
                                          });
   if (action == "prepare")
-    return config::Options("data prepare", {
-                                               {"data", "", "dataset YAML, folder, or COCO instances JSON"},
-                                               {"images", "", "image folder of a COCO JSON given as data="},
-                                             {"allow_outside_images", "False", "follow COCO file_name paths that are absolute or lead out of the image folder (..)"},
-                                               {"imgsz", "640", "long side of the prepared images"},
-                                               {"cache", "disk", "disk (memory-mapped file, reused) or ram"},
-                                               {"cache_dir", "", "cache folder (default $LUCID_CACHE_DIR or ~/.cache/lucid)"},
-                                               {"split", "", "only this split (default: all)"},
-                                           });
-  return config::Options("data convert", {
-                                             {"data", "", "dataset YAML, folder, or COCO instances JSON"},
-                                             {"images", "", "image folder of a COCO JSON given as data="},
-                                             {"allow_outside_images", "False", "follow COCO file_name paths that are absolute or lead out of the image folder (..)"},
-                                             {"out", "", "folder to write (created)"},
-                                             {"to", "", "coco or yolo (default: the other format)"},
-                                         });
+    return config::Options("data prepare",
+                           {
+                               {"data", "", "dataset YAML, folder, or COCO instances JSON"},
+                               {"images", "", "image folder of a COCO JSON given as data="},
+                               {"allow_outside_images", "False",
+                                "follow COCO file_name paths that are absolute or lead out of the image folder (..)"},
+                               {"imgsz", "640", "long side of the prepared images"},
+                               {"cache", "disk", "disk (memory-mapped file, reused) or ram"},
+                               {"cache_dir", "", "cache folder (default $LUCID_CACHE_DIR or ~/.cache/lucid)"},
+                               {"split", "", "only this split (default: all)"},
+                           });
+  return config::Options("data convert",
+                         {
+                             {"data", "", "dataset YAML, folder, or COCO instances JSON"},
+                             {"images", "", "image folder of a COCO JSON given as data="},
+                             {"allow_outside_images", "False",
+                              "follow COCO file_name paths that are absolute or lead out of the image folder (..)"},
+                             {"out", "", "folder to write (created)"},
+                             {"to", "", "coco or yolo (default: the other format)"},
+                         });
 }
 
 std::string counts_line(const data::SplitCounts& c) {

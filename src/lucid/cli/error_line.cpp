@@ -31,10 +31,12 @@ std::string torch_line(const c10::Error& e) {
   // Either "DefaultCPUAllocator: not enough memory: you tried to allocate N bytes." or (posix_memalign
   // failing) "err == 0. DefaultCPUAllocator: can't allocate memory: you tried to allocate N bytes. Error code 12".
   const std::string tried = "you tried to allocate ";
-  if (const auto at = text.find(tried); at != std::string::npos && text.find("DefaultCPUAllocator") != std::string::npos) {
+  if (const auto at = text.find(tried);
+      at != std::string::npos && text.find("DefaultCPUAllocator") != std::string::npos) {
     const auto start = at + tried.size();
     const auto end = text.find(" bytes", start);
-    if (end != std::string::npos) return "out of memory: an allocation of " + text.substr(start, end - start) + " bytes failed";
+    if (end != std::string::npos)
+      return "out of memory: an allocation of " + text.substr(start, end - start) + " bytes failed";
   }
   if (text.rfind("[enforce fail at ", 0) == 0)
     if (const auto end = text.find("] "); end != std::string::npos) text = text.substr(end + 2);
@@ -45,7 +47,8 @@ std::string torch_line(const c10::Error& e) {
 }  // namespace
 
 std::string error_line(const std::exception& e) {
-  if (const auto* fs_error = dynamic_cast<const std::filesystem::filesystem_error*>(&e)) return filesystem_line(*fs_error);
+  if (const auto* fs_error = dynamic_cast<const std::filesystem::filesystem_error*>(&e))
+    return filesystem_line(*fs_error);
   if (const auto* torch_error = dynamic_cast<const c10::Error*>(&e)) return torch_line(*torch_error);
   if (dynamic_cast<const std::bad_alloc*>(&e) || dynamic_cast<const std::length_error*>(&e)) return kOutOfMemory;
   return without_library_tag(e.what());

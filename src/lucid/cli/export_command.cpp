@@ -39,16 +39,21 @@ config::Options export_options() {
        {"int8", "False", "openvino: INT8 by NNCF calibration on the validation images of data="},
        {"data", "", "openvino int8=True: the dataset YAML whose validation images calibrate"},
        {"fraction", "1.0", "openvino int8=True: the share of those images used"},
-       {"imgsz", "", "image size recorded with the weights, or the input size of the deployed file (default: the model file's, else 640)"},
+       {"imgsz", "",
+        "image size recorded with the weights, or the input size of the deployed file (default: the model file's, else "
+        "640)"},
        {"batch", "1", "deployed formats: the batch size of the fixed input (the largest with dynamic=True)"},
        {"dynamic", "False", "onnx, torchscript, openvino, engine: dynamic batch, height and width"},
        {"simplify", "True", "onnx: simplify the graph with onnxslim (as the reference)"},
-       {"nms", "False", "onnx, torchscript, openvino, coreml: NMS inside the file (the reference's nms=True) over the one-to-many head"},
+       {"nms", "False",
+        "onnx, torchscript, openvino, coreml: NMS inside the file (the reference's nms=True) over the one-to-many "
+        "head"},
        {"conf", "0.25", "nms=True: the confidence threshold inside the file"},
        {"iou", "0.7", "nms=True: the IoU threshold inside the file"},
        {"opset", "", "onnx: the ONNX opset (default: the exporter's choice for this torch)"},
        {"workspace", "", "engine: TensorRT's workspace in GiB (default: TensorRT's)"},
-       {"device", "cpu", "onnx, aoti, torchscript, engine: cpu or a CUDA device (0, cuda:0); an aoti package runs only on its kind"},
+       {"device", "cpu",
+        "onnx, aoti, torchscript, engine: cpu or a CUDA device (0, cuda:0); an aoti package runs only on its kind"},
        {"out", "", "output file or folder (default: next to model, <stem> with the format's suffix, docs/deploy.md)"}});
 }
 
@@ -74,8 +79,8 @@ int run_program(const std::vector<std::string>& argv) {
 
 // Runs a script of the project's Python for `format=`: the weights go over as an FP32 safetensors
 // file next to the output, removed afterwards.
-void run_python_export(const engine::InferenceModel& m, const std::string& format, int64_t imgsz, const std::string& out,
-                       const std::string& script_name, std::vector<std::string> args) {
+void run_python_export(const engine::InferenceModel& m, const std::string& format, int64_t imgsz,
+                       const std::string& out, const std::string& script_name, std::vector<std::string> args) {
   const auto python = project_python();
   if (access(python.c_str(), X_OK) != 0)
     throw UserError("format=" + format + " needs the project's Python with the ultralytics package: " + python +
@@ -126,9 +131,11 @@ int export_command(const std::vector<std::string>& args) {
   const bool half = options.str("half").empty() ? format.half_default : options.flag("half");
   const auto device = export_device(options.str("device"));
   if (format.name == "aoti" && half && device == "cpu")
-    throw UserError("option half=True: format=aoti compiles FP16 only for a CUDA device (device=0); on the CPU use half=False");
+    throw UserError(
+        "option half=True: format=aoti compiles FP16 only for a CUDA device (device=0); on the CPU use half=False");
   if (format.name == "torchscript" && half && device == "cpu")
-    throw UserError("option half=True: format=torchscript traces in FP16 only on a CUDA device (device=0), as the reference");
+    throw UserError(
+        "option half=True: format=torchscript traces in FP16 only on a CUDA device (device=0), as the reference");
   auto m = engine::load_inference_model("model", model, torch::kCPU);
   int64_t imgsz = m.source.imgsz;
   if (!options.str("imgsz").empty()) {
@@ -141,7 +148,8 @@ int export_command(const std::vector<std::string>& args) {
     out = in.parent_path() / (in.stem().string() + format.suffix);
   }
   if (format.name == "aoti" && !engine::is_compiled_package(out.string()))
-    throw UserError("out=" + out.string() + ": a compiled package's name ends in .pt2 (lucid predict tells it by that)");
+    throw UserError("out=" + out.string() +
+                    ": a compiled package's name ends in .pt2 (lucid predict tells it by that)");
   std::error_code ec;
   if (fs::exists(out, ec) && fs::equivalent(out, model, ec))
     throw UserError("out=" + out.string() + ": would overwrite model=" + model + "; give another out=");

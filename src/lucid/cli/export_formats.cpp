@@ -23,8 +23,7 @@ std::string formats_taking(const std::string& key) {
   for (const auto& f : export_formats())
     if (takes(f, key)) names.push_back(f.name);
   std::string out;
-  for (size_t i = 0; i < names.size(); ++i)
-    out += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
   return out;
 }
 
@@ -59,8 +58,8 @@ void check_format_options(const ExportFormat& format, const config::Options& opt
   for (const char* key : {"batch", "dynamic", "opset", "simplify", "nms", "conf", "iou", "half", "int8", "data",
                           "fraction", "workspace", "device"})
     if (options.given(key) && !takes(format, key))
-      throw UserError(std::string("option ") + key + "= is for format=" + formats_taking(key) + ", not format=" +
-                      format.name);
+      throw UserError(std::string("option ") + key + "= is for format=" + formats_taking(key) +
+                      ", not format=" + format.name);
   for (const char* key : {"conf", "iou"})
     if (options.given(key) && !on(options, "nms"))
       throw UserError(std::string("option ") + key + "= is the threshold of the NMS inside the file: give nms=True");
@@ -74,8 +73,8 @@ void check_format_options(const ExportFormat& format, const config::Options& opt
     throw UserError("option fraction= is the share of data= that calibrates INT8: give int8=True");
 }
 
-std::vector<std::string> exporter_arguments(const ExportFormat& format, const config::Options& options,
-                                            int64_t imgsz, const std::string& device, bool half) {
+std::vector<std::string> exporter_arguments(const ExportFormat& format, const config::Options& options, int64_t imgsz,
+                                            const std::string& device, bool half) {
   std::vector<std::string> args{"--imgsz", std::to_string(imgsz)};
   if (takes(format, "batch")) args.insert(args.end(), {"--batch", std::to_string(options.integer("batch", 1, 1024))});
   if (takes(format, "device")) args.insert(args.end(), {"--device", device});
@@ -83,7 +82,8 @@ std::vector<std::string> exporter_arguments(const ExportFormat& format, const co
   if (takes(format, "int8") && on(options, "int8")) {
     args.insert(args.end(), {"--quantize", "8", "--data", options.str("data")});
     const double fraction = options.number("fraction");
-    if (!(fraction > 0 && fraction <= 1)) throw UserError("option fraction=" + options.str("fraction") + ": expected (0, 1]");
+    if (!(fraction > 0 && fraction <= 1))
+      throw UserError("option fraction=" + options.str("fraction") + ": expected (0, 1]");
     args.insert(args.end(), {"--fraction", options.str("fraction")});
   }
   for (const char* key : {"dynamic", "simplify", "nms"})
@@ -91,7 +91,8 @@ std::vector<std::string> exporter_arguments(const ExportFormat& format, const co
   if (takes(format, "nms") && options.flag("nms")) {
     for (const char* key : {"conf", "iou"}) {
       const double v = options.number(key);
-      if (!(v >= 0 && v <= 1)) throw UserError(std::string("option ") + key + "=" + options.str(key) + ": expected [0, 1]");
+      if (!(v >= 0 && v <= 1))
+        throw UserError(std::string("option ") + key + "=" + options.str(key) + ": expected [0, 1]");
       args.insert(args.end(), {std::string("--") + key, options.str(key)});
     }
   }
@@ -99,7 +100,8 @@ std::vector<std::string> exporter_arguments(const ExportFormat& format, const co
     args.insert(args.end(), {"--opset", std::to_string(options.integer("opset", 7, 30))});
   if (takes(format, "workspace") && options.given("workspace")) {
     const double gib = options.number("workspace");
-    if (!(gib > 0 && gib <= 1024)) throw UserError("option workspace=" + options.str("workspace") + ": expected GiB in (0, 1024]");
+    if (!(gib > 0 && gib <= 1024))
+      throw UserError("option workspace=" + options.str("workspace") + ": expected GiB in (0, 1024]");
     args.insert(args.end(), {"--workspace", options.str("workspace")});
   }
   return args;

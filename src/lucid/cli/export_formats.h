@@ -26,7 +26,7 @@ const ExportFormat& find_export_format(const std::string& name);
 void check_format_options(const ExportFormat& format, const config::Options& options);
 // deploy_export.py's arguments after the format, weights ("{weights}") and output file: the
 // options this format takes, as given.
-std::vector<std::string> exporter_arguments(const ExportFormat& format, const config::Options& options,
-                                            int64_t imgsz, const std::string& device, bool half);
+std::vector<std::string> exporter_arguments(const ExportFormat& format, const config::Options& options, int64_t imgsz,
+                                            const std::string& device, bool half);
 
 }  // namespace lucid::cli

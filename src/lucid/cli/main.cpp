@@ -9,7 +9,8 @@
 namespace {
 
 const char* kUsage =
-    "lucid-yolo " LUCID_VERSION " - YOLO instance segmentation in C++\n"
+    "lucid-yolo " LUCID_VERSION
+    " - YOLO instance segmentation in C++\n"
     "usage: lucid <command> [args]\n"
     "commands:\n"
     "  train             train a model (default: yolo26n-seg on the embedded synthetic dataset)\n"

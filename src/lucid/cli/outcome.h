@@ -16,8 +16,8 @@ namespace lucid::cli {
 
 struct CommandOutcome {
   int exit_code = 0;
-  std::string run_dir;                       // the run folder written ("" for --help)
-  std::vector<std::string> names;            // class names by id
+  std::string run_dir;                        // the run folder written ("" for --help)
+  std::vector<std::string> names;             // class names by id
   std::optional<engine::ValResults> results;  // val; train: the final validation of its best weights
 };
 

@@ -26,16 +26,15 @@ namespace lucid::cli {
 namespace {
 
 config::Options bench_options() {
-  return config::Options(
-      "bench predict",
-      {{"model", "", "weights (any kind lucid predict reads) or a compiled package (.pt2)"},
-       {"batch", "1,16", "batch sizes to time (a package runs any batch in chunks of its own)"},
-       {"imgsz", "", "input size (default: the model file's, else 640; a package's own)"},
-       {"device", "", "cpu, 0, cuda:0 (default: the GPU when usable)"},
-       {"half", "True", "BF16 autocast on CUDA for the eager model"},
-       {"source", "", "an image to use (default: a synthetic one)"},
-       {"warmup", "10", "untimed runs first"},
-       {"iters", "50", "timed runs per batch size"}});
+  return config::Options("bench predict",
+                         {{"model", "", "weights (any kind lucid predict reads) or a compiled package (.pt2)"},
+                          {"batch", "1,16", "batch sizes to time (a package runs any batch in chunks of its own)"},
+                          {"imgsz", "", "input size (default: the model file's, else 640; a package's own)"},
+                          {"device", "", "cpu, 0, cuda:0 (default: the GPU when usable)"},
+                          {"half", "True", "BF16 autocast on CUDA for the eager model"},
+                          {"source", "", "an image to use (default: a synthetic one)"},
+                          {"warmup", "10", "untimed runs first"},
+                          {"iters", "50", "timed runs per batch size"}});
 }
 
 void synchronize(const torch::Device& device) {
@@ -89,12 +88,12 @@ int predict_bench_command(const std::vector<std::string>& args) {
   if (!options.str("imgsz").empty()) {
     po.imgsz = static_cast<int>(config::stride_multiple(options.integer("imgsz", 1, config::kMaxImgsz)));
     if (loaded.fixed_imgsz && po.imgsz != loaded.imgsz)
-      throw UserError("option imgsz=" + options.str("imgsz") + ": model=" + model + " is compiled for imgsz=" +
-                      std::to_string(loaded.imgsz) + " only");
+      throw UserError("option imgsz=" + options.str("imgsz") + ": model=" + model +
+                      " is compiled for imgsz=" + std::to_string(loaded.imgsz) + " only");
   }
   const int s = po.imgsz;
   data::Image image = options.str("source").empty() ? data::synth_sample(0, "val", 0, s).image
-                                                     : data::decode_image(options.str("source"));
+                                                    : data::decode_image(options.str("source"));
   if (image.height != s || image.width != s) image = data::resize_linear(image, s, s);
   auto one = torch::from_blob(image.pixels.data(), {s, s, image.channels}, torch::kUInt8)
                  .narrow(2, 0, 3)
@@ -119,7 +118,11 @@ int predict_bench_command(const std::vector<std::string>& args) {
       auto out = net.run(x, po.max_det, false);
       engine::network_detections(net, out, nms);
     });
-    nlohmann::ordered_json rec{{"kind", kind}, {"model", model}, {"device", device.str()}, {"imgsz", s}, {"batch", b},
+    nlohmann::ordered_json rec{{"kind", kind},
+                               {"model", model},
+                               {"device", device.str()},
+                               {"imgsz", s},
+                               {"batch", b},
                                {"network_ms", {{"median", net_ms.median}, {"min", net_ms.min}, {"max", net_ms.max}}},
                                {"images_per_s", b * 1000.0 / net_ms.median}};
     char pred[64] = "-";

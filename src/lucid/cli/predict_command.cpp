@@ -24,9 +24,9 @@
 #include "lucid/data/video.h"
 #include "lucid/engine/detection_crop.h"
 #include "lucid/engine/model_source.h"
+#include "lucid/engine/network.h"
 #include "lucid/engine/predict_sources.h"
 #include "lucid/engine/predict_stream.h"
-#include "lucid/engine/network.h"
 #include "lucid/engine/predictor.h"
 #include "lucid/engine/trainer.h"
 #include "lucid/metrics/rle.h"
@@ -44,44 +44,46 @@ namespace {
 
 config::Options predict_options() {
   return config::Options(
-      "predict", {{"model", "",
-                   "weights: a lucid train checkpoint (weights/best.safetensors), lucid weights (.safetensors), "
-                   "an Ultralytics .pt, a compiled package (.pt2, lucid export format=aoti) or a TorchScript file (.torchscript, "
-                   "lucid export format=torchscript)"},
-                  {"source", "",
-                   "an image or video file, a folder, a glob ('imgs/*.jpg', 'data/**/*.png') or a list file (.txt: "
-                   "a path a line; .csv: comma-separated); URLs and cameras are not supported"},
-                  {"imgsz", "", "input size (long side, padded to a multiple of 32; default: the model file's, else 640)"},
-                  {"conf", "0.25", "confidence threshold"},
-                  {"iou", "0.7", "NMS IoU threshold"},
-                  {"classes", "", "keep only these class ids, e.g. 0,2"},
-                  {"max_det", "300", "detections per image"},
-                  {"batch", "1", "images (or video frames) per forward"},
-                  {"vid_stride", "1", "predict every N-th video frame"},
-                  {"agnostic_nms", "False", "class-agnostic NMS"},
-                  {"nms", "None", std::string(config::kNmsHelp) + "; a compiled package runs the head it was compiled with"},
-                  {"retina_masks", "False", "masks at the original image resolution"},
-                  {"device", "", "cpu, 0, cuda:0 (default: the GPU when usable)"},
-                  {"half", "True", "BF16 autocast on CUDA"},
-                  {"save", "True", "write the annotated images and videos (<name>.avi, Motion JPEG)"},
-                  {"save_frames", "False", "also write each annotated video frame, <name>_frames/<name>_<frame>.jpg"},
-                  {"save_txt", "False",
-                   "write labels/<name>.txt, <name>_<frame>.txt for videos (class and normalised mask outline)"},
-                  {"save_conf", "False", "append the score to each save_txt line"},
-                  {"save_json", "False", "write predictions.json (COCO results)"},
-                  {"save_crop", "False", "write crops/<class>/<name>.jpg: each detection's box cut from the image"},
-                  {"show_labels", "True", "draw the class tags"},
-                  {"show_conf", "True", "put the score in the tags"},
-                  {"show_boxes", "True", "draw the boxes and their tags (False: masks only)"},
-                  {"line_width", "", "box line width in pixels (default: from the image size)"},
-                  {"project", "", "folder of runs (default: runs_dir/segment, see lucid settings)"},
-                  {"name", "predict", "run name (predict, predict2, ...)"},
-                  {"exist_ok", "False", "reuse project/name if it exists"},
-                  {"verbose", "True", "print a line per image and the speed"},
-                  {"stream", "False", "the reference's Python generator of results; the command streams its sources either way"},
-                  {"show", "False", "a display window: not available (a warning; save=True writes the images)"},
-                  {"augment", "False", "test-time augmentation: segmentation models predict at one scale (a warning), as the reference"},
-                  {"visualize", "False", "the feature maps of every layer: not available"}});
+      "predict",
+      {{"model", "",
+        "weights: a lucid train checkpoint (weights/best.safetensors), lucid weights (.safetensors), "
+        "an Ultralytics .pt, a compiled package (.pt2, lucid export format=aoti) or a TorchScript file (.torchscript, "
+        "lucid export format=torchscript)"},
+       {"source", "",
+        "an image or video file, a folder, a glob ('imgs/*.jpg', 'data/**/*.png') or a list file (.txt: "
+        "a path a line; .csv: comma-separated); URLs and cameras are not supported"},
+       {"imgsz", "", "input size (long side, padded to a multiple of 32; default: the model file's, else 640)"},
+       {"conf", "0.25", "confidence threshold"},
+       {"iou", "0.7", "NMS IoU threshold"},
+       {"classes", "", "keep only these class ids, e.g. 0,2"},
+       {"max_det", "300", "detections per image"},
+       {"batch", "1", "images (or video frames) per forward"},
+       {"vid_stride", "1", "predict every N-th video frame"},
+       {"agnostic_nms", "False", "class-agnostic NMS"},
+       {"nms", "None", std::string(config::kNmsHelp) + "; a compiled package runs the head it was compiled with"},
+       {"retina_masks", "False", "masks at the original image resolution"},
+       {"device", "", "cpu, 0, cuda:0 (default: the GPU when usable)"},
+       {"half", "True", "BF16 autocast on CUDA"},
+       {"save", "True", "write the annotated images and videos (<name>.avi, Motion JPEG)"},
+       {"save_frames", "False", "also write each annotated video frame, <name>_frames/<name>_<frame>.jpg"},
+       {"save_txt", "False",
+        "write labels/<name>.txt, <name>_<frame>.txt for videos (class and normalised mask outline)"},
+       {"save_conf", "False", "append the score to each save_txt line"},
+       {"save_json", "False", "write predictions.json (COCO results)"},
+       {"save_crop", "False", "write crops/<class>/<name>.jpg: each detection's box cut from the image"},
+       {"show_labels", "True", "draw the class tags"},
+       {"show_conf", "True", "put the score in the tags"},
+       {"show_boxes", "True", "draw the boxes and their tags (False: masks only)"},
+       {"line_width", "", "box line width in pixels (default: from the image size)"},
+       {"project", "", "folder of runs (default: runs_dir/segment, see lucid settings)"},
+       {"name", "predict", "run name (predict, predict2, ...)"},
+       {"exist_ok", "False", "reuse project/name if it exists"},
+       {"verbose", "True", "print a line per image and the speed"},
+       {"stream", "False", "the reference's Python generator of results; the command streams its sources either way"},
+       {"show", "False", "a display window: not available (a warning; save=True writes the images)"},
+       {"augment", "False",
+        "test-time augmentation: segmentation models predict at one scale (a warning), as the reference"},
+       {"visualize", "False", "the feature maps of every layer: not available"}});
 }
 
 std::vector<int64_t> parse_classes(const std::string& spec) {
@@ -113,7 +115,8 @@ std::vector<std::string> output_names(const std::vector<std::string>& sources) {
   for (const auto& s : sources) {
     const auto stem = fs::path(s).stem().string();
     std::string name = stems[stem] > 1 ? fs::path(s).filename().string() : stem;
-    for (int k = 2; !taken.insert(name).second; ++k) name = (stems[stem] > 1 ? fs::path(s).filename().string() : stem) + "_" + std::to_string(k);
+    for (int k = 2; !taken.insert(name).second; ++k)
+      name = (stems[stem] > 1 ? fs::path(s).filename().string() : stem) + "_" + std::to_string(k);
     names.push_back(name);
   }
   return names;
@@ -129,7 +132,6 @@ nlohmann::json image_id_for(const std::string& stem) {
   const bool numeric = !stem.empty() && stem.size() < 19 && std::all_of(stem.begin(), stem.end(), ::isdigit);
   return numeric ? nlohmann::json(std::stoll(stem)) : nlohmann::json(stem);
 }
-
 
 // The reference's increment_path for a crop file: path, else path-2, path-3, ... (before the suffix).
 fs::path free_crop_path(const fs::path& dir, const std::string& name) {
@@ -253,7 +255,8 @@ Outputs read_outputs(const config::Options& options) {
   o.style.boxes = options.flag("show_boxes");
   if (!options.str("line_width").empty()) {
     o.line_width = options.number("line_width");
-    if (o.line_width <= 0) throw UserError("option line_width=" + options.str("line_width") + ": expected a positive number");
+    if (o.line_width <= 0)
+      throw UserError("option line_width=" + options.str("line_width") + ": expected a positive number");
   }
   return o;
 }
@@ -283,9 +286,9 @@ class VideoOutput {
 
 // save=True: the image drawn with its detections; a video's frame goes into its video (and with
 // save_frames into <name>_frames/).
-void save_drawn(const Outputs& o, const engine::PredictItem& item, const data::Image& image, const engine::Prediction& p,
-                const std::vector<std::string>& names, const std::string& path, const std::string& name,
-                const std::string& frame_name, VideoOutput& video) {
+void save_drawn(const Outputs& o, const engine::PredictItem& item, const data::Image& image,
+                const engine::Prediction& p, const std::vector<std::string>& names, const std::string& path,
+                const std::string& name, const std::string& frame_name, VideoOutput& video) {
   plot::Canvas canvas(image);
   plot::DrawStyle style = o.style;
   style.line_width = o.line_width > 0 ? o.line_width : std::max(std::round((p.orig_h + p.orig_w) / 2.0 * 0.003), 2.0);
@@ -361,13 +364,13 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
                  checkpoint.c_str(), loaded.network->end2end() ? "one-to-one head" : "one-to-many head for NMS");
   if (options.str("imgsz").empty()) po.imgsz = loaded.imgsz > 0 ? static_cast<int>(loaded.imgsz) : 640;
   if (loaded.fixed_imgsz && po.imgsz != loaded.imgsz)
-    throw UserError("option imgsz=" + options.str("imgsz") + ": model=" + checkpoint + " is compiled for imgsz=" +
-                    std::to_string(loaded.imgsz) + " only");
+    throw UserError("option imgsz=" + options.str("imgsz") + ": model=" + checkpoint +
+                    " is compiled for imgsz=" + std::to_string(loaded.imgsz) + " only");
   const auto& names = loaded.names;  // the file's, else the reference's placeholders
   for (auto c : po.classes)
     if (c >= static_cast<int64_t>(names.size()))
-      throw UserError("option classes=" + options.str("classes") + ": class " + std::to_string(c) + " is not in the model (" +
-                      std::to_string(names.size()) + " classes)");
+      throw UserError("option classes=" + options.str("classes") + ": class " + std::to_string(c) +
+                      " is not in the model (" + std::to_string(names.size()) + " classes)");
 
   // A run folder only where something is written into it (the reference's save, save_txt, save_crop).
   const bool writes = save || o.save_txt || o.save_crop || o.save_json;
@@ -419,7 +422,8 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
       if (o.save_txt) write_txt(o.run_dir / "labels" / (frame_name + ".txt"), p, o.save_conf);
       if (o.save_crop) write_crops(o.run_dir / "crops", frame_name, image, p, names);
       if (o.save_json) append_json(results, p, frame_name, fs::path(path).filename().string(), item.frame, names);
-      if (sink) sink(PredictedImage{path, item.video, item.frame, item.frames, image, p, names, input.height, input.width, ms});
+      if (sink)
+        sink(PredictedImage{path, item.video, item.frame, item.frames, image, p, names, input.height, input.width, ms});
     }
   }
   video.close();
@@ -434,7 +438,8 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
                 static_cast<long long>(stream.incomplete()));
   if (predicted == 0) throw UserError("source=" + options.str("source") + ": no image or video frame could be read");
   if (o.save_json)
-    util::write_atomically((o.run_dir / "predictions.json").string(), [&](std::ostream& out) { out << results.dump(); });
+    util::write_atomically((o.run_dir / "predictions.json").string(),
+                           [&](std::ostream& out) { out << results.dump(); });
   if (verbose)
     std::printf("Speed: %.1fms per image (preprocess, inference and postprocess) on %s\n",
                 total_ms / static_cast<double>(std::max<int64_t>(predicted, 1)), device.str().c_str());

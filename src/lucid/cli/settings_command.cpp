@@ -23,7 +23,8 @@ int settings_command(const std::vector<std::string>& args) {
   }
   const auto file = config::settings_file();
   std::error_code ec;
-  std::printf("%s%s\n%s", file.string().c_str(), std::filesystem::exists(file, ec) ? "" : " (not written yet: the defaults)",
+  std::printf("%s%s\n%s", file.string().c_str(),
+              std::filesystem::exists(file, ec) ? "" : " (not written yet: the defaults)",
               config::settings_json(config::load_user_settings()).c_str());
   return 0;
 }

@@ -4,24 +4,24 @@
 // are checked before any dataset work.
 #include <chrono>
 #include <cmath>
-#include <optional>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "lucid/cli/commands.h"
 #include "lucid/cli/outcome.h"
 #include "lucid/config/cfg_file.h"
 #include "lucid/config/nms_option.h"
 #include "lucid/config/user_settings.h"
-#include "lucid/engine/autobatch.h"
 #include "lucid/data/synth.h"
 #include "lucid/dist/launcher.h"
 #include "lucid/dist/process_group.h"
+#include "lucid/engine/autobatch.h"
 #include "lucid/engine/checkpoint.h"
 #include "lucid/engine/evaluate.h"
 #include "lucid/engine/fit_events.h"
-#include "lucid/engine/run_folder.h"
 #include "lucid/engine/model_source.h"
+#include "lucid/engine/run_folder.h"
 #include "lucid/engine/trainer.h"
 #include "lucid/engine/training_data.h"
 #include "lucid/engine/validator.h"
@@ -45,12 +45,15 @@ std::optional<int> start_or_join_world(const engine::TrainSettings& s, const std
   const auto plan = member ? std::nullopt : dist::world_plan(s.device, s.world);
   const int64_t world = member ? member->world : plan ? plan->world : 1;
   if (member && s.world > 1 && s.world != member->world)
-    throw UserError("option world=" + std::to_string(s.world) + ": this process is one of WORLD_SIZE=" +
-                    std::to_string(member->world) + " started by a launcher");
+    throw UserError("option world=" + std::to_string(s.world) +
+                    ": this process is one of WORLD_SIZE=" + std::to_string(member->world) + " started by a launcher");
   if (world > 1 && s.batch_option.autobatch_fraction > 0)
-    throw UserError("option batch: AutoBatch (-1 or a fraction) measures one process's GPU memory and is not "
-                    "available with " + std::to_string(world) + " training processes (as in the reference); give "
-                    "the global batch as a count");
+    throw UserError(
+        "option batch: AutoBatch (-1 or a fraction) measures one process's GPU memory and is not "
+        "available with " +
+        std::to_string(world) +
+        " training processes (as in the reference); give "
+        "the global batch as a count");
   if (world > 1 && s.batch() % world)
     throw UserError("option batch=" + std::to_string(s.batch()) + ": the global batch is split evenly over the " +
                     std::to_string(world) + " processes; use a multiple of " + std::to_string(world));
@@ -95,8 +98,9 @@ void choose_default_data(config::Options& options) {
   const std::string recorded = weights ? engine::read_model_source("model", model, /*weights=*/false).data : "";
   if (recorded.empty() || recorded == data::default_synth_yaml()) {
     std::printf("data= not given: training on the embedded synthetic dataset (lucid data synth)%s\n",
-                weights ? (recorded.empty() ? ", which " + model + " does not name" : ", as " + model + " records").c_str()
-                        : "");
+                weights
+                    ? (recorded.empty() ? ", which " + model + " does not name" : ", as " + model + " records").c_str()
+                    : "");
     return;
   }
   if (!fs::exists(recorded))
@@ -208,7 +212,7 @@ Resumed read_resume(const config::Options& options) {
   if (of_model && fs::path(options.str("model")).extension() != ".safetensors")
     throw UserError("resume=True model=" + options.str("model") + ": resume continues a lucid training checkpoint " +
                     "(RUN/weights/last.safetensors); to train from these weights, leave resume out");
-  r.checkpoint = of_model                              ? options.str("model")
+  r.checkpoint = of_model                          ? options.str("model")
                  : options.str("resume") == "True" ? newest_last_checkpoint(project)
                                                    : options.str("resume");
   const auto& resume = r.checkpoint;
@@ -280,7 +284,8 @@ void choose_batch(engine::TrainSettings& settings, const engine::ModelSource& mo
   engine::AutoBatchRequest ab;
   ab.spec = model.spec_for_classes(static_cast<int>(d.index.nc()));
   ab.device = device;
-  ab.imgsz = static_cast<int64_t>(std::ceil(static_cast<double>(settings.imgsz()) * (1.0 + settings.multi_scale) / 32.0)) * 32;
+  ab.imgsz =
+      static_cast<int64_t>(std::ceil(static_cast<double>(settings.imgsz()) * (1.0 + settings.multi_scale) / 32.0)) * 32;
   ab.fraction = settings.batch_option.autobatch_fraction;
   ab.amp = device.is_cuda() && settings.amp;
   ab.max_num_obj = d.max_instances * 4;  // 4 for mosaic, as the reference
@@ -294,7 +299,8 @@ void refuse_single_image_batch(const engine::TrainSettings& settings, int64_t tr
   const int64_t batch = settings.batch();
   const int64_t final_batch = train_size % batch ? train_size % batch : batch;
   const int64_t min_imgsz =
-      std::max<int64_t>(32, static_cast<int64_t>(static_cast<double>(settings.imgsz()) * (1 - settings.multi_scale))) / 32 * 32;
+      std::max<int64_t>(32, static_cast<int64_t>(static_cast<double>(settings.imgsz()) * (1 - settings.multi_scale))) /
+      32 * 32;
   if (min_imgsz < 64 && final_batch == 1)
     throw UserError("option batch=" + std::to_string(batch) + ": the last batch of the " + std::to_string(train_size) +
                     " training images holds one image, and training at imgsz=" + std::to_string(min_imgsz) +
@@ -310,8 +316,9 @@ std::unique_ptr<PlottedTrainBatches> training_batches(const engine::TrainSetting
   if (world) {
     const int64_t last = d.train.size() % settings.batch();
     if (last > 0 && last < world->size())
-      throw UserError(d.path + ": the last batch of the epoch holds " + std::to_string(last) + " images, fewer than the " +
-                      std::to_string(world->size()) + " processes; change batch so that every process gets one");
+      throw UserError(d.path + ": the last batch of the epoch holds " + std::to_string(last) +
+                      " images, fewer than the " + std::to_string(world->size()) +
+                      " processes; change batch so that every process gets one");
     opts.shard = world->rank();
     opts.shards = world->size();
   }
@@ -458,7 +465,7 @@ CommandOutcome train_run(const std::vector<std::string>& command_line) {
   auto* plotted_batches = settings.plots ? plotted.get() : nullptr;
   const auto validation = fit_validation(settings, data);
   const auto validate = epoch_validation(validation, data.val, device);
-  std::unique_ptr<engine::Trainer> trainer;    // holds the run folder's lock to the end
+  std::unique_ptr<engine::Trainer> trainer;     // holds the run folder's lock to the end
   std::unique_ptr<engine::RunFolderLock> lock;  // or this, when only the final validation is due
   fs::path run_dir;
   if (resumed.finishing && !dist::primary()) return {};  // only the final validation is due: rank 0's
@@ -471,8 +478,9 @@ CommandOutcome train_run(const std::vector<std::string>& command_line) {
   } else {
     engine::ModelStart start{model_source.spec_for_classes(static_cast<int>(data.index.nc())),
                              model_source.weights.empty() ? nullptr : &model_source.weights};
-    trainer = std::make_unique<engine::Trainer>(settings, engine::DatasetInfo{data.index.nc(), data.index.names, data.class_counts},
-                                                std::move(start), std::move(plotted), validate, resumed.checkpoint);
+    trainer = std::make_unique<engine::Trainer>(
+        settings, engine::DatasetInfo{data.index.nc(), data.index.names, data.class_counts}, std::move(start),
+        std::move(plotted), validate, resumed.checkpoint);
     trainer->set_fit_start(fit_start);
     run_dir = trainer->run_dir();
     if (plotted_batches && dist::primary()) plotted_batches->set_run_dir(run_dir.string());

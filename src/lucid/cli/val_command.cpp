@@ -14,8 +14,8 @@
 #include "lucid/config/user_settings.h"
 #include "lucid/data/loader.h"
 #include "lucid/data/synth.h"
-#include "lucid/engine/model_source.h"
 #include "lucid/engine/evaluate.h"
+#include "lucid/engine/model_source.h"
 #include "lucid/engine/train_options.h"
 #include "lucid/engine/trainer.h"
 #include "lucid/report/run_report.h"
@@ -62,7 +62,9 @@ const config::FieldList<ValSettings>& val_fields() {
     f->integer("batch", "16", "images per batch").range(1, config::kMaxBatch).to(&S::batch);
     f->number("conf", "0.001", "confidence threshold").fraction().to(&S::validator, &ValidatorOptions::conf);
     f->number("iou", "0.7", "NMS IoU threshold").fraction().to(&S::validator, &ValidatorOptions::iou);
-    f->integer("max_det", "300", "detections per image").range(1, 1 << 20).to(&S::validator, &ValidatorOptions::max_det);
+    f->integer("max_det", "300", "detections per image")
+        .range(1, 1 << 20)
+        .to(&S::validator, &ValidatorOptions::max_det);
     f->flag("agnostic_nms", "False", "class-agnostic NMS").to(&S::validator, &ValidatorOptions::agnostic_nms);
     f->flag("single_cls", "False", "treat all classes as one").to(&S::validator, &ValidatorOptions::single_cls);
     f->value<std::optional<bool>>("nms", "None", config::kNmsHelp, config::read_nms, config::format_nms, {"maybe"})
@@ -110,17 +112,20 @@ CommandOutcome val_run(const std::vector<std::string>& command_line) {
   if (checkpoint.empty()) throw UserError("option model= is required (a weights file: .safetensors or .pt)");
   const auto& split_name = settings.split;
   if (!settings.classes.empty())
-    std::fprintf(stderr, "warning: classes=%s: validation scores every class (the reference's segment validator "
-                 "ignores classes= too)\n", settings.classes.c_str());
+    std::fprintf(stderr,
+                 "warning: classes=%s: validation scores every class (the reference's segment validator "
+                 "ignores classes= too)\n",
+                 settings.classes.c_str());
   const torch::Device device = util::parse_device(settings.device);
   if (device.is_cpu()) util::use_reference_cpu_threads();
 
   auto loaded = engine::load_inference_model("model", checkpoint, device);
   const auto& source = loaded.source;
   const int imgsz = settings.imgsz > 0 ? static_cast<int>(settings.imgsz)
-                    : source.imgsz > 0  ? static_cast<int>(source.imgsz)
-                                        : 640;
-  if (imgsz < 32 || imgsz % 32 != 0) throw UserError("option imgsz=" + std::to_string(imgsz) + ": expected a multiple of 32");
+                    : source.imgsz > 0 ? static_cast<int>(source.imgsz)
+                                       : 640;
+  if (imgsz < 32 || imgsz % 32 != 0)
+    throw UserError("option imgsz=" + std::to_string(imgsz) + ": expected a multiple of 32");
   std::string data_path = settings.data.empty() ? source.data : settings.data;
   if (data_path.empty() || data_path == data::default_synth_yaml()) data_path = default_dataset();
 
@@ -163,7 +168,10 @@ CommandOutcome val_run(const std::vector<std::string>& command_line) {
   rc.title = "lucid val: " + run_dir.string();
   rc.final = &r;
   rc.names = names;
-  rc.summary = {{"model", checkpoint}, {"data", data_path}, {"split", split_name}, {"imgsz", std::to_string(imgsz)},
+  rc.summary = {{"model", checkpoint},
+                {"data", data_path},
+                {"split", split_name},
+                {"imgsz", std::to_string(imgsz)},
                 {"speed", engine::Validator(vo).format_speed(r.speed)}};
   report::write_report(run_dir.string(), rc);
   std::printf("Results saved to %s\n", run_dir.string().c_str());

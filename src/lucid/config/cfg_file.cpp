@@ -10,8 +10,8 @@
 #include <set>
 
 #include "lucid/config/reference_keys.h"
-#include "lucid/util/error.h"
 #include "lucid/config/yaml_bounds.h"
+#include "lucid/util/error.h"
 #include "lucid/util/input_files.h"
 
 namespace lucid::config {
@@ -49,7 +49,8 @@ void read_file(const std::string& path, Options& from_file, std::map<std::string
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) throw UserError("option cfg=" + path + ": cannot read the file");
-  if (size > kMaxCfgBytes) throw UserError(path + ": " + std::to_string(size) + " bytes is not an options file (at most 1 MiB)");
+  if (size > kMaxCfgBytes)
+    throw UserError(path + ": " + std::to_string(size) + " bytes is not an options file (at most 1 MiB)");
   YAML::Node root;
   try {
     root = load_bounded_yaml(util::read_input_file(path, "option cfg=" + path, kMaxCfgBytes), path);
@@ -113,7 +114,8 @@ void parse_with_cfg_file(Options& options, const std::vector<std::string>& args,
       // The message names its option ("option epochs=abc: ..."): point at that key's line.
       const std::string what = e.what();
       for (const auto& [key, line] : lines)
-        if (what.find("option " + key + "=") != std::string::npos || what.find("option " + key + ":") != std::string::npos)
+        if (what.find("option " + key + "=") != std::string::npos ||
+            what.find("option " + key + ":") != std::string::npos)
           throw UserError(path + ":" + std::to_string(line) + ": " + what);
       throw UserError(path + ": " + what);
     }

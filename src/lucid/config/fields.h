@@ -4,7 +4,8 @@
 // nearest-key suggestion), the typed settings and the run record (args.yaml, checkpoint metadata)
 // are all generated from that one list:
 //
-//   fields.number("hsv_h", "0.015", "HSV hue gain").fraction().to(&S::loader, &LoaderOptions::aug, &AugmentOptions::hsv_h);
+//   fields.number("hsv_h", "0.015", "HSV hue gain").fraction().to(&S::loader, &LoaderOptions::aug,
+//   &AugmentOptions::hsv_h);
 //
 // A field reads its text into S (parse, check, resolve a run-time default, store into every
 // binding; errors name `key=value`), and writes back the value it resolved (the first binding),
@@ -41,7 +42,7 @@ enum class ValueKind { Text, Integer, Number, Flag, Choice };
 // Readers of one value; errors name `key=value` and what was expected.
 long long read_integer(const std::string& key, const std::string& value, long long lo, long long hi);
 double read_number(const std::string& key, const std::string& value);  // finite only
-bool read_flag(const std::string& key, const std::string& value);       // True/False, true/false, 1/0, yes/no
+bool read_flag(const std::string& key, const std::string& value);      // True/False, true/false, 1/0, yes/no
 // The shortest text that reads back as the same double, ".0" added to whole numbers (Python's repr).
 std::string format_number(double v);
 inline std::string format_flag(bool v) { return v ? "True" : "False"; }
@@ -61,7 +62,7 @@ namespace detail {
 // A chain of member pointers, applied left to right: (s.*a).*b ...
 template <class S, class... M>
 decltype(auto) member(S& s, M... path) {
-  return (s .* ... .* path);
+  return (s.*....*path);
 }
 
 template <class S, class V>
@@ -69,7 +70,7 @@ struct Spec {
   std::string key;
   std::vector<std::function<void(S&, const V&)>> store;
   std::function<V(const S&)> load;
-  std::function<V(const S&)> resolve;                // the value an empty text stands for
+  std::function<V(const S&)> resolve;                                         // the value an empty text stands for
   std::vector<std::pair<std::function<bool(const V&)>, std::string>> checks;  // test, what it expects
   std::vector<std::function<V(const S&, V)>> adjust;  // after the checks (e.g. rounding up), in order
 };
@@ -160,7 +161,9 @@ class NumberBuilder : public FieldBuilder<S, double> {
     this->check([=](const double& v) { return lower ? (open ? v > b : v >= b) : (open ? v < b : v <= b); },
                 std::string("must be ") + (lower ? (open ? "above " : "at least ") : (open ? "below " : "at most ")) +
                     format_number(b),
-                {format_number(open ? b : lower ? b - 1 : b + 1)});
+                {format_number(open    ? b
+                               : lower ? b - 1
+                                       : b + 1)});
     return *this;
   }
 };

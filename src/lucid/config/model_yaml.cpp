@@ -41,8 +41,7 @@ fs::path resolve(const std::string& name_or_path) {
   // The unified name drops the scale letter: yolo26n-seg.yaml -> yolo26-seg.yaml.
   static const std::regex drop_scale(R"((\d+)([nslmx])(.+)?$)");
   std::string unified = std::regex_replace(given.stem().string(), drop_scale, "$1$3") + given.extension().string();
-  std::vector<fs::path> candidates{given, given.parent_path() / unified, bundled / given.filename(),
-                                   bundled / unified};
+  std::vector<fs::path> candidates{given, given.parent_path() / unified, bundled / given.filename(), bundled / unified};
   std::error_code ec;
   if (fs::exists(given, ec) && !fs::is_regular_file(given, ec))  // a device, a fifo, a folder: said so
     util::require_regular_file(name_or_path, "model=" + name_or_path);
@@ -91,8 +90,10 @@ nlohmann::ordered_json to_json(const YAML::Node& n) {
       for (const auto& kv : n) out[kv.first.as<std::string>()] = to_json(kv.second);
       return out;
     }
-    case YAML::NodeType::Scalar: return scalar_to_json(n);
-    default: return nullptr;
+    case YAML::NodeType::Scalar:
+      return scalar_to_json(n);
+    default:
+      return nullptr;
   }
 }
 
@@ -147,8 +148,9 @@ ModelSpec spec_from_root(const YAML::Node& root, const std::string& path, const 
   // Bounds before any arithmetic on them (the builder bounds channels and parameters).
   const auto multiple_ok = [](double v) { return std::isfinite(v) && v > 0 && v <= 16; };
   if (!multiple_ok(spec.depth) || !multiple_ok(spec.width))
-    throw error_at(path, 0, "depth and width multiples must be above 0 and at most 16 (depth " +
-                                std::to_string(spec.depth) + ", width " + std::to_string(spec.width) + ")");
+    throw error_at(path, 0,
+                   "depth and width multiples must be above 0 and at most 16 (depth " + std::to_string(spec.depth) +
+                       ", width " + std::to_string(spec.width) + ")");
   if (spec.max_channels < 1) throw error_at(path, 0, "max_channels must be positive");
   if (spec.reg_max < 1 || spec.reg_max > 256) throw error_at(path, 0, "reg_max must be from 1 to 256");
   if (nc_override >= 0) spec.nc = nc_override;
@@ -185,8 +187,8 @@ ModelSpec model_spec_from_text(const std::string& text, const std::string& sourc
   std::string yaml_file;
   if (root.IsMap() && root["yaml_file"] && root["yaml_file"].IsScalar()) yaml_file = root["yaml_file"].Scalar();
   const auto name = yaml_file.empty() ? fs::path(source).stem().string() : fs::path(yaml_file).stem().string();
-  return spec_from_root(root, source, name, yaml_file.empty() ? name + ".yaml" : fs::path(yaml_file).filename().string(),
-                        nc_override);
+  return spec_from_root(root, source, name,
+                        yaml_file.empty() ? name + ".yaml" : fs::path(yaml_file).filename().string(), nc_override);
 }
 
 }  // namespace lucid::config

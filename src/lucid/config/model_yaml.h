@@ -18,9 +18,9 @@ struct LayerRow {
 };
 
 struct ModelSpec {
-  std::string path;     // file the spec was read from
-  std::string name;     // stem as asked for, e.g. "yolo26n-seg"
-  std::string scale;    // "n", "s", ... or "" when the YAML has no scales
+  std::string path;   // file the spec was read from
+  std::string name;   // stem as asked for, e.g. "yolo26n-seg"
+  std::string scale;  // "n", "s", ... or "" when the YAML has no scales
   int nc = 80;
   int reg_max = 16;
   bool end2end = false;

@@ -61,7 +61,9 @@ inline std::vector<std::string> map_deprecated_end2end(const std::vector<std::st
   if (!end2end || end2end->empty() || detail::is_none(*end2end)) return out;
   const bool e2e = read_flag("end2end", *end2end);
   const bool nms_true = nms && read_nms("nms", *nms) == std::optional<bool>(true);
-  const std::string mapped = format_nms(e2e ? std::optional<bool>(false) : nms_true ? std::optional<bool>(true) : std::nullopt);
+  const std::string mapped = format_nms(e2e        ? std::optional<bool>(false)
+                                        : nms_true ? std::optional<bool>(true)
+                                                   : std::nullopt);
   std::fprintf(stderr, "warning: 'end2end=%s' is deprecated and will be removed in the future. Use 'nms=%s' instead.\n",
                format_flag(e2e).c_str(), mapped.c_str());
   out.push_back("nms=" + mapped);

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <charconv>
-#include <limits>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <sstream>
 
 #include "lucid/config/fields.h"
@@ -31,8 +31,8 @@ bool Options::parse_or_help(const std::vector<std::string>& args) {
 long long stride_multiple(long long imgsz, const std::string& key, long long stride) {
   const long long rounded = (imgsz + stride - 1) / stride * stride;
   if (rounded != imgsz)
-    std::fprintf(stderr, "warning: %s=%lld must be a multiple of max stride %lld, updating to %lld\n", key.c_str(), imgsz,
-                 stride, rounded);
+    std::fprintf(stderr, "warning: %s=%lld must be a multiple of max stride %lld, updating to %lld\n", key.c_str(),
+                 imgsz, stride, rounded);
   return rounded;
 }
 
@@ -46,7 +46,8 @@ size_t key_distance(const std::string& a, const std::string& b) {
   for (size_t i = 1; i <= a.size(); ++i)
     for (size_t j = 1; j <= b.size(); ++j) {
       d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
   return d[a.size()][b.size()];
 }

@@ -69,11 +69,12 @@ UserSettings load_user_settings() {
 }
 
 Options settings_options(const UserSettings& current) {
-  return Options("settings", {{"runs_dir", current.runs_dir, "folder of runs: the default project= is runs_dir/segment"},
-                              {"datasets_dir", current.datasets_dir,
-                               "folder where a dataset YAML's relative path: is looked up last"},
-                              {"tensorboard", format_flag(current.tensorboard),
-                               "lucid train writes TensorBoard events when tensorboard= is not given"}});
+  return Options(
+      "settings",
+      {{"runs_dir", current.runs_dir, "folder of runs: the default project= is runs_dir/segment"},
+       {"datasets_dir", current.datasets_dir, "folder where a dataset YAML's relative path: is looked up last"},
+       {"tensorboard", format_flag(current.tensorboard),
+        "lucid train writes TensorBoard events when tensorboard= is not given"}});
 }
 
 UserSettings settings_from(const Options& o) {

@@ -27,10 +27,12 @@ class ExpansionCounter : public YAML::EventHandler {
     const auto it = sizes_.find(anchor);
     add(mark, it == sizes_.end() ? 1 : it->second);
   }
-  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
     open_.push_back({anchor, 1, mark});
   }
-  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
     open_.push_back({anchor, 1, mark});
   }
   void OnSequenceEnd() override { close(); }
@@ -57,9 +59,9 @@ class ExpansionCounter : public YAML::EventHandler {
   void add(const YAML::Mark& mark, uint64_t n) {
     total_ += n;
     if (total_ > limit_)
-      throw error_at(source_, mark.line + 1,
-                     "the YAML expands to more than " + std::to_string(limit_) +
-                         " nodes (aliases repeating anchors); refused");
+      throw error_at(
+          source_, mark.line + 1,
+          "the YAML expands to more than " + std::to_string(limit_) + " nodes (aliases repeating anchors); refused");
     if (!open_.empty()) open_.back().size += n;
   }
 

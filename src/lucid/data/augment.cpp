@@ -84,8 +84,8 @@ std::array<PixelTile, 4> mosaic_tiles(const std::array<Sample, 4>& tiles, int xc
 }
 
 // The canvas pixels; with `window` = {x0, y0, x1, y1} only those in [x0, x1) x [y0, y1).
-torch::Tensor mosaic_canvas(const std::array<PixelTile, 4>& placed, const std::array<torch::Tensor, 4>& images,
-                            int s2, uint8_t pad_value, std::optional<std::array<int, 4>> window) {
+torch::Tensor mosaic_canvas(const std::array<PixelTile, 4>& placed, const std::array<torch::Tensor, 4>& images, int s2,
+                            uint8_t pad_value, std::optional<std::array<int, 4>> window) {
   const int cn = int(images[0].size(2));
   auto out = torch::empty({s2, s2, cn}, torch::kUInt8);
   uint8_t* canvas = out.data_ptr<uint8_t>();
@@ -100,10 +100,11 @@ torch::Tensor mosaic_canvas(const std::array<PixelTile, 4>& placed, const std::a
     const auto& t = placed[i];
     const uint8_t* src = img.data_ptr<uint8_t>();
     // The tile's part inside the window.
-    const int cx0 = std::max(t.x0, wx0), cx1 = std::min(t.x1, wx1), cy0 = std::max(t.y0, wy0), cy1 = std::min(t.y1, wy1);
+    const int cx0 = std::max(t.x0, wx0), cx1 = std::min(t.x1, wx1), cy0 = std::max(t.y0, wy0),
+              cy1 = std::min(t.y1, wy1);
     for (int y = cy0; y < cy1 && cx0 < cx1; ++y)
-      std::memcpy(canvas + (size_t(y) * s2 + cx0) * cn, src + (size_t(y - t.y0 + t.src_y) * w + (cx0 - t.x0 + t.src_x)) * cn,
-                  size_t(cx1 - cx0) * cn);
+      std::memcpy(canvas + (size_t(y) * s2 + cx0) * cn,
+                  src + (size_t(y - t.y0 + t.src_y) * w + (cx0 - t.x0 + t.src_x)) * cn, size_t(cx1 - cx0) * cn);
   }
   return out;
 }
@@ -141,8 +142,8 @@ Sample mosaic4(std::array<Sample, 4>&& tiles, int xc, int yc, int imgsz, uint8_t
   out.index = tiles[0].index;
   out.orig_height = tiles[0].orig_height;
   out.orig_width = tiles[0].orig_width;
-  out.image = mosaic_canvas(placed, {tiles[0].image, tiles[1].image, tiles[2].image, tiles[3].image}, s2, pad_value,
-                            window);
+  out.image =
+      mosaic_canvas(placed, {tiles[0].image, tiles[1].image, tiles[2].image, tiles[3].image}, s2, pad_value, window);
   out.instances = mosaic_instances(placed, tiles, s2);
   return out;
 }
@@ -168,8 +169,9 @@ Matrix3 affine_matrix(const AffineDraw& d, int in_h, int in_w, int out_h, int ou
   const double a = d.degrees * std::numbers::pi / 180.0;
   const double alpha = d.scale * std::cos(a), beta = d.scale * std::sin(a);
   const Matrix3 R = {alpha, beta, 0, -beta, alpha, 0, 0, 0, 1};
-  const Matrix3 S = {1, std::tan(d.shear_x * std::numbers::pi / 180.0), 0,
-                     std::tan(d.shear_y * std::numbers::pi / 180.0), 1, 0, 0, 0, 1};
+  const Matrix3 S = {
+      1, std::tan(d.shear_x * std::numbers::pi / 180.0), 0, std::tan(d.shear_y * std::numbers::pi / 180.0), 1, 0, 0, 0,
+      1};
   const Matrix3 T = {1, 0, d.translate_x * out_w, 0, 1, d.translate_y * out_h, 0, 0, 1};
   return mul(T, mul(S, mul(R, mul(P, C))));
 }
@@ -180,7 +182,8 @@ namespace {
 torch::Tensor perspective_pixels(const torch::Tensor& image, const Matrix3& M, int out_h, int out_w, bool perspective,
                                  uint8_t pad_value) {
   if (out_h == image.size(0) && out_w == image.size(1) && M == kIdentity) return image;
-  return perspective ? warp_perspective(image, M, out_h, out_w, pad_value) : warp_affine(image, M, out_h, out_w, pad_value);
+  return perspective ? warp_perspective(image, M, out_h, out_w, pad_value)
+                     : warp_affine(image, M, out_h, out_w, pad_value);
 }
 
 void perspective_instances(SampleInstances& in, const Matrix3& M, double scale, int out_h, int out_w) {
@@ -303,10 +306,13 @@ RectPlan rect_batches(const std::vector<std::pair<int, int>>& sizes_hw, int batc
   for (size_t start = 0; start < n; start += batch) {
     const size_t end = std::min(n, start + size_t(batch));
     double mini = ar[plan.order[start]], maxi = mini;
-    for (size_t k = start; k < end; ++k) mini = std::min(mini, ar[plan.order[k]]), maxi = std::max(maxi, ar[plan.order[k]]);
+    for (size_t k = start; k < end; ++k)
+      mini = std::min(mini, ar[plan.order[k]]), maxi = std::max(maxi, ar[plan.order[k]]);
     double sh = 1, sw = 1;
-    if (maxi < 1) sh = maxi;
-    else if (mini > 1) sw = 1 / mini;
+    if (maxi < 1)
+      sh = maxi;
+    else if (mini > 1)
+      sw = 1 / mini;
     const int bh = int(std::ceil(sh * imgsz / stride + pad)) * stride;
     const int bw = int(std::ceil(sw * imgsz / stride + pad)) * stride;
     plan.shapes.emplace_back(bh, bw);

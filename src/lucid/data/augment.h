@@ -17,6 +17,7 @@
 #include "lucid/data/mix.h"
 #include "lucid/data/sample.h"
 #include "lucid/data/warp.h"
+#include "lucid/structures/letterbox.h"
 
 namespace lucid::data {
 
@@ -42,7 +43,7 @@ using SampleSource = std::function<Sample(int64_t index)>;
 // ---- Mosaic ------------------------------------------------------------------------------------
 struct MosaicDraw {
   bool apply = false;
-  int xc = 0, yc = 0;              // centre on the 2s x 2s canvas
+  int xc = 0, yc = 0;               // centre on the 2s x 2s canvas
   std::array<int64_t, 3> others{};  // indices of tiles 1..3
 };
 // Draws from the Mosaic stream: apply (probability p), yc and xc = int(U(s/2, 3s/2)), then three
@@ -87,11 +88,7 @@ Sample random_perspective(Sample&& s, const Matrix3& M, double scale, int out_h,
 void flip_sample(Sample& s, bool horizontal);
 
 // ---- Validation letterbox ---------------------------------------------------------------------
-struct Letterbox {
-  double ratio = 1;                 // r = min(new_h / h, new_w / w), at most 1 without scaleup
-  int left = 0, top = 0;            // padding before the image
-  int resized_h = 0, resized_w = 0;  // round(h r), round(w r)
-};
+using structures::Letterbox;  // how letterbox() placed the image (structures/letterbox.h)
 // Resizes (when r != 1) and pads to new_h x new_w with top = round(dh/2 - 0.1), bottom =
 // round(dh/2 + 0.1) (left/right alike); instances scaled by r and shifted by (left, top).
 Sample letterbox(Sample&& s, int new_h, int new_w, bool scaleup = false, uint8_t pad_value = 114,
@@ -101,8 +98,8 @@ Sample letterbox(Sample&& s, int new_h, int new_w, bool scaleup = false, uint8_t
 // consecutive images, each batch's shape ceil(shape * imgsz / stride + pad) * stride with shape
 // [max ar, 1] when every ar < 1, [1, 1 / min ar] when every ar > 1, else [1, 1].
 struct RectPlan {
-  std::vector<int64_t> order;                  // dataset indices in batch order
-  std::vector<std::pair<int, int>> shapes;     // (h, w) per batch
+  std::vector<int64_t> order;               // dataset indices in batch order
+  std::vector<std::pair<int, int>> shapes;  // (h, w) per batch
 };
 RectPlan rect_batches(const std::vector<std::pair<int, int>>& sizes_hw, int batch, int imgsz, int stride = 32,
                       double pad = 0.5);
@@ -139,7 +136,8 @@ struct PixelPlan {
 bool mixes(const AugmentOptions& o);
 
 // A training sample's instances exactly as augment_sample makes them, and its pixel plan; the image
-// is left undefined. Refuses options that mix (mixes(o)). `tile_images` receives the tiles' prepared images as the source gave them.
+// is left undefined. Refuses options that mix (mixes(o)). `tile_images` receives the tiles' prepared images as the
+// source gave them.
 Sample plan_sample(const SampleSource& source, int64_t dataset_size, int64_t index, const AugmentOptions& o,
                    uint64_t seed, int64_t epoch, PixelPlan& plan, std::array<float, 3>* hsv_gains = nullptr,
                    std::array<torch::Tensor, 4>* tile_images = nullptr);

@@ -66,9 +66,12 @@ std::map<std::string, std::vector<std::string>> yaml_keys(const DatasetIndex& in
   std::map<std::string, std::vector<std::string>> keys;
   for (const auto& s : index.splits) {
     std::string key = "train";
-    if (s.name == "val" || s.name == "test" || s.name == "train") key = s.name;
-    else if (s.name.find("val") != std::string::npos) key = "val";
-    else if (s.name.find("test") != std::string::npos) key = "test";
+    if (s.name == "val" || s.name == "test" || s.name == "train")
+      key = s.name;
+    else if (s.name.find("val") != std::string::npos)
+      key = "val";
+    else if (s.name.find("test") != std::string::npos)
+      key = "test";
     keys[key].push_back(s.name);
   }
   if (!keys.count("train") && keys.count("val")) keys["train"] = keys["val"];
@@ -84,7 +87,8 @@ std::string yaml_quote(const std::string& s) {
 
 std::string names_yaml(const DatasetIndex& index) {
   std::string y = "names:\n";
-  for (size_t i = 0; i < index.names.size(); ++i) y += "  " + std::to_string(i) + ": " + yaml_quote(index.names[i]) + "\n";
+  for (size_t i = 0; i < index.names.size(); ++i)
+    y += "  " + std::to_string(i) + ": " + yaml_quote(index.names[i]) + "\n";
   return y;
 }
 
@@ -117,7 +121,8 @@ ConvertReport write_ultralytics(const DatasetIndex& index, const std::string& ou
           std::vector<std::vector<double>> parts;
           for (const auto& p : inst.polygons) {
             std::vector<double> px(p.size());
-            for (size_t k = 0; k < p.size(); k += 2) px[k] = double(p[k]) * im.width, px[k + 1] = double(p[k + 1]) * im.height;
+            for (size_t k = 0; k < p.size(); k += 2)
+              px[k] = double(p[k]) * im.width, px[k + 1] = double(p[k + 1]) * im.height;
             parts.push_back(std::move(px));
           }
           const auto merged = merge_polygon_parts(parts);
@@ -154,12 +159,15 @@ ConvertReport write_ultralytics(const DatasetIndex& index, const std::string& ou
     }
   }
   write_file((root / "data.yaml").string(), y + names_yaml(index));
-  if (r.crowd_dropped) r.notes.push_back(std::to_string(r.crowd_dropped) + " crowd annotation(s) left out (label files have no crowd flag)");
+  if (r.crowd_dropped)
+    r.notes.push_back(std::to_string(r.crowd_dropped) +
+                      " crowd annotation(s) left out (label files have no crowd flag)");
   if (r.rle_as_box) r.notes.push_back(std::to_string(r.rle_as_box) + " RLE mask(s) written as boxes (no polygon)");
   if (r.boxes_as_polygons)
     r.notes.push_back(std::to_string(r.boxes_as_polygons) +
                       " box(es) written as 4-corner polygons (their label files also hold polygons)");
-  if (r.parts_merged) r.notes.push_back(std::to_string(r.parts_merged) + " multi-part polygon(s) joined into one outline");
+  if (r.parts_merged)
+    r.notes.push_back(std::to_string(r.parts_merged) + " multi-part polygon(s) joined into one outline");
   return r;
 }
 
@@ -190,8 +198,8 @@ ConvertReport write_coco(const DatasetIndex& index, const std::string& out_dir) 
         json seg = json::array();
         double area = 0, x1 = 1e300, y1 = 1e300, x2 = -1e300, y2 = -1e300;
         // COCO polygons need 3 points; a degenerate outline (as a 2-point label line) becomes a box.
-        const bool degenerate = std::any_of(inst.polygons.begin(), inst.polygons.end(),
-                                            [](const Polygon& p) { return p.size() < 6; });
+        const bool degenerate =
+            std::any_of(inst.polygons.begin(), inst.polygons.end(), [](const Polygon& p) { return p.size() < 6; });
         if (degenerate) ++r.degenerate_as_box;
         for (const auto& p : degenerate ? std::vector<Polygon>{} : inst.polygons) {
           std::vector<double> xy(p.size());
@@ -215,8 +223,8 @@ ConvertReport write_coco(const DatasetIndex& index, const std::string& out_dir) 
                   round3(inst.box[2] * W), round3(inst.box[3] * H)};
           area = round3(bbox[2] * bbox[3]);
         }
-        const int64_t cat = size_t(inst.cls) < index.category_ids.size() ? index.category_ids[size_t(inst.cls)]
-                                                                          : int64_t(inst.cls) + 1;
+        const int64_t cat =
+            size_t(inst.cls) < index.category_ids.size() ? index.category_ids[size_t(inst.cls)] : int64_t(inst.cls) + 1;
         annotations.push_back({{"id", ++ann_id},
                                {"image_id", image_id},
                                {"category_id", cat},
@@ -239,7 +247,8 @@ ConvertReport write_coco(const DatasetIndex& index, const std::string& out_dir) 
   std::string y = "# Written by `lucid data convert` from " + index.source + " (COCO form)\n";
   for (const auto& [key, splits] : yaml_keys(index)) {
     if (splits.size() > 1)
-      r.notes.push_back("splits " + splits[0] + ", ... share the key '" + key + "': only " + splits[0] + " is named there");
+      r.notes.push_back("splits " + splits[0] + ", ... share the key '" + key + "': only " + splits[0] +
+                        " is named there");
     y += key + ": {json: annotations/instances_" + splits[0] + ".json, images: images/" + splits[0] + "}\n";
   }
   write_file((root / "data.yaml").string(), y);

@@ -48,13 +48,13 @@ struct Problem {
 };
 
 struct SplitCounts {
-  int64_t images = 0;             // usable images
-  int64_t instances = 0;          // non-crowd instances of usable images
-  int64_t crowd = 0;              // crowd instances (COCO)
-  int64_t box_only = 0;           // instances without a polygon or RLE
-  int64_t backgrounds = 0;        // usable images without non-crowd instances
-  int64_t skipped = 0;            // image files skipped (corrupt image or label, missing image)
-  int64_t orphan_labels = 0;      // label files without an image
+  int64_t images = 0;              // usable images
+  int64_t instances = 0;           // non-crowd instances of usable images
+  int64_t crowd = 0;               // crowd instances (COCO)
+  int64_t box_only = 0;            // instances without a polygon or RLE
+  int64_t backgrounds = 0;         // usable images without non-crowd instances
+  int64_t skipped = 0;             // image files skipped (corrupt image or label, missing image)
+  int64_t orphan_labels = 0;       // label files without an image
   int64_t duplicates_removed = 0;  // duplicate label rows removed
 };
 
@@ -71,7 +71,7 @@ enum class DatasetFormat { Ultralytics, Coco };
 struct DatasetIndex {
   std::string source;  // the YAML, folder or JSON given
   DatasetFormat format = DatasetFormat::Ultralytics;
-  std::vector<std::string> names;   // class names, index = class id
+  std::vector<std::string> names;     // class names, index = class id
   std::vector<int64_t> category_ids;  // COCO: category id of each class index (empty otherwise)
   std::vector<Split> splits;
 

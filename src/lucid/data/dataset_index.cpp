@@ -103,8 +103,7 @@ std::vector<std::string> read_class_file(const std::string& path) {
 std::vector<std::string> coco_image_roots(const fs::path& root, const fs::path& json) {
   std::string stem = json.stem().string();
   if (stem.rfind("instances_", 0) == 0) stem = stem.substr(10);
-  return {norm(root / "images" / stem), norm(root / stem), norm(root / "images"), norm(root),
-          norm(json.parent_path())};
+  return {norm(root / "images" / stem), norm(root / stem), norm(root / "images"), norm(root), norm(json.parent_path())};
 }
 
 // yaml-cpp keeps one of two equal keys of a mapping without a word; a dataset YAML with `names`
@@ -119,8 +118,9 @@ void reject_duplicate_keys(const YAML::Node& node, const std::string& path) {
       if (kv.first.IsScalar()) {
         auto [it, fresh] = seen.emplace(kv.first.Scalar(), line);
         if (!fresh)
-          throw error_at(path, line, "duplicate key '" + kv.first.Scalar().substr(0, 100) + "' (first at line " +
-                                         std::to_string(it->second) + ")");
+          throw error_at(path, line,
+                         "duplicate key '" + kv.first.Scalar().substr(0, 100) + "' (first at line " +
+                             std::to_string(it->second) + ")");
       }
       reject_duplicate_keys(kv.second, path);
     }
@@ -147,9 +147,12 @@ Spec spec_from_yaml(const std::string& yaml_path) {
       // name, which no label could be told apart by.
       auto name_of = [&](const YAML::Node& v, const std::string& which) {
         if (!v.IsScalar() || v.Scalar().empty())
-          throw error_at(yaml_path, line_of(v), "names: " + which + " is " +
-                                                    (v.IsSequence() ? "a list" : v.IsMap() ? "a mapping" : "empty") +
-                                                    ", expected a class name");
+          throw error_at(yaml_path, line_of(v),
+                         "names: " + which + " is " +
+                             (v.IsSequence() ? "a list"
+                              : v.IsMap()    ? "a mapping"
+                                             : "empty") +
+                             ", expected a class name");
         return v.as<std::string>();
       };
       if (n.IsSequence()) {
@@ -161,7 +164,8 @@ Spec spec_from_yaml(const std::string& yaml_path) {
           try {
             k = kv.first.as<long long>();
           } catch (const YAML::Exception&) {
-            throw error_at(yaml_path, line_of(kv.first), "names: key '" + kv.first.as<std::string>() + "' is not a class index");
+            throw error_at(yaml_path, line_of(kv.first),
+                           "names: key '" + kv.first.as<std::string>() + "' is not a class index");
           }
           if (m.count(k))
             throw error_at(yaml_path, line_of(kv.first), "names: class index " + std::to_string(k) + " given twice");
@@ -170,8 +174,9 @@ Spec spec_from_yaml(const std::string& yaml_path) {
         long long expect = 0;
         for (const auto& [k, v] : m) {
           if (k != expect)
-            throw error_at(yaml_path, line_of(n), "names: class indices must be 0.." + std::to_string(m.size() - 1) +
-                                                      " without gaps (found " + std::to_string(k) + ")");
+            throw error_at(yaml_path, line_of(n),
+                           "names: class indices must be 0.." + std::to_string(m.size() - 1) + " without gaps (found " +
+                               std::to_string(k) + ")");
           spec.names.push_back(v);
           ++expect;
         }
@@ -193,8 +198,9 @@ Spec spec_from_yaml(const std::string& yaml_path) {
       if (spec.names.empty()) {
         for (size_t i = 0; i < nc; ++i) spec.names.push_back("class_" + std::to_string(i));
       } else if (spec.names.size() != nc) {
-        throw error_at(yaml_path, line_of(root["nc"]), "nc " + std::to_string(nc) + " does not match the " +
-                                                           std::to_string(spec.names.size()) + " names");
+        throw error_at(
+            yaml_path, line_of(root["nc"]),
+            "nc " + std::to_string(nc) + " does not match the " + std::to_string(spec.names.size()) + " names");
       }
     }
     // root folder
@@ -202,11 +208,16 @@ Spec spec_from_yaml(const std::string& yaml_path) {
     fs::path base = yaml_dir;
     if (root["path"] && root["path"].IsScalar() && !root["path"].as<std::string>().empty()) {
       fs::path p = root["path"].as<std::string>();
-      if (p.is_absolute()) base = p;
-      else if (path_exists(yaml_dir / p)) base = yaml_dir / p;
-      else if (path_exists(fs::current_path() / p)) base = fs::current_path() / p;
-      else if (path_exists(config::datasets_dir() / p)) base = config::datasets_dir() / p;  // the reference's DATASETS_DIR
-      else base = yaml_dir / p;
+      if (p.is_absolute())
+        base = p;
+      else if (path_exists(yaml_dir / p))
+        base = yaml_dir / p;
+      else if (path_exists(fs::current_path() / p))
+        base = fs::current_path() / p;
+      else if (path_exists(config::datasets_dir() / p))
+        base = config::datasets_dir() / p;  // the reference's DATASETS_DIR
+      else
+        base = yaml_dir / p;
     }
     auto resolve = [&](const YAML::Node& node, const std::string& split, bool must_exist) {
       std::string v = trim(node.as<std::string>());
@@ -227,12 +238,14 @@ Spec spec_from_yaml(const std::string& yaml_path) {
       if (node.IsMap()) {
         YAML::Node j = node["json"] ? node["json"] : node["annotations"];
         if (!j || !j.IsScalar())
-          throw error_at(yaml_path, line_of(node), std::string("split '") + key +
-                                                       "': a mapping needs json: (COCO annotations) and images:");
+          throw error_at(yaml_path, line_of(node),
+                         std::string("split '") + key + "': a mapping needs json: (COCO annotations) and images:");
         s.coco = true;
         s.json = resolve(j, key, true);
-        if (node["images"] && node["images"].IsScalar()) s.image_roots = {resolve(node["images"], key, true)};
-        else s.image_roots = coco_image_roots(base, s.json);
+        if (node["images"] && node["images"].IsScalar())
+          s.image_roots = {resolve(node["images"], key, true)};
+        else
+          s.image_roots = coco_image_roots(base, s.json);
       } else if (node.IsScalar()) {
         std::string p = resolve(node, key, true);
         if (lower(fs::path(p).extension().string()) == ".json") {
@@ -244,7 +257,8 @@ Spec spec_from_yaml(const std::string& yaml_path) {
         }
       } else if (node.IsSequence()) {
         for (const auto& item : node) {
-          if (!item.IsScalar()) throw error_at(yaml_path, line_of(item), std::string("split '") + key + "': expected paths");
+          if (!item.IsScalar())
+            throw error_at(yaml_path, line_of(item), std::string("split '") + key + "': expected paths");
           s.paths.push_back(resolve(item, key, true));
         }
         if (s.paths.empty()) continue;
@@ -253,8 +267,7 @@ Spec spec_from_yaml(const std::string& yaml_path) {
       spec.splits.push_back(std::move(s));
     }
     if (!any) throw error_at(yaml_path, 0, "no 'train' or 'val' key: a dataset YAML names its splits");
-    if (spec.names.empty() && !coco)
-      throw error_at(yaml_path, 0, "no 'names' (or 'nc'): the class names are required");
+    if (spec.names.empty() && !coco) throw error_at(yaml_path, 0, "no 'names' (or 'nc'): the class names are required");
   } catch (const YAML::Exception& e) {
     throw error_at(yaml_path, e.mark.line >= 0 ? e.mark.line + 1 : 0, e.msg);
   }
@@ -283,14 +296,17 @@ Spec spec_from_folder(const std::string& dir) {
   if (!path_is_dir(images)) throw error_at(dir, 0, "no dataset YAML and no images/ folder");
   Spec spec;
   spec.source = norm(dir);
-  if (path_is_file(fs::path(dir) / "classes.txt")) spec.names = read_class_file((fs::path(dir) / "classes.txt").string());
+  if (path_is_file(fs::path(dir) / "classes.txt"))
+    spec.names = read_class_file((fs::path(dir) / "classes.txt").string());
   if (spec.names.empty()) throw error_at(dir, 0, "no dataset YAML and no classes.txt (one class name per line)");
   std::vector<fs::path> subdirs;
   bool loose_images = false;
   for (const auto& e : fs::directory_iterator(images)) {
     if (e.path().filename().string().rfind('.', 0) == 0) continue;
-    if (e.is_directory()) subdirs.push_back(e.path());
-    else if (has_image_extension(e.path().string())) loose_images = true;
+    if (e.is_directory())
+      subdirs.push_back(e.path());
+    else if (has_image_extension(e.path().string()))
+      loose_images = true;
   }
   std::sort(subdirs.begin(), subdirs.end());
   if (loose_images || subdirs.empty()) {
@@ -323,7 +339,7 @@ Spec spec_from_json(const std::string& json, const std::string& images) {
 
 struct Listing {
   std::vector<std::string> images;
-  int64_t skipped = 0;  // entries that could not be listed (symlink loops, unreadable folders)
+  int64_t skipped = 0;                   // entries that could not be listed (symlink loops, unreadable folders)
   std::vector<std::string> label_roots;  // folders to scan recursively for orphan label files
   std::vector<std::string> label_dirs;   // folders to scan (not recursively) for orphan label files
   std::vector<Problem> problems;
@@ -334,8 +350,8 @@ struct Listing {
 // and skipped, and the listing goes on.
 void list_folder(const fs::path& dir, Listing& l) {
   std::error_code ec;
-  fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink |
-                                               fs::directory_options::skip_permission_denied, ec);
+  fs::recursive_directory_iterator it(
+      dir, fs::directory_options::follow_directory_symlink | fs::directory_options::skip_permission_denied, ec);
   std::set<std::string> folders;  // canonical folders entered
   std::error_code root_ec;
   folders.insert(fs::canonical(dir, root_ec).string());
@@ -359,7 +375,8 @@ void list_folder(const fs::path& dir, Listing& l) {
       const auto real = fs::canonical(path, e);
       if (e || !folders.insert(real.string()).second) {
         it.disable_recursion_pending();
-        skip(path, e ? "cannot be examined (" + e.message() + ")" : "a link to a folder already listed (a loop, or a second way into it)");
+        skip(path, e ? "cannot be examined (" + e.message() + ")"
+                     : "a link to a folder already listed (a loop, or a second way into it)");
       }
     } else if (it->is_regular_file(e) && !e && has_image_extension(name)) {
       l.images.push_back(norm(path));
@@ -425,8 +442,9 @@ bool check_image(const std::string& path, bool decode, ImageInfo& info, std::vec
   try {
     info = read_image_info(path);
     if (info.width() < 10 || info.height() < 10)
-      throw error_at(path, 0, "image size " + std::to_string(info.width()) + "x" + std::to_string(info.height()) +
-                                  " is below 10 pixels");
+      throw error_at(
+          path, 0,
+          "image size " + std::to_string(info.width()) + "x" + std::to_string(info.height()) + " is below 10 pixels");
     if (decode || (info.format == ImageFormat::Jpeg && !jpeg_ends_with_eoi(path))) decode_image(path);
     return true;
   } catch (const std::exception& e) {
@@ -474,8 +492,8 @@ void add_problem(Split& split, Problem p, const IndexOptions& o) {
 void warn_no_labels(Split& split, const std::string& where, const IndexOptions& o) {
   add_problem(split,
               {where, 0,
-               "No labels found (all " + std::to_string(split.counts.images) +
-                   " images of split '" + split.name + "' are backgrounds); training may not work correctly"},
+               "No labels found (all " + std::to_string(split.counts.images) + " images of split '" + split.name +
+                   "' are backgrounds); training may not work correctly"},
               o);
 }
 
@@ -517,8 +535,10 @@ Split index_yolo_split(const SplitSource& s, int nc, const IndexOptions& o) {
     used_labels.insert(r.rec.label_path);
     for (auto& p : r.problems) add_problem(split, std::move(p), o);
     split.counts.duplicates_removed += r.duplicates;
-    if (r.ok) split.images.push_back(std::move(r.rec));
-    else ++split.counts.skipped;
+    if (r.ok)
+      split.images.push_back(std::move(r.rec));
+    else
+      ++split.counts.skipped;
   }
   // Orphan label files: .txt files where this split's labels live that no image points at.
   std::set<std::string> orphans;
@@ -528,7 +548,8 @@ Split index_yolo_split(const SplitSource& s, int nc, const IndexOptions& o) {
   for (const auto& root : l.label_roots) {
     if (!path_is_dir(root)) continue;
     std::error_code ec;
-    for (fs::recursive_directory_iterator it(root, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    for (fs::recursive_directory_iterator it(root, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec))
       if (std::error_code e; it->is_regular_file(e)) consider(it->path());
   }
   for (const auto& d : l.label_dirs) {
@@ -648,8 +669,9 @@ Split index_coco_split(const SplitSource& s, const CocoFile& coco, const CocoCla
     auto keep = unique_instances(plain);
     if (keep.size() < plain.size()) {
       v.duplicates = int(plain.size() - keep.size());
-      v.problems.push_back({s.json, 0, "image " + ci.file_name + ": " + std::to_string(v.duplicates) +
-                                           " duplicate annotation(s) (same class, box and outline) removed"});
+      v.problems.push_back({s.json, 0,
+                            "image " + ci.file_name + ": " + std::to_string(v.duplicates) +
+                                " duplicate annotation(s) (same class, box and outline) removed"});
       for (auto k : keep) v.rec.instances.push_back(std::move(plain[k]));
     } else {
       v.rec.instances = std::move(plain);
@@ -659,14 +681,17 @@ Split index_coco_split(const SplitSource& s, const CocoFile& coco, const CocoCla
   });
   std::vector<size_t> order(results.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return results[a].rec.path < results[b].rec.path; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return results[a].rec.path < results[b].rec.path; });
   order.resize(static_cast<size_t>(o.fraction.keep(s.name, static_cast<int64_t>(order.size()))));
   for (size_t i : order) {
     auto& r = results[i];
     for (auto& p : r.problems) add_problem(split, std::move(p), o);
     split.counts.duplicates_removed += r.duplicates;
-    if (r.ok) split.images.push_back(std::move(r.rec));
-    else ++split.counts.skipped;
+    if (r.ok)
+      split.images.push_back(std::move(r.rec));
+    else
+      ++split.counts.skipped;
   }
   tally(split);
   if (!split.images.empty() && split.counts.instances == 0) warn_no_labels(split, s.json, o);
@@ -698,11 +723,14 @@ DatasetIndex build_index(const std::string& data, const IndexOptions& options) {
   if (!path_is_dir(data)) util::require_regular_file(data, "option data=" + data);
   Spec spec;
   const std::string ext = lower(fs::path(data).extension().string());
-  if (path_is_dir(data)) spec = spec_from_folder(data);
-  else if (ext == ".json") spec = spec_from_json(data, options.coco_images);
+  if (path_is_dir(data))
+    spec = spec_from_folder(data);
+  else if (ext == ".json")
+    spec = spec_from_json(data, options.coco_images);
   else if (is_image_file(data))
     throw error_at(data, 0, "is an image; data= takes a dataset YAML, a dataset folder or a COCO instances JSON");
-  else spec = spec_from_yaml(data);
+  else
+    spec = spec_from_yaml(data);
   if (!options.coco_images.empty() && ext != ".json")
     throw UserError("images= applies to a COCO JSON given as data=FILE.json");
 
@@ -734,8 +762,9 @@ DatasetIndex build_index(const std::string& data, const IndexOptions& options) {
   }
   if (have_classes) {
     if (!index.names.empty() && index.names != classes.names)
-      throw error_at(spec.source, 0, "names in the YAML differ from the COCO categories (" +
-                                         std::to_string(classes.names.size()) + " classes)");
+      throw error_at(
+          spec.source, 0,
+          "names in the YAML differ from the COCO categories (" + std::to_string(classes.names.size()) + " classes)");
     index.names = classes.names;
     index.category_ids = classes.ids;
   }

@@ -70,8 +70,8 @@ constexpr int kRow = 16;
 constexpr int64_t kOutside = -(int64_t(1) << 52);
 
 struct Tables {
-  Tensor samples;      // (B, kRow) double
-  Tensor axes;         // flat int64: col (B, 2, lx), then row (B, 2, ly)
+  Tensor samples;  // (B, kRow) double
+  Tensor axes;     // flat int64: col (B, 2, lx), then row (B, 2, ly)
   int64_t lx = 0, ly = 0;
 };
 
@@ -83,9 +83,7 @@ Tensor f64(const Tensor& t) { return t.to(torch::kDouble); }
 // warp.cpp's single-precision fused multiply-add a * b + c (a, b single precision or small integers):
 // the product is exact in double, so c + a * b in double (addcmul: one rounding, fused or not),
 // rounded to single. `a` is double, so the kernel casts the other operands as it reads them.
-Tensor fma32(const Tensor& a, const Tensor& b, const Tensor& c) {
-  return torch::addcmul(c, a, b).to(torch::kFloat);
-}
+Tensor fma32(const Tensor& a, const Tensor& b, const Tensor& c) { return torch::addcmul(c, a, b).to(torch::kFloat); }
 
 // The source cell of each position s (float) along an axis of `size` pixels: the index of its left
 // (upper) neighbour and its fraction. A position outside [-1, size) (or NaN) makes the whole pixel
@@ -118,7 +116,8 @@ Tables make_tables(const DeviceImages& images, const std::vector<PixelPlan>& pla
   const auto device = images.device();
   const int64_t B = int64_t(plans.size());
   Tables t;
-  for (const auto& p : plans) t.lx = std::max<int64_t>(t.lx, p.canvas_w + 3), t.ly = std::max<int64_t>(t.ly, p.canvas_h + 3);
+  for (const auto& p : plans)
+    t.lx = std::max<int64_t>(t.lx, p.canvas_w + 3), t.ly = std::max<int64_t>(t.ly, p.canvas_h + 3);
   const auto pinned = torch::TensorOptions().pinned_memory(device.is_cuda());
   t.samples = torch::empty({B, kRow}, pinned.dtype(torch::kDouble));
   t.axes = torch::full({B * 2 * (t.lx + t.ly)}, kOutside, pinned.dtype(torch::kLong));

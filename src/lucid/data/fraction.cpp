@@ -32,9 +32,7 @@ bool parse_number(const std::string& text, bool& is_int, double& value) {
 
 // An integer count of any size: past int64 (fraction=99999999999999999999) it keeps every image,
 // as the reference's files[:count] does; a cast of such a double would be undefined.
-int64_t as_count(double x) {
-  return x >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(x);
-}
+int64_t as_count(double x) { return x >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(x); }
 
 }  // namespace
 
@@ -59,7 +57,8 @@ DatasetFraction DatasetFraction::parse(const std::string& value) {
       double x = 0;
       if (!parse_number(items[k], is_int, x)) throw bad("'" + trim(items[k]) + "' is not a number");
       if (is_int ? x < 0 : (x < 0 || x > 1)) throw bad("each entry is a count >= 0 or a ratio in [0, 1]");
-      if (k < 2 && x == 0) throw bad(std::string(k == 0 ? "train" : "val") + " fraction must select at least one image");
+      if (k < 2 && x == 0)
+        throw bad(std::string(k == 0 ? "train" : "val") + " fraction must select at least one image");
       auto& p = f.parts_[k];
       // 0 and 1 are ratios (the reference turns them into 0.0 and 1.0), other integers counts.
       p.is_count = is_int && x != 0 && x != 1;
@@ -83,8 +82,9 @@ int64_t DatasetFraction::keep(const std::string& split, int64_t listed) const {
   const int k = split == "train" ? 0 : split == "val" ? 1 : split == "test" ? 2 : -1;
   if (k < 0) return listed;
   const auto& p = parts_[static_cast<size_t>(k)];
-  const int64_t count = p.is_count ? p.count
-                                   : std::max<int64_t>(1, static_cast<int64_t>(std::nearbyint(static_cast<double>(listed) * p.ratio)));
+  const int64_t count =
+      p.is_count ? p.count
+                 : std::max<int64_t>(1, static_cast<int64_t>(std::nearbyint(static_cast<double>(listed) * p.ratio)));
   return std::min(count, listed);
 }
 

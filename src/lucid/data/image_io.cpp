@@ -31,13 +31,17 @@ int exif_orientation(const uint8_t* p, size_t n) {
   const uint8_t* t = p + 6;
   const size_t tn = n - 6;
   bool little;
-  if (t[0] == 'I' && t[1] == 'I') little = true;
-  else if (t[0] == 'M' && t[1] == 'M') little = false;
-  else return 1;
+  if (t[0] == 'I' && t[1] == 'I')
+    little = true;
+  else if (t[0] == 'M' && t[1] == 'M')
+    little = false;
+  else
+    return 1;
   auto u16 = [&](size_t off) -> uint32_t { return little ? t[off] | t[off + 1] << 8 : t[off] << 8 | t[off + 1]; };
   auto u32 = [&](size_t off) -> uint32_t {
-    return little ? uint32_t(t[off]) | uint32_t(t[off + 1]) << 8 | uint32_t(t[off + 2]) << 16 | uint32_t(t[off + 3]) << 24
-                  : uint32_t(t[off]) << 24 | uint32_t(t[off + 1]) << 16 | uint32_t(t[off + 2]) << 8 | uint32_t(t[off + 3]);
+    return little
+               ? uint32_t(t[off]) | uint32_t(t[off + 1]) << 8 | uint32_t(t[off + 2]) << 16 | uint32_t(t[off + 3]) << 24
+               : uint32_t(t[off]) << 24 | uint32_t(t[off + 1]) << 16 | uint32_t(t[off + 2]) << 8 | uint32_t(t[off + 3]);
   };
   if (u16(2) != 42) return 1;
   size_t ifd = u32(4);
@@ -211,8 +215,7 @@ struct JpegBuffer {
   ~JpegBuffer() { std::free(data); }
 };
 
-bool jpeg_encode(const Image* im, int quality, const uint8_t* app1, size_t app1_size, JpegBuffer* buf,
-                 char* message) {
+bool jpeg_encode(const Image* im, int quality, const uint8_t* app1, size_t app1_size, JpegBuffer* buf, char* message) {
   jpeg_compress_struct cinfo;
   JpegErr err;
   cinfo.err = jpeg_std_error(&err.mgr);
@@ -305,8 +308,9 @@ bool png_decode(PngSource* src, Image* out) {
 
 std::string exif_app1(int orientation) {
   // "Exif\0\0", big-endian TIFF header, IFD0 with one SHORT entry (0x0112), no next IFD.
-  const uint8_t b[] = {'E', 'x', 'i', 'f', 0, 0, 'M', 'M', 0, 42, 0, 0, 0, 8, 0, 1, 0x01, 0x12, 0, 3, 0, 0, 0, 1,
-                       0, uint8_t(orientation), 0, 0, 0, 0, 0, 0};
+  const uint8_t b[] = {'E', 'x', 'i', 'f',  0,    0, 'M', 'M', 0, 42, 0, 0, 0,
+                       8,   0,   1,   0x01, 0x12, 0, 3,   0,   0, 0,  1, 0, uint8_t(orientation),
+                       0,   0,   0,   0,    0,    0};
   return std::string(reinterpret_cast<const char*>(b), sizeof b);
 }
 
@@ -314,9 +318,12 @@ std::string exif_app1(int orientation) {
 
 const char* format_name(ImageFormat f) {
   switch (f) {
-    case ImageFormat::Jpeg: return "JPEG";
-    case ImageFormat::Png: return "PNG";
-    default: return "unknown";
+    case ImageFormat::Jpeg:
+      return "JPEG";
+    case ImageFormat::Png:
+      return "PNG";
+    default:
+      return "unknown";
   }
 }
 
@@ -343,9 +350,14 @@ std::string describe_unknown(std::string_view head) {
 ImageInfo read_image_info_memory(std::string_view bytes, const std::string& name) {
   ImageInfo info;
   switch (sniff_format(bytes)) {
-    case ImageFormat::Jpeg: parse_jpeg_header(bytes, true, info, name); break;
-    case ImageFormat::Png: parse_png_header(bytes, info, name); break;
-    default: throw error_at(name, 0, describe_unknown(bytes));
+    case ImageFormat::Jpeg:
+      parse_jpeg_header(bytes, true, info, name);
+      break;
+    case ImageFormat::Png:
+      parse_png_header(bytes, info, name);
+      break;
+    default:
+      throw error_at(name, 0, describe_unknown(bytes));
   }
   return info;
 }
@@ -361,8 +373,11 @@ ImageInfo read_image_info(const std::string& path) {
         parse_jpeg_header(read_file(path), true, info, path);
       }
       break;
-    case ImageFormat::Png: parse_png_header(head, info, path); break;
-    default: throw error_at(path, 0, describe_unknown(head));
+    case ImageFormat::Png:
+      parse_png_header(head, info, path);
+      break;
+    default:
+      throw error_at(path, 0, describe_unknown(head));
   }
   return info;
 }
@@ -403,13 +418,27 @@ Image apply_orientation(const Image& im, int o) {
     for (int x = 0; x < out.width; ++x) {
       int sy = y, sx = x;
       switch (o) {
-        case 2: sx = W - 1 - x; break;
-        case 3: sy = H - 1 - y, sx = W - 1 - x; break;
-        case 4: sy = H - 1 - y; break;
-        case 5: sy = x, sx = y; break;
-        case 6: sy = H - 1 - x, sx = y; break;
-        case 7: sy = H - 1 - x, sx = W - 1 - y; break;
-        case 8: sy = x, sx = W - 1 - y; break;
+        case 2:
+          sx = W - 1 - x;
+          break;
+        case 3:
+          sy = H - 1 - y, sx = W - 1 - x;
+          break;
+        case 4:
+          sy = H - 1 - y;
+          break;
+        case 5:
+          sy = x, sx = y;
+          break;
+        case 6:
+          sy = H - 1 - x, sx = y;
+          break;
+        case 7:
+          sy = H - 1 - x, sx = W - 1 - y;
+          break;
+        case 8:
+          sy = x, sx = W - 1 - y;
+          break;
       }
       std::memcpy(out.at(y, x), im.at(sy, sx), size_t(C));
     }

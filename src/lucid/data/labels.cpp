@@ -164,9 +164,10 @@ LabelParse parse_yolo_labels(std::string_view text, int nc, const std::string& p
       if (n % 2) return fail(r.line, "odd number of coordinates (" + std::to_string(n) + ") in a polygon");
       if (n == 0) return fail(r.line, "polygon without points");
       if (n < 6)
-        out.problems.push_back({path, r.line,
-                                "polygon with " + std::to_string(n / 2) +
-                                    " point(s), fewer than 3: kept (its mask is degenerate), as the reference keeps it"});
+        out.problems.push_back(
+            {path, r.line,
+             "polygon with " + std::to_string(n / 2) +
+                 " point(s), fewer than 3: kept (its mask is degenerate), as the reference keeps it"});
       inst.polygons.emplace_back(v.begin() + 1, v.end());
       inst.box = polygon_box(inst.polygons);
     } else {
@@ -199,7 +200,8 @@ LabelParse parse_yolo_labels(std::string_view text, int nc, const std::string& p
     int first_dup = 0;
     for (size_t k = 0; k < instances.size() && !first_dup; ++k)
       if (!kept[k]) first_dup = rows[k].line;
-    out.problems.push_back({path, first_dup, std::to_string(out.duplicates_removed) + " duplicate label row(s) removed"});
+    out.problems.push_back(
+        {path, first_dup, std::to_string(out.duplicates_removed) + " duplicate label row(s) removed"});
     for (auto k : keep) out.instances.push_back(std::move(instances[k]));
   } else {
     out.instances = std::move(instances);
@@ -335,8 +337,10 @@ std::vector<double> rle_outline(const Rle& rle) {
         }
         if (k == 8) break;  // a single pixel
         if (cx == x && cy == y) {
-          if (first_dir < 0) first_dir = d;
-          else if (d == first_dir) break;
+          if (first_dir < 0)
+            first_dir = d;
+          else if (d == first_dir)
+            break;
         }
         cx += dx[d], cy += dy[d];
         from = (d + 6) % 8;  // the neighbour after the one we came from, clockwise
@@ -380,7 +384,8 @@ std::vector<double> merge_polygon_parts(const std::vector<std::vector<double>>& 
     return out;
   }
   seg.erase(std::remove_if(seg.begin(), seg.end(), [](const Pts& s) { return s.empty(); }), seg.end());
-  if (seg.size() < n) return merge_polygon_parts([&] {
+  if (seg.size() < n)
+    return merge_polygon_parts([&] {
       std::vector<std::vector<double>> kept;
       for (const auto& p : parts)
         if (p.size() >= 2) kept.push_back(p);
@@ -466,8 +471,8 @@ std::set<int64_t> read_categories(const json& categories, CocoFile& out, const W
       warn("category id " + std::to_string(cat.id) + " appears twice: the second is ignored");
       continue;
     }
-    cat.name = c.contains("name") && c["name"].is_string() ? c["name"].get<std::string>()
-                                                            : "class_" + std::to_string(cat.id);
+    cat.name =
+        c.contains("name") && c["name"].is_string() ? c["name"].get<std::string>() : "class_" + std::to_string(cat.id);
     if (c.contains("supercategory") && c["supercategory"].is_string())
       cat.supercategory = c["supercategory"].get<std::string>();
     out.categories.push_back(std::move(cat));
@@ -617,8 +622,10 @@ std::optional<CocoAnnotation> read_annotation(const json& a, size_t k, const Coc
   if (a.contains("iscrowd")) {
     const auto& c = a["iscrowd"];
     int64_t v = 0;
-    if (c.is_boolean()) ann.iscrowd = c.get<bool>();
-    else if (get_int(c, v)) ann.iscrowd = v != 0;
+    if (c.is_boolean())
+      ann.iscrowd = c.get<bool>();
+    else if (get_int(c, v))
+      ann.iscrowd = v != 0;
     else {
       warn(which + ": iscrowd is not 0/1: ignored");
       return std::nullopt;

@@ -2,7 +2,6 @@
 // Ultralytics label text (one instance per line) and COCO instance JSON, plus COCO RLE and the
 // polygon helpers both formats share.
 #pragma once
-#include "lucid/metrics/rle.h"
 #include <array>
 #include <cstdint>
 #include <map>
@@ -10,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <vector>
+#include "lucid/metrics/rle.h"
 
 #include "lucid/data/dataset.h"
 

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
-#include <cstdio>
 #include <stdexcept>
 #include <system_error>
 
@@ -60,8 +60,8 @@ struct BatchAssembly {
   std::vector<MaskTargets> masks;
 };
 
-BatchAssembly start_batch(const LoaderOptions& o, int64_t epoch, int64_t number,
-                          const std::vector<int64_t>& indices, int H, int W, bool pin) {
+BatchAssembly start_batch(const LoaderOptions& o, int64_t epoch, int64_t number, const std::vector<int64_t>& indices,
+                          int H, int W, bool pin) {
   const int64_t B = int64_t(indices.size());
   if (H % o.mask_ratio || W % o.mask_ratio)
     throw std::invalid_argument("make_batch: image size must be a multiple of mask_ratio");
@@ -84,7 +84,8 @@ BatchAssembly start_batch(const LoaderOptions& o, int64_t epoch, int64_t number,
 }
 
 // Sample i of the batch: augmentation (or letterbox), its image into the batch, its mask targets.
-void build_sample(const SampleSource& source, const LoaderOptions& o, const AugmentOptions& aug, int64_t epoch, BatchAssembly& a, int64_t i, int H, int W) {
+void build_sample(const SampleSource& source, const LoaderOptions& o, const AugmentOptions& aug, int64_t epoch,
+                  BatchAssembly& a, int64_t i, int H, int W) {
   auto& batch = a.batch;
   const int64_t index = batch.indices[i];
   Sample s;
@@ -337,8 +338,8 @@ void Loader::worker_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [&] {
-      return stop_ || (plan_ && claim_batch_ < int64_t(plan_->batches.size()) &&
-                       claim_batch_ < next_deliver_ + opts_.prefetch);
+      return stop_ ||
+             (plan_ && claim_batch_ < int64_t(plan_->batches.size()) && claim_batch_ < next_deliver_ + opts_.prefetch);
     });
     if (stop_) return;
     const uint64_t gen = generation_;

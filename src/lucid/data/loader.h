@@ -27,12 +27,12 @@ struct LoaderOptions {
   int64_t dataset_size = 0;
   int imgsz = 640;
   int batch = 16;
-  int workers = 4;       // 0: batches are built on the consumer's thread (see loader_workers)
-  int prefetch = 0;      // batches built ahead of the consumer (0: 2 per worker, at least 2)
-  bool augment = true;   // training pipeline; false: validation letterbox
-  bool mosaic = true;    // training: mosaic, mixup, cutmix and copy_paste at their aug.* values, or all
-                         // off (close_mosaic, as the reference's close_mosaic)
-  bool shuffle = true;   // training order: a seeded permutation per epoch; else index order
+  int workers = 4;      // 0: batches are built on the consumer's thread (see loader_workers)
+  int prefetch = 0;     // batches built ahead of the consumer (0: 2 per worker, at least 2)
+  bool augment = true;  // training pipeline; false: validation letterbox
+  bool mosaic = true;   // training: mosaic, mixup, cutmix and copy_paste at their aug.* values, or all
+                        // off (close_mosaic, as the reference's close_mosaic)
+  bool shuffle = true;  // training order: a seeded permutation per epoch; else index order
   // Aspect-sorted batches of their own shape (needs image_sizes), in the same order every epoch:
   // validation, and rect training (whose samples are warped to their batch's shape; the caller
   // turns mosaic off and sets rect_pad 0, as the reference's training dataset).
@@ -56,13 +56,13 @@ struct LoaderOptions {
 };
 
 struct Batch {
-  int64_t epoch = 0, number = 0;  // position in the epoch
-  torch::Tensor images;           // (B, 3, H, W) uint8 RGB (on the device_images' device when given)
-  loss::SegTargets targets;       // batch_idx int64 (N), cls float (N), bboxes float (N, 4) normalised
-                                  // cxcywh; masks (B, Hm, Wm) uint8/int32 overlap map or (N, Hm, Wm)
-                                  // uint8; sem_masks (B, Hm, Wm) int32
-  torch::Tensor hsv_gains;        // (B, 3) float (r_h, r_s, r_v) for hsv_augment; zeros without augment
-  std::vector<int64_t> indices;   // dataset index of each image
+  int64_t epoch = 0, number = 0;                // position in the epoch
+  torch::Tensor images;                         // (B, 3, H, W) uint8 RGB (on the device_images' device when given)
+  loss::SegTargets targets;                     // batch_idx int64 (N), cls float (N), bboxes float (N, 4) normalised
+                                                // cxcywh; masks (B, Hm, Wm) uint8/int32 overlap map or (N, Hm, Wm)
+                                                // uint8; sem_masks (B, Hm, Wm) int32
+  torch::Tensor hsv_gains;                      // (B, 3) float (r_h, r_s, r_v) for hsv_augment; zeros without augment
+  std::vector<int64_t> indices;                 // dataset index of each image
   std::vector<std::pair<int, int>> orig_sizes;  // decoded image (h, w)
   std::vector<Letterbox> letterbox;             // validation: resize ratio and padding per image
   std::vector<PixelPlan> pixel_plans;           // with device_images: what each image was rendered from

@@ -88,8 +88,8 @@ bool clip_line(int width, int height, Pt& p1, Pt& p2) {
 // 8-connected line from the left endpoint, error term starting at major - 2 minor and a minor step
 // taken whenever the error is negative (OpenCV's LineIterator).
 void draw_line(const Canvas& cv, Pt p1, Pt p2) {
-  if (p1.x < 0 || p1.x >= cv.width || p2.x < 0 || p2.x >= cv.width || p1.y < 0 || p1.y >= cv.height ||
-      p2.y < 0 || p2.y >= cv.height) {
+  if (p1.x < 0 || p1.x >= cv.width || p2.x < 0 || p2.x >= cv.width || p1.y < 0 || p1.y >= cv.height || p2.y < 0 ||
+      p2.y >= cv.height) {
     if (!clip_line(cv.width, cv.height, p1, p2)) return;
   }
   int64_t dx = p2.x - p1.x, dy = p2.y - p1.y;
@@ -134,8 +134,8 @@ void fill_polygon_canvas(const Canvas& cv, const int32_t* xy, int n) {
     // Scanline edge, from the endpoints clipped to the image when one lies outside.
     Pt t0 = prev, t1 = cur;
     int64_t y0c = prev.y, y1c = cur.y;
-    if (t0.x < 0 || t0.x >= cv.width || t1.x < 0 || t1.x >= cv.width || t0.y < 0 || t0.y >= cv.height ||
-        t1.y < 0 || t1.y >= cv.height) {
+    if (t0.x < 0 || t0.x >= cv.width || t1.x < 0 || t1.x >= cv.width || t0.y < 0 || t0.y >= cv.height || t1.y < 0 ||
+        t1.y >= cv.height) {
       clip_line(cv.width, cv.height, t0, t1);
       if (t0.y != t1.y) {
         y0c = t0.y;
@@ -177,8 +177,7 @@ void fill_polygon_canvas(const Canvas& cv, const int32_t* xy, int n) {
   size_t next = 0;
   for (int y = y_min; y < y_max; ++y) {
     // Edges are active on [y0, y1).
-    active.erase(std::remove_if(active.begin(), active.end(), [y](const Edge& e) { return e.y1 == y; }),
-                 active.end());
+    active.erase(std::remove_if(active.begin(), active.end(), [y](const Edge& e) { return e.y1 == y; }), active.end());
     while (next < edges.size() && edges[next].y0 == y) active.push_back(edges[next++]);
     if (y >= 0 && y >= cv.y0 && y < cv.y0 + cv.h) {
       xs.clear();
@@ -321,9 +320,8 @@ MaskTargets make_mask_targets(const SampleInstances& instances, int height, int 
     // the largest area down, later instances first among equal areas.
     std::vector<int64_t> by_area(n);
     std::iota(by_area.begin(), by_area.end(), 0);
-    std::stable_sort(by_area.begin(), by_area.end(), [&](int64_t a, int64_t b) {
-      return ms[a].area != ms[b].area ? ms[a].area > ms[b].area : a > b;
-    });
+    std::stable_sort(by_area.begin(), by_area.end(),
+                     [&](int64_t a, int64_t b) { return ms[a].area != ms[b].area ? ms[a].area > ms[b].area : a > b; });
     for (int64_t i : by_area) {
       const int32_t cls = instances.cls[i];
       paint(ms[i], [&](size_t p) { sem[p] = cls; });

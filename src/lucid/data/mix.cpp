@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numbers>
 #include <limits>
+#include <numbers>
 #include <numeric>
 #include <stdexcept>
 

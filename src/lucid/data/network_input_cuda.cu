@@ -15,8 +15,8 @@ constexpr int kThreads = 256;
 // OpenCV's sector table: which of t0..t3 feeds (b, g, r) in sectors 0..5.
 __constant__ int kSector[6][3] = {{1, 3, 0}, {1, 0, 2}, {3, 0, 1}, {0, 2, 1}, {0, 1, 3}, {2, 1, 0}};
 
-__global__ void network_input_kernel(const uint8_t* images, const uint8_t* luts, float* out, int64_t plane,
-                                     int width, int vec_width) {
+__global__ void network_input_kernel(const uint8_t* images, const uint8_t* luts, float* out, int64_t plane, int width,
+                                     int vec_width) {
   __shared__ int sdiv[256], hdiv[256];
   __shared__ uint8_t lut[768];
   const int64_t b = blockIdx.y;

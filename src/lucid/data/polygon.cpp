@@ -83,8 +83,7 @@ int point_in_polygon(const std::vector<float>& polygon, float px, float py) {
     vy = polygon[i * 2 + 1];
     if ((v0y <= py && vy <= py) || (v0y > py && vy > py) || (v0x < px && vx < px)) {
       // The edge cannot cross the rightward ray; the point may still lie on it.
-      if (py == vy && (px == vx || (py == v0y && ((v0x <= px && px <= vx) || (vx <= px && px <= v0x)))))
-        return 0;
+      if (py == vy && (px == vx || (py == v0y && ((v0x <= px && px <= vx) || (vx <= px && px <= v0x))))) return 0;
       continue;
     }
     double side = double(py - v0y) * (vx - v0x) - double(px - v0x) * (vy - v0y);

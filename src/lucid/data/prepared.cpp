@@ -106,9 +106,10 @@ std::string hex(uint64_t v) {
 Image prepare_one(const std::string& path, const Entry& e) {
   Image im = decode_image(path);
   if (im.width != e.original_width || im.height != e.original_height)
-    throw error_at(path, 0, "is " + std::to_string(im.width) + "x" + std::to_string(im.height) + " now, indexed as " +
-                                std::to_string(e.original_width) + "x" + std::to_string(e.original_height) +
-                                " (changed since indexing?)");
+    throw error_at(path, 0,
+                   "is " + std::to_string(im.width) + "x" + std::to_string(im.height) + " now, indexed as " +
+                       std::to_string(e.original_width) + "x" + std::to_string(e.original_height) +
+                       " (changed since indexing?)");
   if (im.width != e.width || im.height != e.height) im = resize_linear(im, e.width, e.height);
   return im;
 }
@@ -126,8 +127,8 @@ struct PreparedImages::State {
   bool from_cache = false;
   std::string path;
   uint64_t bytes = 0;
-  int fd = -1;       // the mapped file, kept open to check its size before each use
-  uint64_t key = 0;  // the content key its header must keep
+  int fd = -1;                     // the mapped file, kept open to check its size before each use
+  uint64_t key = 0;                // the content key its header must keep
   std::vector<std::string> paths;  // the split's image files (the None store decodes them at each use)
   ~State() {
     if (map) ::munmap(map, map_size);
@@ -140,10 +141,12 @@ struct PreparedImages::State {
     struct stat st {};
     const bool sized = ::fstat(fd, &st) == 0 && uint64_t(st.st_size) == map_size;
     if (sized && static_cast<const Header*>(map)->key == key) return;
-    throw error_at(path, 0, std::string("the prepared-image cache file was ") +
-                                (sized ? "rewritten" : "truncated to " + std::to_string(st.st_size) + " of " +
-                                                           std::to_string(map_size) + " bytes") +
-                                " while in use; delete it and run again (it is rebuilt)");
+    throw error_at(
+        path, 0,
+        std::string("the prepared-image cache file was ") +
+            (sized ? "rewritten"
+                   : "truncated to " + std::to_string(st.st_size) + " of " + std::to_string(map_size) + " bytes") +
+            " while in use; delete it and run again (it is rebuilt)");
   }
 };
 

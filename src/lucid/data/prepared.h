@@ -50,15 +50,15 @@ class PreparedImages {
   size_t size() const;
   bool ok(size_t i) const;
   ImageView view(size_t i) const;  // the Ram and Disk stores
-  bool holds_pixels() const;        // false for the None store: use decode()
+  bool holds_pixels() const;       // false for the None store: use decode()
   // Image i decoded and resized now (any store), the bytes view(i) holds; a file that fails is a
   // UserError naming it.
   Image decode(size_t i) const;
   int imgsz() const;
   const std::vector<Problem>& problems() const;
-  bool from_cache() const;         // an existing cache file was mapped: nothing was decoded
+  bool from_cache() const;                // an existing cache file was mapped: nothing was decoded
   const std::string& cache_path() const;  // empty for the RAM store
-  uint64_t bytes() const;          // pixel bytes held
+  uint64_t bytes() const;                 // pixel bytes held
 
  private:
   struct State;

@@ -50,12 +50,24 @@ Rgb hsv(double h_deg, double s, double v) {
   const double c = v * s, x = c * (1 - std::fabs(std::fmod(h_deg / 60.0, 2.0) - 1)), m = v - c;
   double r = 0, g = 0, b = 0;
   switch (int(h_deg / 60.0)) {
-    case 0: r = c, g = x; break;
-    case 1: r = x, g = c; break;
-    case 2: g = c, b = x; break;
-    case 3: g = x, b = c; break;
-    case 4: r = x, b = c; break;
-    default: r = c, b = x; break;
+    case 0:
+      r = c, g = x;
+      break;
+    case 1:
+      r = x, g = c;
+      break;
+    case 2:
+      g = c, b = x;
+      break;
+    case 3:
+      g = x, b = c;
+      break;
+    case 4:
+      r = x, b = c;
+      break;
+    default:
+      r = c, b = x;
+      break;
   }
   return {(r + m) * 255, (g + m) * 255, (b + m) * 255};
 }
@@ -75,7 +87,8 @@ struct Noise {
     double fx = x - x0, fy = y - y0;
     fx = fx * fx * (3 - 2 * fx), fy = fy * fy * (3 - 2 * fy);
     auto g = [&](int xx, int yy) { return v[(size_t(yy) * gw + xx) * 3 + c]; };
-    return (g(x0, y0) * (1 - fx) + g(x0 + 1, y0) * fx) * (1 - fy) + (g(x0, y0 + 1) * (1 - fx) + g(x0 + 1, y0 + 1) * fx) * fy;
+    return (g(x0, y0) * (1 - fx) + g(x0 + 1, y0) * fx) * (1 - fy) +
+           (g(x0, y0 + 1) * (1 - fx) + g(x0 + 1, y0 + 1) * fx) * fy;
   }
 };
 
@@ -250,7 +263,8 @@ SynthReport write_synth_dataset(const SynthOptions& o) {
       write_file((root / "images" / split / file).string(), encode_jpeg(s.image, o.quality));
       std::string labels;
       const double W = s.image.width, H = s.image.height;
-      coco["images"].push_back({{"id", i + 1}, {"file_name", file}, {"width", s.image.width}, {"height", s.image.height}});
+      coco["images"].push_back(
+          {{"id", i + 1}, {"file_name", file}, {"width", s.image.width}, {"height", s.image.height}});
       for (const auto& inst : s.instances) {
         labels += format_yolo_line(inst.cls, &inst.polygons[0], inst.box) + "\n";
         std::vector<double> xy;
@@ -259,14 +273,16 @@ SynthReport write_synth_dataset(const SynthOptions& o) {
               xy.push_back(std::round(inst.polygons[0][k + 1] * H * 1000) / 1000);
         double x1 = xy[0], y1 = xy[1], x2 = xy[0], y2 = xy[1];
         for (size_t k = 0; k < xy.size(); k += 2)
-          x1 = std::min(x1, xy[k]), x2 = std::max(x2, xy[k]), y1 = std::min(y1, xy[k + 1]), y2 = std::max(y2, xy[k + 1]);
-        coco["annotations"].push_back({{"id", ++ann_id},
-                                       {"image_id", i + 1},
-                                       {"category_id", inst.cls + 1},
-                                       {"segmentation", nlohmann::json::array({xy})},
-                                       {"area", std::round(polygon_area(xy) * 1000) / 1000},
-                                       {"bbox", {x1, y1, std::round((x2 - x1) * 1000) / 1000, std::round((y2 - y1) * 1000) / 1000}},
-                                       {"iscrowd", 0}});
+          x1 = std::min(x1, xy[k]), x2 = std::max(x2, xy[k]), y1 = std::min(y1, xy[k + 1]),
+          y2 = std::max(y2, xy[k + 1]);
+        coco["annotations"].push_back(
+            {{"id", ++ann_id},
+             {"image_id", i + 1},
+             {"category_id", inst.cls + 1},
+             {"segmentation", nlohmann::json::array({xy})},
+             {"area", std::round(polygon_area(xy) * 1000) / 1000},
+             {"bbox", {x1, y1, std::round((x2 - x1) * 1000) / 1000, std::round((y2 - y1) * 1000) / 1000}},
+             {"iscrowd", 0}});
       }
       write_file((root / "labels" / split / (std::string(stem) + ".txt")).string(), labels);
       ++report.images;

@@ -41,7 +41,7 @@ std::string unavailable_message() {
 }
 
 bool has_video_extension(const std::string& path) {
-  static const std::set<std::string> kVideoExtensions = {"asf", "avi", "gif", "m4v", "mkv", "mov",
+  static const std::set<std::string> kVideoExtensions = {"asf", "avi",  "gif", "m4v", "mkv", "mov",
                                                          "mp4", "mpeg", "mpg", "ts",  "wmv", "webm"};
   const auto dot = path.rfind('.');
   if (dot == std::string::npos) return false;
@@ -137,8 +137,7 @@ struct VideoReader::Impl : CodecState {
           flushed = true;
           break;
         }
-        if (rc < 0)
-          throw error("cannot read past frame " + std::to_string(decoded) + " (" + av_message(rc) + ")");
+        if (rc < 0) throw error("cannot read past frame " + std::to_string(decoded) + " (" + av_message(rc) + ")");
         if (packet->stream_index != stream) {
           av_packet_unref(packet);
           continue;
@@ -190,8 +189,10 @@ VideoReader::VideoReader(const std::string& path) : impl_(std::make_unique<Impl>
     m.count = st->nb_frames;
   } else if (m.fps > 0) {
     double seconds = 0;
-    if (st->duration > 0) seconds = static_cast<double>(st->duration) * av_q2d(st->time_base);
-    else if (m.format->duration > 0) seconds = static_cast<double>(m.format->duration) / AV_TIME_BASE;
+    if (st->duration > 0)
+      seconds = static_cast<double>(st->duration) * av_q2d(st->time_base);
+    else if (m.format->duration > 0)
+      seconds = static_cast<double>(m.format->duration) / AV_TIME_BASE;
     m.count = static_cast<int64_t>(std::llround(seconds * m.fps));
   }
 }
@@ -218,7 +219,8 @@ bool VideoReader::read(Image& out) {
   if (out.height != m.height || out.width != m.width || out.channels != 3) out = Image(m.height, m.width, 3);
   sws_scale(m.sws, f->data, f->linesize, 0, f->height, m.rgb, m.rgb_stride);
   const size_t row = static_cast<size_t>(3) * m.width;
-  for (int y = 0; y < m.height; ++y) std::memcpy(out.at(y, 0), m.rgb[0] + static_cast<size_t>(y) * m.rgb_stride[0], row);
+  for (int y = 0; y < m.height; ++y)
+    std::memcpy(out.at(y, 0), m.rgb[0] + static_cast<size_t>(y) * m.rgb_stride[0], row);
   return true;
 }
 
@@ -335,7 +337,8 @@ void VideoWriter::write(const Image& image) {
   if (m.closed) throw std::logic_error("VideoWriter::write after close");
   if (image.width != m.width || image.height != m.height || (image.channels != 3 && image.channels != 4))
     throw m.error("frame " + std::to_string(m.written + 1) + " is " + std::to_string(image.width) + "x" +
-                  std::to_string(image.height) + ", the video " + std::to_string(m.width) + "x" + std::to_string(m.height));
+                  std::to_string(image.height) + ", the video " + std::to_string(m.width) + "x" +
+                  std::to_string(m.height));
   const auto src_fmt = image.channels == 3 ? AV_PIX_FMT_RGB24 : AV_PIX_FMT_RGBA;
   m.sws = sws_getCachedContext(m.sws, m.width, m.height, src_fmt, m.width, m.height,
                                static_cast<AVPixelFormat>(m.frame->format), SWS_BILINEAR, nullptr, nullptr, nullptr);
@@ -347,7 +350,8 @@ void VideoWriter::write(const Image& image) {
     m.rgb_channels = image.channels;
   }
   const size_t row = static_cast<size_t>(image.channels) * m.width;
-  for (int y = 0; y < m.height; ++y) std::memcpy(m.rgb[0] + static_cast<size_t>(y) * m.rgb_stride[0], image.at(y, 0), row);
+  for (int y = 0; y < m.height; ++y)
+    std::memcpy(m.rgb[0] + static_cast<size_t>(y) * m.rgb_stride[0], image.at(y, 0), row);
   sws_scale(m.sws, m.rgb, m.rgb_stride, 0, m.height, m.frame->data, m.frame->linesize);
   m.frame->pts = m.written;
   m.frame->quality = m.codec->global_quality;
@@ -374,7 +378,9 @@ void VideoWriter::close() {
 struct VideoReader::Impl {};
 struct VideoWriter::Impl {};
 
-VideoReader::VideoReader(const std::string& path) { throw UserError("video " + path + ": " + video::unavailable_message()); }
+VideoReader::VideoReader(const std::string& path) {
+  throw UserError("video " + path + ": " + video::unavailable_message());
+}
 VideoReader::~VideoReader() = default;
 int VideoReader::width() const { return 0; }
 int VideoReader::height() const { return 0; }

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -70,7 +70,7 @@ inline void sample_cell(const uint8_t* src, int h, int w, int cn, int ix, int iy
 // neighbours outside, or not a number).
 inline bool cell(float s, int size, int& i, float& a) {
   if (!(s >= -1.f && s < float(size))) return false;  // also rejects NaN
-  int k = int(s);                                       // truncation, then floor
+  int k = int(s);                                     // truncation, then floor
   if (float(k) > s) --k;
   i = k;
   a = s - float(k);
@@ -136,8 +136,8 @@ void horizontal3(const uint8_t* __restrict row, const int32_t* __restrict co, co
 }
 
 // Any channel count: one element at a time (co and ax per element, the right neighbour `cn` on).
-void horizontal_any(const uint8_t* __restrict row, const int32_t* __restrict co, const float* __restrict ax,
-                    size_t n, int cn, float* __restrict h) {
+void horizontal_any(const uint8_t* __restrict row, const int32_t* __restrict co, const float* __restrict ax, size_t n,
+                    int cn, float* __restrict h) {
   for (size_t k = 0; k < n; ++k) {
     const uint8_t* q = row + co[k];
     h[k] = fmaf_(ax[k], float(int(q[cn]) - int(q[0])), float(q[0]));
@@ -308,8 +308,8 @@ torch::Tensor warp_affine(const torch::Tensor& image, const Matrix3& M, int oh, 
 
 namespace {
 bool invert3(const Matrix3& m, Matrix3& inv) {
-  const double det = m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6]) +
-                     m[2] * (m[3] * m[7] - m[4] * m[6]);
+  const double det =
+      m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6]) + m[2] * (m[3] * m[7] - m[4] * m[6]);
   if (det == 0) return false;
   const double id = 1.0 / det;
   inv = {(m[4] * m[8] - m[5] * m[7]) * id, (m[2] * m[7] - m[1] * m[8]) * id, (m[1] * m[5] - m[2] * m[4]) * id,

@@ -17,7 +17,8 @@ DataParallel::~DataParallel() {
   model::set_batch_norm_forward({});
 }
 
-std::unique_ptr<GradientSync> DataParallel::gradient_sync(const std::vector<torch::Tensor>& params, bool overlap) const {
+std::unique_ptr<GradientSync> DataParallel::gradient_sync(const std::vector<torch::Tensor>& params,
+                                                          bool overlap) const {
   return std::make_unique<GradientSync>(world_, params, overlap);
 }
 

@@ -38,7 +38,8 @@ std::vector<int> gpu_list(const std::string& device) {
   }
   for (size_t i = 0; i < out.size(); ++i)
     for (size_t j = 0; j < i; ++j)
-      if (out[i] == out[j]) throw UserError("option device=" + device + ": GPU " + std::to_string(out[i]) + " listed twice");
+      if (out[i] == out[j])
+        throw UserError("option device=" + device + ": GPU " + std::to_string(out[i]) + " listed twice");
   return out;
 }
 
@@ -82,8 +83,9 @@ std::string log_tail(const fs::path& log, size_t lines) {
 }
 
 std::string exit_text(int status) {
-  if (WIFSIGNALED(status)) return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
-                                   strsignal(WTERMSIG(status)) + ")";
+  if (WIFSIGNALED(status))
+    return std::string("was killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
   return "exited with status " + std::to_string(WEXITSTATUS(status));
 }
 
@@ -103,7 +105,8 @@ std::optional<WorldPlan> world_plan(const std::string& device, int64_t world) {
   }
   if (world <= 1) return std::nullopt;
   if (d != "cpu")
-    throw UserError("option world=" + std::to_string(world) + ": several processes on one device are for device=cpu; "
+    throw UserError("option world=" + std::to_string(world) +
+                    ": several processes on one device are for device=cpu; "
                     "for GPUs name one per process, e.g. device=0,1");
   plan.world = static_cast<int>(world);
   return plan;
@@ -115,7 +118,8 @@ std::string rank_device(const std::string& device, int local_rank) {
   if (d.find(',') != std::string::npos) {
     const auto gpus = gpu_list(d);
     if (local_rank >= static_cast<int>(gpus.size()))
-      throw UserError("option device=" + device + ": LOCAL_RANK=" + std::to_string(local_rank) + " has no GPU in the list");
+      throw UserError("option device=" + device + ": LOCAL_RANK=" + std::to_string(local_rank) +
+                      " has no GPU in the list");
     return "cuda:" + std::to_string(gpus[static_cast<size_t>(local_rank)]);
   }
   if (d == "cpu") return "cpu";
@@ -137,10 +141,11 @@ int launch_world(const WorldPlan& plan, const std::vector<std::string>& args) {
   if (n <= 0) throw UserError("cannot find this program's path (/proc/self/exe) to start the ranks");
   exe[n] = 0;
 
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = forward_signal;
   sigemptyset(&sa.sa_mask);
-  struct sigaction old_int{}, old_term{};
+  struct sigaction old_int {
+  }, old_term{};
   g_children.assign(static_cast<size_t>(plan.world), 0);
   std::vector<fs::path> log_of(static_cast<size_t>(plan.world));
   for (int r = 0; r < plan.world; ++r) {

@@ -133,8 +133,8 @@ PendingReduce World::all_reduce_sum_async(std::vector<torch::Tensor> tensors) {
   o.reduceOp = c10d::ReduceOp::SUM;
   o.timeout = impl_->timeout;
   try {
-    return PendingReduce(std::make_shared<PendingReduce::Work>(
-        PendingReduce::Work{impl_->backend->allreduce(tensors, o)}));
+    return PendingReduce(
+        std::make_shared<PendingReduce::Work>(PendingReduce::Work{impl_->backend->allreduce(tensors, o)}));
   } catch (const std::exception& e) {
     throw UserError(std::string("data-parallel all-reduce failed (another rank stopped or timed out): ") + e.what());
   }

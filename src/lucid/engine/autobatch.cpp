@@ -21,8 +21,8 @@ constexpr int64_t kMaxAutoBatch = 1024;
 }  // namespace
 
 std::vector<int64_t> probe_batch_sizes(double total_gib, int64_t dataset_size) {
-  std::vector<int64_t> sizes = total_gib < 16 ? std::vector<int64_t>{1, 2, 4, 8, 16}
-                                              : std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64};
+  std::vector<int64_t> sizes =
+      total_gib < 16 ? std::vector<int64_t>{1, 2, 4, 8, 16} : std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64};
   if (dataset_size > 0) std::erase_if(sizes, [&](int64_t b) { return b > dataset_size; });
   return sizes;
 }
@@ -89,13 +89,15 @@ int64_t auto_batch(const AutoBatchRequest& r) {
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(index));
   c10::cuda::CUDACachingAllocator::emptyCache();
   size_t free_bytes = 0, total_bytes = 0;
-  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) throw UserError("AutoBatch: cannot read the memory of " + r.device.str());
+  if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
+    throw UserError("AutoBatch: cannot read the memory of " + r.device.str());
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, index);
   const double t = static_cast<double>(total_bytes) / kGib;
   const double reserved = util::cuda_memory(index).reserved_mib / 1024.0;
   const double f = reserved + static_cast<double>(free_bytes) / kGib;
-  std::printf("AutoBatch: CUDA:%d (%s) %.2fG total, %.2fG reserved, %.2fG available\n", index, prop.name, t, reserved, f);
+  std::printf("AutoBatch: CUDA:%d (%s) %.2fG total, %.2fG reserved, %.2fG available\n", index, prop.name, t, reserved,
+              f);
 
   model::SegmentationModel model(r.spec);
   model->to(r.device);

@@ -37,10 +37,10 @@ double loss_memory_gib(int64_t batch, int64_t anchors, int64_t max_num_obj, int6
 struct AutoBatchRequest {
   config::ModelSpec spec;  // the model trained (a fresh copy of it is profiled)
   torch::Device device{torch::kCPU};
-  int64_t imgsz = 640;        // the largest training size (multi_scale's upper end)
+  int64_t imgsz = 640;  // the largest training size (multi_scale's upper end)
   double fraction = 0.6;
-  bool amp = true;            // BF16 autocast, as the fit
-  int64_t max_num_obj = 0;    // 4 x the most instances of a training image (mosaic)
+  bool amp = true;          // BF16 autocast, as the fit
+  int64_t max_num_obj = 0;  // 4 x the most instances of a training image (mosaic)
   int64_t dataset_size = 0;
 };
 

@@ -58,7 +58,8 @@ LoopState from_json(const nlohmann::ordered_json& j, const std::string& path) {
   s.last_opt_step = int_field(j, "last_opt_step", -1, kHuge, path);
   s.accumulate = int_field(j, "accumulate", 1, 1'000'000, path);
   s.epochs_without_improvement = int_field(j, "epochs_without_improvement", 0, 1'000'000, path);
-  if (!j.contains("names") || !j["names"].is_array()) throw UserError(path + ": checkpoint state 'names' is not a list");
+  if (!j.contains("names") || !j["names"].is_array())
+    throw UserError(path + ": checkpoint state 'names' is not a list");
   for (const auto& n : j["names"])
     if (!n.is_string()) throw UserError(path + ": checkpoint state 'names' holds a value that is not a string");
   if (j["names"].empty()) throw UserError(path + ": checkpoint state 'names' is empty");
@@ -120,8 +121,10 @@ void save_checkpoint(const std::string& path, model::SegmentationModelImpl& mode
 }
 
 UserError not_resumable(const std::string& path) {
-  return UserError(path + ": holds only the EMA weights (a best checkpoint), not the state to resume from; resume "
-                   "from weights/last.safetensors, or start a new run from these weights with model=" + path);
+  return UserError(path +
+                   ": holds only the EMA weights (a best checkpoint), not the state to resume from; resume "
+                   "from weights/last.safetensors, or start a new run from these weights with model=" +
+                   path);
 }
 
 void require_resumable(const std::string& path) {
@@ -140,7 +143,8 @@ LoopState load_checkpoint(const std::string& path, model::SegmentationModelImpl&
   for (const auto& [k, v] : all) {
     const auto section = k.substr(0, k.find('/'));
     if (k.find('/') == std::string::npos || !kSections.count(section))
-      throw UserError(path + ": unexpected tensor '" + k + "' (a checkpoint holds model/, grad/, ema/, optim/ and hyper/)");
+      throw UserError(path + ": unexpected tensor '" + k +
+                      "' (a checkpoint holds model/, grad/, ema/, optim/ and hyper/)");
   }
   auto section = [&](const std::string& prefix) {
     std::map<std::string, torch::Tensor> out;
@@ -156,12 +160,11 @@ LoopState load_checkpoint(const std::string& path, model::SegmentationModelImpl&
   for (auto& p : model.named_parameters()) params.emplace(p.key(), p.value());
   for (const auto& [name, g] : grads) {  // the gradients accumulated since the last optimizer step
     auto it = params.find(name);
-    if (it == params.end() || !it->second.requires_grad() || g.sizes() != it->second.sizes() ||
-        !g.is_floating_point())
+    if (it == params.end() || !it->second.requires_grad() || g.sizes() != it->second.sizes() || !g.is_floating_point())
       throw UserError(path + ": gradient 'grad/" + name + "' names no trainable parameter of its shape");
     require_finite(g, path, "grad/" + name);
-    it->second.mutable_grad() = g.to(it->second.device(), it->second.scalar_type())
-                                    .contiguous(it->second.suggest_memory_format());
+    it->second.mutable_grad() =
+        g.to(it->second.device(), it->second.scalar_type()).contiguous(it->second.suggest_memory_format());
   }
   if (ema) model::load_state(*ema, section("ema/"), path);
   if (optimizer) {

@@ -13,7 +13,7 @@
 namespace lucid::engine {
 
 struct LoopState {
-  int64_t epoch = 0;  // epochs finished
+  int64_t epoch = 0;         // epochs finished
   double best_fitness = -1;  // -1: none measured yet (engine/early_stopping.h)
   int64_t best_epoch = 0;    // the epoch weights/best was last written in (0: none)
   int64_t ema_updates = 0;
@@ -21,8 +21,8 @@ struct LoopState {
   int64_t last_opt_step = -1;
   int64_t accumulate = 1;
   int64_t epochs_without_improvement = 0;  // epochs since the early stopper's best epoch
-  nlohmann::ordered_json args;   // the run's options
-  nlohmann::ordered_json names;  // class names
+  nlohmann::ordered_json args;             // the run's options
+  nlohmann::ordered_json names;            // class names
   // The optimizer chosen at the run's start ({name, lr, momentum, auto}); null in checkpoints
   // written before it was recorded.
   nlohmann::ordered_json optimizer;

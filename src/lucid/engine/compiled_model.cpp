@@ -72,8 +72,8 @@ CompiledModel::CompiledModel(const std::string& option, const std::string& path,
   const auto& built_for = field(meta, what_, "lucid.device");
   if (built_for != (device.is_cuda() ? "cuda" : "cpu"))
     throw UserError(what_ + ": the package is compiled for " + built_for + ", not for device " + device.str() +
-                    "; give device=" + (built_for == "cuda" ? "0" : "cpu") + " or export again with device=" +
-                    device.str());
+                    "; give device=" + (built_for == "cuda" ? "0" : "cpu") +
+                    " or export again with device=" + device.str());
   try {
     auto names = nlohmann::json::parse(field(meta, what_, "lucid.names"));
     if (!names.is_array() || static_cast<int64_t>(names.size()) != nc_) throw std::invalid_argument("size");
@@ -88,7 +88,8 @@ CompiledModel::CompiledModel(const std::string& option, const std::string& path,
         path, "model", /*run_single_threaded=*/false, /*num_runners=*/1,
         device.is_cuda() ? device.index() : static_cast<c10::DeviceIndex>(-1));
   } catch (const std::exception&) {
-    throw UserError(what_ + ": the compiled package cannot be loaded (compiled by another torch version, or for "
+    throw UserError(what_ +
+                    ": the compiled package cannot be loaded (compiled by another torch version, or for "
                     "another CPU or GPU; export it again with this lucid)");
   }
 }

@@ -49,11 +49,10 @@ ValBatchSource val_batches(data::Loader& loader, const PreparedSplit& split) {
   };
 }
 
-std::function<void(int64_t, const ValBatch&, const std::vector<Tensor>&, const std::vector<Tensor>&)>
-val_batch_plotter(const std::string& dir, std::vector<std::string> names, bool overlap_mask, int64_t count) {
-  return [dir, names = std::move(names), overlap_mask, count](int64_t number, const ValBatch& batch,
-                                                              const std::vector<Tensor>& dets,
-                                                              const std::vector<Tensor>& masks) {
+std::function<void(int64_t, const ValBatch&, const std::vector<Tensor>&, const std::vector<Tensor>&)> val_batch_plotter(
+    const std::string& dir, std::vector<std::string> names, bool overlap_mask, int64_t count) {
+  return [dir, names = std::move(names), overlap_mask, count](
+             int64_t number, const ValBatch& batch, const std::vector<Tensor>& dets, const std::vector<Tensor>& masks) {
     if (number >= count || !plot::available()) return;
     const int64_t bs = batch.images.size(0), h = batch.images.size(2), w = batch.images.size(3);
     const auto& t = batch.targets;
@@ -68,7 +67,8 @@ val_batch_plotter(const std::string& dir, std::vector<std::string> names, bool o
       pred[k].cls = dets[k].select(1, 5);
       if (k < masks.size() && masks[k].defined()) {
         pred[k].masks = masks[k];
-        pred[k].mask_scale = masks[k].size(1) > 0 ? static_cast<double>(h) / static_cast<double>(masks[k].size(1)) : 1.0;
+        pred[k].mask_scale =
+            masks[k].size(1) > 0 ? static_cast<double>(h) / static_cast<double>(masks[k].size(1)) : 1.0;
       }
     }
     const auto base = (fs::path(dir) / ("val_batch" + std::to_string(number))).string();
@@ -89,7 +89,7 @@ std::vector<std::string> write_validation_plots(const std::string& dir, const Va
     return written.back();
   };
   const std::pair<const char*, const metrics::ClassMetrics*> sets[] = {{"Box", &r.metrics.box_detail},
-                                                                      {"Mask", &r.metrics.mask_detail}};
+                                                                       {"Mask", &r.metrics.mask_detail}};
   for (const auto& [prefix, m] : sets) {
     plot::plot_pr_curve(out(std::string(prefix) + "PR_curve.png"), *m, names);
     plot::plot_confidence_curve(out(std::string(prefix) + "F1_curve.png"), *m, names, "F1");

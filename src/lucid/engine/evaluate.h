@@ -21,8 +21,8 @@ ValBatchSource val_batches(data::Loader& loader, const PreparedSplit& split);
 // on_batch for ValidatorOptions: the first `count` batches as val_batch{N}_labels.jpg (ground truth)
 // and val_batch{N}_pred.jpg (detections with conf >= 0.25) in `dir`. Without cairo it does nothing
 // (the caller warns once).
-std::function<void(int64_t, const ValBatch&, const std::vector<Tensor>&, const std::vector<Tensor>&)>
-val_batch_plotter(const std::string& dir, std::vector<std::string> names, bool overlap_mask, int64_t count = 3);
+std::function<void(int64_t, const ValBatch&, const std::vector<Tensor>&, const std::vector<Tensor>&)> val_batch_plotter(
+    const std::string& dir, std::vector<std::string> names, bool overlap_mask, int64_t count = 3);
 
 // Box and mask PR/P/R/F1 curves and both confusion matrices into `dir`; returns the files written
 // (none without cairo, after one warning).

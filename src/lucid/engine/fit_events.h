@@ -26,17 +26,17 @@ const char* event_name(FitEventKind kind);
 // The loop's state at an event; fields not yet known at that event keep their previous values.
 struct FitEvent {
   FitEventKind kind = FitEventKind::TrainStart;
-  int64_t epoch = 0;   // 0-based epoch the event belongs to
-  int64_t epochs = 0;  // the fit's epoch count
-  int64_t batch = 0;   // TrainBatchEnd: 0-based batch in the epoch
+  int64_t epoch = 0;                    // 0-based epoch the event belongs to
+  int64_t epochs = 0;                   // the fit's epoch count
+  int64_t batch = 0;                    // TrainBatchEnd: 0-based batch in the epoch
   std::vector<std::string> loss_names;  // box_loss, seg_loss, cls_loss, dfl_loss, sem_loss
   std::array<double, 5> loss_items{};   // the last step's items (TrainBatchEnd and after)
   std::array<double, 5> tloss{};        // the epoch's running mean of the items
   std::array<double, 8> metrics{};      // validation P R mAP50 mAP50-95 of boxes, then masks
   std::array<double, 5> val_losses{};
   double fitness = 0;
-  bool validated = false;               // metrics hold this epoch's validation
-  std::vector<double> lr;               // per parameter group
+  bool validated = false;  // metrics hold this epoch's validation
+  std::vector<double> lr;  // per parameter group
   std::string run_dir;
 };
 

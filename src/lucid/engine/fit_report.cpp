@@ -80,7 +80,8 @@ nlohmann::ordered_json make_fit_report(const FitReportInput& in) {
   h["ema"] = tensors_sha256(values(model::state_dict(*in.ema)), ema_trailer);
   h["step_losses"] = util::sha256_hex(losses.data(), losses.size() * sizeof(float));
   h["validation"] = doubles_sha256(validation.data(), validation.size());
-  r["scheduler"] = {{"lr", lr}, {"momentum", momentum}, {"accumulate", in.accumulate}, {"last_opt_step", in.last_opt_step}};
+  r["scheduler"] = {
+      {"lr", lr}, {"momentum", momentum}, {"accumulate", in.accumulate}, {"last_opt_step", in.last_opt_step}};
   r["validation"] = {{"metrics", in.metrics}, {"losses", in.losses}};
   r["replay"] = in.replay;
   if (!in.stage_times.is_null()) r["stage_times"] = in.stage_times;

@@ -29,7 +29,7 @@ void append_le(std::string& out, double v);
 struct FitReportInput {
   double fit_seconds = 0;  // from before model, data and trainer construction to the final epoch's commit
   double peak_allocated_mib = 0, peak_reserved_mib = 0;  // zeros on the CPU
-  int64_t epochs = 0;                                     // epochs finished
+  int64_t epochs = 0;                                    // epochs finished
   model::SegmentationModelImpl* model = nullptr;
   model::SegmentationModelImpl* ema = nullptr;
   int64_t ema_updates = 0;
@@ -40,7 +40,7 @@ struct FitReportInput {
   std::array<double, 8> metrics{};  // final validation: P R mAP50 mAP50-95 for boxes, then masks
   std::array<double, 5> losses{};   // final validation losses
   nlohmann::ordered_json replay = nlohmann::ordered_json::object();  // stage replay's own summary
-  nlohmann::ordered_json stage_times;  // util::StageClock::summary() with stage_times=True; else null
+  nlohmann::ordered_json stage_times;   // util::StageClock::summary() with stage_times=True; else null
   nlohmann::ordered_json kernel_times;  // util::KernelClock::stop() with kernel_times=N; else null
   nlohmann::ordered_json loader_wait;   // util::LoaderWaitClock::summary()
 };

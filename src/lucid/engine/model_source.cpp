@@ -15,10 +15,14 @@ namespace fs = std::filesystem;
 
 std::string kind_name(ModelFileKind kind) {
   switch (kind) {
-    case ModelFileKind::Yaml: return "model YAML";
-    case ModelFileKind::UltralyticsPt: return "Ultralytics checkpoint";
-    case ModelFileKind::Weights: return "lucid weights file";
-    case ModelFileKind::TrainingCheckpoint: return "lucid training checkpoint";
+    case ModelFileKind::Yaml:
+      return "model YAML";
+    case ModelFileKind::UltralyticsPt:
+      return "Ultralytics checkpoint";
+    case ModelFileKind::Weights:
+      return "lucid weights file";
+    case ModelFileKind::TrainingCheckpoint:
+      return "lucid training checkpoint";
   }
   return "";
 }
@@ -170,14 +174,16 @@ ModelFileKind detect_model_file(const std::string& option, const std::string& pa
   }
   if (!fs::is_regular_file(path, ec)) throw UserError(prefix(option, path) + "not a file");
   if (ext == ".pt2")
-    throw UserError(prefix(option, path) + "a compiled package (lucid export format=aoti) runs only in lucid predict and lucid bench predict; "
+    throw UserError(prefix(option, path) +
+                    "a compiled package (lucid export format=aoti) runs only in lucid predict and lucid bench predict; "
                     "give the weights it was exported from");
   if (model::is_torch_zip(path)) return ModelFileKind::UltralyticsPt;
   auto safetensors_kind = [&] {
     const auto header = model::read_safetensors_header(path);
     return header.metadata.count("lucid") ? ModelFileKind::TrainingCheckpoint : ModelFileKind::Weights;
   };
-  if (looks_like_safetensors(path) || ext == ".safetensors") return safetensors_kind();  // the reader says what is wrong
+  if (looks_like_safetensors(path) || ext == ".safetensors")
+    return safetensors_kind();  // the reader says what is wrong
   if (ext == ".pt" || ext == ".pth") {
     model::read_ultralytics_pt(path);  // says what is wrong with it
     return ModelFileKind::UltralyticsPt;
@@ -192,14 +198,22 @@ ModelSource read_model_source(const std::string& option, const std::string& path
   s.file = path;
   s.kind = detect_model_file(option, path);
   switch (s.kind) {
-    case ModelFileKind::Yaml: s.spec = config::load_model_spec(path); break;
-    case ModelFileKind::UltralyticsPt: read_pt(s, weights); break;
-    case ModelFileKind::TrainingCheckpoint: read_training_checkpoint(s, model::read_safetensors_header(path), weights); break;
-    case ModelFileKind::Weights: read_weights(s, model::read_safetensors_header(path), weights); break;
+    case ModelFileKind::Yaml:
+      s.spec = config::load_model_spec(path);
+      break;
+    case ModelFileKind::UltralyticsPt:
+      read_pt(s, weights);
+      break;
+    case ModelFileKind::TrainingCheckpoint:
+      read_training_checkpoint(s, model::read_safetensors_header(path), weights);
+      break;
+    case ModelFileKind::Weights:
+      read_weights(s, model::read_safetensors_header(path), weights);
+      break;
   }
   if (s.spec && !s.names.empty() && static_cast<int>(s.names.size()) != s.spec->nc)
-    throw UserError(path + ": " + std::to_string(s.names.size()) + " class names but the model has nc=" +
-                    std::to_string(s.spec->nc));
+    throw UserError(path + ": " + std::to_string(s.names.size()) +
+                    " class names but the model has nc=" + std::to_string(s.spec->nc));
   return s;
 }
 
@@ -208,7 +222,8 @@ InferenceModel load_inference_model(const std::string& option, const std::string
   out.source = read_model_source(option, path);
   auto& s = out.source;
   if (!s.has_weights())
-    throw UserError(prefix(option, path) + "a model YAML holds no trained weights; give a weights file (.pt, "
+    throw UserError(prefix(option, path) +
+                    "a model YAML holds no trained weights; give a weights file (.pt, "
                     ".safetensors)");
   out.model = model::SegmentationModel(s.require_spec());
   model::load_state(*out.model, s.weights, path);

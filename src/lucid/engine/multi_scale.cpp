@@ -11,7 +11,8 @@ int64_t multi_scale_size(int64_t imgsz, double multi_scale, int64_t stride, uint
                          int64_t batch_number) {
   const auto lo = std::max<int64_t>(stride, static_cast<int64_t>(static_cast<double>(imgsz) * (1.0 - multi_scale)));
   const auto hi = static_cast<int64_t>(static_cast<double>(imgsz) * (1.0 + multi_scale) + static_cast<double>(stride));
-  data::SampleRng rng(seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(batch_number), data::Purpose::MultiScale);
+  data::SampleRng rng(seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(batch_number),
+                      data::Purpose::MultiScale);
   return (lo + rng.below(hi - lo)) / stride * stride;
 }
 

@@ -30,11 +30,9 @@ Tensor keep_classes(const Tensor& rows, const std::vector<int64_t>& classes) {
 // Bilinear resize of (N, h, w) float maps to (N, H, W); N may be 0.
 Tensor resize_bilinear(const Tensor& maps, int64_t h, int64_t w) {
   if (maps.size(0) == 0) return torch::zeros({0, h, w}, maps.options().dtype(torch::kFloat32));
-  return F::interpolate(maps.to(torch::kFloat32).unsqueeze(0),
-                        F::InterpolateFuncOptions()
-                            .size(std::vector<int64_t>{h, w})
-                            .mode(torch::kBilinear)
-                            .align_corners(false))
+  return F::interpolate(
+             maps.to(torch::kFloat32).unsqueeze(0),
+             F::InterpolateFuncOptions().size(std::vector<int64_t>{h, w}).mode(torch::kBilinear).align_corners(false))
       .squeeze(0);
 }
 
@@ -69,8 +67,8 @@ Tensor nms(const Tensor& boxes, const Tensor& scores, double iou_threshold, int6
   // read back; the greedy pass runs on the host and stops after max_keep kept boxes.
   const int64_t budget = device.is_cuda() ? int64_t{1} << 25 : int64_t{1} << 22;  // IoU elements per chunk
   const int64_t chunk = std::clamp<int64_t>(budget / n, std::min<int64_t>(64, n), n);
-  auto bit_weights = torch::tensor({1, 2, 4, 8, 16, 32, 64, 128}, torch::TensorOptions().dtype(torch::kUInt8))
-                         .to(device);
+  auto bit_weights =
+      torch::tensor({1, 2, 4, 8, 16, 32, 64, 128}, torch::TensorOptions().dtype(torch::kUInt8)).to(device);
   std::vector<uint8_t> removed(n, 0);
   std::vector<int64_t> keep;
   for (int64_t start = 0; start < n; start += chunk) {
@@ -210,7 +208,7 @@ std::vector<Tensor> postprocess(const model::SegmentationModelImpl& model, const
 
 Tensor crop_mask(Tensor masks, const Tensor& boxes) {
   const int64_t h = masks.size(1), w = masks.size(2);
-  auto b = boxes.to(masks.device()).unsqueeze(2);  // (N, 4, 1)
+  auto b = boxes.to(masks.device()).unsqueeze(2);                                                       // (N, 4, 1)
   auto x1 = b.narrow(1, 0, 1), y1 = b.narrow(1, 1, 1), x2 = b.narrow(1, 2, 1), y2 = b.narrow(1, 3, 1);  // (N,1,1)
   auto opts = torch::TensorOptions().dtype(b.scalar_type()).device(masks.device());
   auto cols = torch::arange(w, opts).view({1, 1, w});
@@ -252,9 +250,10 @@ Tensor native_masks(const Tensor& logits, const Tensor& boxes, std::array<int64_
   // The input (4x the prototypes) holds the target letterboxed with padding `pad` on some axis;
   // upsampling by f first makes the half padding a whole number of pixels, so the cut is exact.
   const double gain = std::min(4.0 * mh / h, 4.0 * mw / w);
-  const int64_t pad = (4 * mh - std::max<int64_t>(py_round(h * gain), 1)) | (4 * mw - std::max<int64_t>(py_round(w * gain), 1));
+  const int64_t pad =
+      (4 * mh - std::max<int64_t>(py_round(h * gain), 1)) | (4 * mw - std::max<int64_t>(py_round(w * gain), 1));
   const int64_t f = 4 / std::gcd<int64_t>(4, pad | (pad / 2));
-  const Letterbox lb = fitted_letterbox({f * mh, f * mw}, shape);
+  const structures::RatioPad lb = fitted_letterbox({f * mh, f * mw}, shape);
   const int64_t step = std::max<int64_t>(1, 16'000'000 / (h * w + f * f * mh * mw));
   std::vector<Tensor> parts;
   for (int64_t i = 0; i < n; i += step) {
@@ -265,29 +264,11 @@ Tensor native_masks(const Tensor& logits, const Tensor& boxes, std::array<int64_
   return crop_mask(parts.size() == 1 ? parts[0] : torch::cat(parts), boxes.to(torch::kFloat32));
 }
 
-std::vector<MaskWindow> mask_windows(const Tensor& masks) {
-  const auto m = masks.to(torch::kCPU, torch::kUInt8).contiguous();
-  const int64_t n = m.size(0), h = m.size(1), w = m.size(2);
-  std::vector<MaskWindow> out(static_cast<size_t>(n));
-  if (n == 0 || h == 0 || w == 0) return out;
-  // Rows and columns holding any pixel of each mask bound its window.
-  const auto rows = m.amax(2).to(torch::kBool), cols = m.amax(1).to(torch::kBool);
-  for (int64_t i = 0; i < n; ++i) {
-    const auto ys = rows[i].nonzero(), xs = cols[i].nonzero();
-    if (ys.numel() == 0) continue;
-    const int64_t y0 = ys[0][0].item<int64_t>(), y1 = ys[-1][0].item<int64_t>() + 1;
-    const int64_t x0 = xs[0][0].item<int64_t>(), x1 = xs[-1][0].item<int64_t>() + 1;
-    out[static_cast<size_t>(i)].x0 = static_cast<int>(x0);
-    out[static_cast<size_t>(i)].y0 = static_cast<int>(y0);
-    out[static_cast<size_t>(i)].pixels = m[i].slice(0, y0, y1).slice(1, x0, x1).clone();  // not a view of the chunk
-  }
-  return out;
-}
-
-Letterbox fitted_letterbox(std::array<int64_t, 2> input, std::array<int64_t, 2> orig) {
+structures::RatioPad fitted_letterbox(std::array<int64_t, 2> input, std::array<int64_t, 2> orig) {
   const double gain = std::min(static_cast<double>(input[0]) / orig[0], static_cast<double>(input[1]) / orig[1]);
-  const int64_t new_h = std::max<int64_t>(py_round(orig[0] * gain), 1), new_w = std::max<int64_t>(py_round(orig[1] * gain), 1);
-  Letterbox lb;
+  const int64_t new_h = std::max<int64_t>(py_round(orig[0] * gain), 1),
+                new_w = std::max<int64_t>(py_round(orig[1] * gain), 1);
+  structures::RatioPad lb;
   lb.gain_h = static_cast<double>(new_h) / orig[0];
   lb.gain_w = static_cast<double>(new_w) / orig[1];
   lb.pad_w = static_cast<double>(py_round(static_cast<double>(input[1] - new_w) / 2 - 0.1));
@@ -295,7 +276,7 @@ Letterbox fitted_letterbox(std::array<int64_t, 2> input, std::array<int64_t, 2> 
   return lb;
 }
 
-Tensor scale_boxes(const Tensor& boxes, const Letterbox& lb, std::array<int64_t, 2> orig) {
+Tensor scale_boxes(const Tensor& boxes, const structures::RatioPad& lb, std::array<int64_t, 2> orig) {
   // Column by column with scalars, as the reference's in-place updates.
   auto b = boxes.to(torch::kFloat32).clone();
   for (int64_t k = 0; k < 4; ++k) {
@@ -307,7 +288,7 @@ Tensor scale_boxes(const Tensor& boxes, const Letterbox& lb, std::array<int64_t,
   return b;
 }
 
-Tensor scale_masks(const Tensor& masks, const Letterbox& lb, std::array<int64_t, 2> orig) {
+Tensor scale_masks(const Tensor& masks, const structures::RatioPad& lb, std::array<int64_t, 2> orig) {
   const int64_t h = masks.size(1), w = masks.size(2);
   if (h == orig[0] && w == orig[1]) return masks.to(torch::kFloat32);
   const int64_t top = py_round(lb.pad_h - 0.1), left = py_round(lb.pad_w - 0.1);

@@ -16,6 +16,8 @@
 #include <optional>
 #include <vector>
 
+#include "lucid/structures/letterbox.h"
+
 namespace lucid::model {
 class SegmentationModelImpl;
 struct HeadOutputs;
@@ -26,15 +28,15 @@ namespace lucid::engine {
 using torch::Tensor;
 
 struct NmsOptions {
-  double conf = 0.001;      // candidates need a class score > conf
-  double iou = 0.7;         // suppress IoU > iou
-  int64_t max_det = 300;    // kept per image
-  bool multi_label = true;  // one row per (box, class) above conf; only when nc > 1
-  bool agnostic = false;    // no class offset
-  int64_t max_nms = 30000;  // candidates entering NMS, by confidence
-  double max_wh = 7680;     // class offset per class id
-  int64_t nc = 0;           // classes; 0: every channel after the 4 box channels is a class
-  bool xywh = true;         // input boxes are centre/size (the one-to-many decode), else xyxy
+  double conf = 0.001;           // candidates need a class score > conf
+  double iou = 0.7;              // suppress IoU > iou
+  int64_t max_det = 300;         // kept per image
+  bool multi_label = true;       // one row per (box, class) above conf; only when nc > 1
+  bool agnostic = false;         // no class offset
+  int64_t max_nms = 30000;       // candidates entering NMS, by confidence
+  double max_wh = 7680;          // class offset per class id
+  int64_t nc = 0;                // classes; 0: every channel after the 4 box channels is a class
+  bool xywh = true;              // input boxes are centre/size (the one-to-many decode), else xyxy
   std::vector<int64_t> classes;  // keep only these classes (empty: all)
 };
 
@@ -93,41 +95,20 @@ Tensor process_mask_native(const Tensor& protos, const Tensor& coefs, const Tens
 // its own row alone, so rows may be done a chunk at a time.
 Tensor native_masks(const Tensor& logits, const Tensor& boxes, std::array<int64_t, 2> shape);
 
-// Where the original image sits in the letterboxed input, as the reference's ratio_pad: input x =
-// original x * gain_w + pad_w, input y = original y * gain_h + pad_h, a gain per axis (each side of
-// the image is resized and rounded on its own) and the left and top padding in whole input pixels.
-struct Letterbox {
-  double gain_h = 1.0, gain_w = 1.0;
-  double pad_w = 0.0, pad_h = 0.0;
-};
-
 // The letterbox the reference's scale_boxes assumes without a ratio_pad: the original image of size
 // orig = {h, w} fitted into an input of size input = {H, W} (one ratio, each side rounded, at least
 // 1 pixel; the gains those sides over the original ones) and centred (padding round(pad - 0.1)).
-Letterbox fitted_letterbox(std::array<int64_t, 2> input, std::array<int64_t, 2> orig);
+structures::RatioPad fitted_letterbox(std::array<int64_t, 2> input, std::array<int64_t, 2> orig);
 
 // Boxes (N, 4) xyxy from input pixels to original-image pixels (pad removed, divided by the gain of
 // each axis, clipped to the image of size orig = {h, w}). Returns a new tensor.
-Tensor scale_boxes(const Tensor& boxes, const Letterbox& lb, std::array<int64_t, 2> orig);
+Tensor scale_boxes(const Tensor& boxes, const structures::RatioPad& lb, std::array<int64_t, 2> orig);
 
 // Masks (N, H, W) of the input to the original image, as the reference's scale_masks: the image's
 // part of the input cut out (from the top/left padding, round(orig side * gain) pixels) and resized
 // bilinearly to orig = {h, w}; unchanged (as FP32) when already of that size. Returns FP32 values;
 // the reference's saved masks take the integer part (.byte()), drawn ones > 0.5.
-Tensor scale_masks(const Tensor& masks, const Letterbox& lb, std::array<int64_t, 2> orig);
-
-// One instance's mask at image resolution, kept as the smallest window of the image holding all of
-// its pixels: a mask costs its own extent, not the whole image. Empty masks have no pixels.
-struct MaskWindow {
-  int x0 = 0, y0 = 0;  // top-left of the window in image pixels
-  Tensor pixels;       // (h, w) uint8 0/1, contiguous, CPU; undefined when the mask is empty
-  bool empty() const { return !pixels.defined(); }
-  int height() const { return empty() ? 0 : static_cast<int>(pixels.size(0)); }
-  int width() const { return empty() ? 0 : static_cast<int>(pixels.size(1)); }
-};
-
-// The window of each mask of (N, H, W) uint8 masks (copied to the CPU).
-std::vector<MaskWindow> mask_windows(const Tensor& masks);
+Tensor scale_masks(const Tensor& masks, const structures::RatioPad& lb, std::array<int64_t, 2> orig);
 
 // (x, y, w, h) centre boxes -> (x1, y1, x2, y2), along the last dimension.
 Tensor xywh2xyxy(const Tensor& x);

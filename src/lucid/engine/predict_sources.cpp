@@ -192,7 +192,8 @@ bool expand(const std::string& entry, const std::string& where, const fs::path& 
       if (it->is_regular_file(e)) {
         found.push_back(it->path().string());
       } else if (e) {
-        std::fprintf(stderr, "warning: %s: cannot be examined (%s); skipped\n", it->path().c_str(), e.message().c_str());
+        std::fprintf(stderr, "warning: %s: cannot be examined (%s); skipped\n", it->path().c_str(),
+                     e.message().c_str());
         ++out.skipped;
       }
     }
@@ -261,31 +262,36 @@ PredictSources list_predict_sources(const std::string& source) {
                         list_dir.string() + ")");
       const bool single = entry.find('*') == std::string::npos && !is_dir(absolute(entry));
       if (single && !is_image(listing.files.back()) && !is_video(listing.files.back())) {
-        std::fprintf(stderr, "warning: %s: %s is neither an image nor a video file; skipped\n", at.c_str(), entry.c_str());
+        std::fprintf(stderr, "warning: %s: %s is neither an image nor a video file; skipped\n", at.c_str(),
+                     entry.c_str());
         listing.files.pop_back();
         ++listing.skipped;
-      } else if (!single && std::none_of(listing.files.begin() + static_cast<std::ptrdiff_t>(before), listing.files.end(),
-                                         [](const std::string& f) { return is_image(f) || is_video(f); })) {
+      } else if (!single &&
+                 std::none_of(listing.files.begin() + static_cast<std::ptrdiff_t>(before), listing.files.end(),
+                              [](const std::string& f) { return is_image(f) || is_video(f); })) {
         std::fprintf(stderr, "warning: %s: %s holds no image or video file\n", at.c_str(), entry.c_str());
       }
     }
   } else {
     if (!expand(source, where, {}, listing)) throw UserError(where + ": no such file or folder");
     if (source.find('*') == std::string::npos && !is_dir(absolute(source)) && !is_image(source) && !is_video(source))
-      throw UserError(where + ": not an image or video file by its extension (images: avif bmp dng heic heif jp2 "
+      throw UserError(where +
+                      ": not an image or video file by its extension (images: avif bmp dng heic heif jp2 "
                       "jpeg jpg mpo png tif tiff webp; videos: asf avi gif m4v mkv mov mp4 mpeg mpg ts wmv webm)");
   }
 
   PredictSources out;
   out.skipped = listing.skipped;
   for (auto& f : listing.files) {
-    if (is_image(f)) out.images.push_back(f);
-    else if (is_video(f)) out.videos.push_back(f);
+    if (is_image(f))
+      out.images.push_back(f);
+    else if (is_video(f))
+      out.videos.push_back(f);
   }
   if (out.images.empty() && out.videos.empty()) {
-    const char* what = list_file                                   ? "no image or video files in the list"
-                       : source.find('*') != std::string::npos     ? "no image or video files match"
-                                                                   : "no image or video files in the folder";
+    const char* what = list_file                               ? "no image or video files in the list"
+                       : source.find('*') != std::string::npos ? "no image or video files match"
+                                                               : "no image or video files in the folder";
     throw UserError(where + ": " + what);
   }
   return out;

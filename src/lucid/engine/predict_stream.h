@@ -15,7 +15,7 @@
 namespace lucid::engine {
 
 struct PredictItem {
-  size_t source = 0;   // index into paths(): images first, then videos
+  size_t source = 0;  // index into paths(): images first, then videos
   bool video = false;
   int64_t frame = 0;   // videos: the number of this predicted frame, from 1
   int64_t frames = 0;  // videos: frames to predict, the frame count / vid_stride (0: unknown)

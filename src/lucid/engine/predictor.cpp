@@ -19,8 +19,10 @@ PredictLetterbox predict_letterbox(int orig_h, int orig_w, int imgsz, int stride
   lb.resized_h = std::max(static_cast<int>(std::nearbyint(orig_h * lb.ratio)), 1);
   lb.pad_w = static_cast<double>((imgsz - lb.resized_w) % stride) / 2;
   lb.pad_h = static_cast<double>((imgsz - lb.resized_h) % stride) / 2;
-  const int top = static_cast<int>(std::nearbyint(lb.pad_h - 0.1)), bottom = static_cast<int>(std::nearbyint(lb.pad_h + 0.1));
-  const int left = static_cast<int>(std::nearbyint(lb.pad_w - 0.1)), right = static_cast<int>(std::nearbyint(lb.pad_w + 0.1));
+  const int top = static_cast<int>(std::nearbyint(lb.pad_h - 0.1)),
+            bottom = static_cast<int>(std::nearbyint(lb.pad_h + 0.1));
+  const int left = static_cast<int>(std::nearbyint(lb.pad_w - 0.1)),
+            right = static_cast<int>(std::nearbyint(lb.pad_w + 0.1));
   lb.height = lb.resized_h + top + bottom;
   lb.width = lb.resized_w + left + right;
   return lb;
@@ -33,7 +35,8 @@ namespace {
 Tensor letterboxed_input(const data::Image& image, const PredictLetterbox& lb) {
   const int uw = lb.resized_w, uh = lb.resized_h;
   const data::Image resized = (uw != image.width || uh != image.height) ? data::resize_linear(image, uw, uh) : image;
-  const int top = static_cast<int>(std::nearbyint(lb.pad_h - 0.1)), left = static_cast<int>(std::nearbyint(lb.pad_w - 0.1));
+  const int top = static_cast<int>(std::nearbyint(lb.pad_h - 0.1)),
+            left = static_cast<int>(std::nearbyint(lb.pad_w - 0.1));
   auto input = torch::full({lb.height, lb.width, 3}, 114, torch::kUInt8);
   auto src = torch::from_blob(const_cast<uint8_t*>(resized.pixels.data()), {uh, uw, resized.channels}, torch::kUInt8);
   input.narrow(0, top, uh).narrow(1, left, uw).copy_(src.narrow(2, 0, 3));
@@ -45,15 +48,15 @@ Tensor letterboxed_input(const data::Image& image, const PredictLetterbox& lb) {
 // retina_masks) and n windows as large as the image: with conf=0 and a huge max_det that is
 // thousands of planes. Refused before anything is allocated when it passes the memory available.
 void require_memory_for_masks(int64_t n, int64_t plane_pixels, int64_t image_pixels, const PredictOptions& o) {
-  const uint64_t need = static_cast<uint64_t>(n) * (static_cast<uint64_t>(plane_pixels) * 4 + static_cast<uint64_t>(image_pixels));
+  const uint64_t need =
+      static_cast<uint64_t>(n) * (static_cast<uint64_t>(plane_pixels) * 4 + static_cast<uint64_t>(image_pixels));
   const uint64_t available = util::available_memory_bytes();
   if (available == 0 || need <= available) return;
   char conf[32];
   std::snprintf(conf, sizeof conf, "%g", o.conf);
-  throw UserError("predict: the " + std::to_string(n) + " detections kept at conf=" + conf +
-                  " max_det=" + std::to_string(o.max_det) + " need up to " + std::to_string(need) +
-                  " bytes for their masks, but " + std::to_string(available) +
-                  " bytes are available; raise conf= or lower max_det=");
+  throw UserError("predict: the " + std::to_string(n) + " detections kept at conf=" + conf + " max_det=" +
+                  std::to_string(o.max_det) + " need up to " + std::to_string(need) + " bytes for their masks, but " +
+                  std::to_string(available) + " bytes are available; raise conf= or lower max_det=");
 }
 
 Prediction image_prediction(const Tensor& det, const Tensor& proto, const PredictLetterbox& lb, int h0, int w0,
@@ -61,7 +64,7 @@ Prediction image_prediction(const Tensor& det, const Tensor& proto, const Predic
   const std::array<int64_t, 2> input{lb.height, lb.width}, orig{h0, w0};
   // The reference maps boxes and masks back without a ratio_pad: the letterbox of the original size
   // in the input's, each side rounded on its own.
-  const Letterbox back = fitted_letterbox(input, orig);
+  const structures::RatioPad back = fitted_letterbox(input, orig);
   auto boxes_in = det.narrow(1, 0, 4);
   auto coefs = det.narrow(1, 6, det.size(1) - 6);
   auto boxes = scale_boxes(boxes_in, back, orig);
@@ -80,13 +83,13 @@ Prediction image_prediction(const Tensor& det, const Tensor& proto, const Predic
   // At the original resolution a chunk of detections at a time, each mask kept as its window; every
   // mask is computed on its own, so the chunk size does not change a pixel.
   const int64_t chunk = std::max<int64_t>(1, o.mask_chunk_pixels / std::max<int64_t>(int64_t(h0) * w0, 1));
-  std::vector<MaskWindow> windows;
+  std::vector<structures::MaskWindow> windows;
   windows.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; i += chunk) {
     const int64_t k = std::min(chunk, n - i);
     Tensor masks = o.retina_masks ? native_masks(logits.narrow(0, i, k), boxes.narrow(0, i, k), orig)
                                   : scale_masks(in_masks.narrow(0, i, k), back, orig).gt(0.5).to(torch::kUInt8);
-    for (auto& w : mask_windows(masks)) windows.push_back(std::move(w));
+    for (auto& w : structures::mask_windows(masks)) windows.push_back(std::move(w));
   }
   // Detections whose mask is empty are dropped, as in the reference.
   std::vector<int64_t> kept;
@@ -119,8 +122,10 @@ std::vector<Prediction> predict_images(Network& network, std::span<const data::I
     auto g = std::find_if(groups.begin(), groups.end(), [&](const std::vector<size_t>& members) {
       return lbs[members[0]].height == lbs[i].height && lbs[members[0]].width == lbs[i].width;
     });
-    if (g == groups.end()) groups.push_back({i});
-    else g->push_back(i);
+    if (g == groups.end())
+      groups.push_back({i});
+    else
+      g->push_back(i);
   }
   NmsOptions nms;
   nms.conf = o.conf;
@@ -145,8 +150,8 @@ std::vector<Prediction> predict_images(Network& network, std::span<const data::I
     const auto dets = network_detections(network, out, nms);
     for (size_t k = 0; k < members.size(); ++k) {
       const size_t i = members[k];
-      predictions[i] = image_prediction(dets[k], out.proto[static_cast<int64_t>(k)], lbs[i], images[i].height,
-                                        images[i].width, o);
+      predictions[i] =
+          image_prediction(dets[k], out.proto[static_cast<int64_t>(k)], lbs[i], images[i].height, images[i].width, o);
     }
   }
   return predictions;

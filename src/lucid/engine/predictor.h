@@ -16,6 +16,7 @@
 
 #include "lucid/data/image_io.h"
 #include "lucid/engine/postprocess.h"
+#include "lucid/structures/mask_window.h"
 #include "lucid/util/error.h"
 
 namespace lucid::model {
@@ -44,10 +45,10 @@ struct PredictOptions {
 
 struct Prediction {
   int orig_h = 0, orig_w = 0;
-  Tensor boxes;  // (n, 4) xyxy in original-image pixels, FP32, CPU
-  Tensor conf;   // (n)
-  Tensor cls;    // (n) int64
-  std::vector<MaskWindow> masks;  // n windows of the original image, none empty
+  Tensor boxes;                               // (n, 4) xyxy in original-image pixels, FP32, CPU
+  Tensor conf;                                // (n)
+  Tensor cls;                                 // (n) int64
+  std::vector<structures::MaskWindow> masks;  // n windows of the original image, none empty
 };
 
 // Letterbox of one image for prediction: the padded size (multiples of `stride` around the resized
@@ -84,8 +85,9 @@ std::vector<Prediction> predict_images(Network& network, std::span<const data::I
 class NonFiniteOutputs : public UserError {
  public:
   NonFiniteOutputs()
-      : UserError("every candidate the network outputs holds NaN or infinite values (its weights overflow in "
-                  "float32); nothing can be predicted") {}
+      : UserError(
+            "every candidate the network outputs holds NaN or infinite values (its weights overflow in "
+            "float32); nothing can be predicted") {}
 };
 
 // The outline of the largest 8-connected region of a binary mask (h x w, nonzero = inside) as the

@@ -8,7 +8,10 @@
 namespace lucid::engine {
 
 Progress::Progress(std::string header, int64_t total, Style style)
-    : header_(std::move(header)), total_(total), style_(style), tty_(::isatty(STDOUT_FILENO) != 0),
+    : header_(std::move(header)),
+      total_(total),
+      style_(style),
+      tty_(::isatty(STDOUT_FILENO) != 0),
       start_(std::chrono::steady_clock::now()) {
   if (style_ == Style::kHeaderInline && tty_)
     std::printf("\r%s:%s\033[K", header_.c_str(), tail(0).c_str());

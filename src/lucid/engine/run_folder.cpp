@@ -47,18 +47,19 @@ std::string escaped(const std::string& v) {
 
 void check_run_name(const std::string& name) {
   if (has_control_character(name))
-    throw UserError("option name=" + escaped(name) + ": a run name may not hold control characters (newline, tab, ...)");
+    throw UserError("option name=" + escaped(name) +
+                    ": a run name may not hold control characters (newline, tab, ...)");
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
-    throw UserError("option name=" + name + ": a run name is one folder name inside project= (not empty, not . or .., " +
-                    "no /)");
+    throw UserError("option name=" + name +
+                    ": a run name is one folder name inside project= (not empty, not . or .., " + "no /)");
 }
 
 // A YAML scalar that reads back as the same string: quoted (single quotes doubled) where plain
 // YAML would read it otherwise. The record's None is YAML's null, as the reference writes it.
 std::string yaml_scalar(const std::string& v) {
   if (v == "None") return "null";
-  const bool plain = !v.empty() && v.find_first_of(":#{}[],&*!|>'\"%@`") == std::string::npos && v.front() != ' ' &&
-                     v.back() != ' ';
+  const bool plain =
+      !v.empty() && v.find_first_of(":#{}[],&*!|>'\"%@`") == std::string::npos && v.front() != ' ' && v.back() != ' ';
   if (plain) return v;
   std::string out = "'";
   for (char c : v) out += c == '\'' ? std::string("''") : std::string(1, c);
@@ -69,7 +70,9 @@ std::string args_line(const std::string& key, const std::string& value) { return
 
 // The record's file of a key: the reference's keys in args.yaml (which the reference's cfg= loads),
 // lucid's own in lucid_args.yaml.
-const char* record_file(const std::string& key) { return config::reference_keys().count(key) ? kArgsFile : kLucidArgsFile; }
+const char* record_file(const std::string& key) {
+  return config::reference_keys().count(key) ? kArgsFile : kLucidArgsFile;
+}
 
 // A resume may record a new value of these (epochs, device) before its first checkpoint: args.yaml
 // then holds it while the checkpoint still holds the old one.
@@ -85,8 +88,9 @@ void refuse_control_characters(const nlohmann::ordered_json& record) {
     if (!it.value().is_string()) continue;
     const auto& v = it.value().get_ref<const std::string&>();
     if (has_control_character(v))
-      throw UserError("option " + it.key() + "=" + escaped(v) +
-                      ": holds a control character (newline, tab, ...); the run's records keep each option on one line");
+      throw UserError(
+          "option " + it.key() + "=" + escaped(v) +
+          ": holds a control character (newline, tab, ...); the run's records keep each option on one line");
   }
 }
 
@@ -118,8 +122,8 @@ RunFolderLock::RunFolderLock(const fs::path& run_dir) {
     ::close(fd_);
     fd_ = -1;
     if (err == EWOULDBLOCK)
-      throw UserError(run_dir.string() + ": another lucid train is writing into this run folder (it holds " + kLockFile +
-                      "); wait for it to end, or choose another name= (or leave exist_ok=False)");
+      throw UserError(run_dir.string() + ": another lucid train is writing into this run folder (it holds " +
+                      kLockFile + "); wait for it to end, or choose another name= (or leave exist_ok=False)");
     throw UserError(path.string() + ": cannot lock the run folder: " + std::strerror(err));
   }
 }
@@ -150,7 +154,8 @@ void write_args_yaml(const fs::path& run_dir, const nlohmann::ordered_json& reco
   for (const char* file : {kLucidArgsFile, kArgsFile})
     util::write_atomically((run_dir / file).string(), [&](std::ostream& out) {
       for (auto it = record.begin(); it != record.end(); ++it)
-        if (std::string(record_file(it.key())) == file) out << args_line(it.key(), it.value().get<std::string>()) << "\n";
+        if (std::string(record_file(it.key())) == file)
+          out << args_line(it.key(), it.value().get<std::string>()) << "\n";
     });
 }
 
@@ -191,7 +196,8 @@ fs::path resume_run_dir(const std::string& checkpoint, const LoopState& state) {
   const auto refuse = [&](const std::string& why) {
     return UserError(checkpoint + ": the checkpoint is not inside its run folder (" + why +
                      "); resume continues a run in the folder it was started in. To start a new run from these "
-                     "weights, use model=" + checkpoint + " instead of resume=");
+                     "weights, use model=" +
+                     checkpoint + " instead of resume=");
   };
   if (p.parent_path().filename() != "weights") throw refuse("it is not in a weights/ folder");
   std::ifstream in(run / kArgsFile);
@@ -212,14 +218,15 @@ void require_last_checkpoint(const std::string& checkpoint, const fs::path& run_
   if (fs::equivalent(checkpoint, last, ec)) return;
   std::string last_epoch;
   try {
-    if (fs::exists(last, ec)) last_epoch = ", whose last checkpoint is at epoch " + std::to_string(read_checkpoint_state(last.string()).epoch);
+    if (fs::exists(last, ec))
+      last_epoch = ", whose last checkpoint is at epoch " + std::to_string(read_checkpoint_state(last.string()).epoch);
   } catch (const UserError&) {
   }
   throw UserError("option resume=" + checkpoint + ": an earlier checkpoint (epoch " + std::to_string(state.epoch) +
                   ") of run " + run_dir.string() + last_epoch +
                   "; resume continues a run only from its weights/last.safetensors, so nothing the run wrote is "
-                  "overwritten: resume=" + last.string() + " continues the run, model=" + checkpoint +
-                  " trains a new run from these weights");
+                  "overwritten: resume=" +
+                  last.string() + " continues the run, model=" + checkpoint + " trains a new run from these weights");
 }
 
 }  // namespace lucid::engine

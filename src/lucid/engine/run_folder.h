@@ -46,14 +46,16 @@ void write_args_yaml(const std::filesystem::path& run_dir, const nlohmann::order
 bool update_args_yaml(const std::filesystem::path& run_dir, const nlohmann::ordered_json& record);
 
 // The run folder a checkpoint resumes into: <run>/weights/<file> where <run>/args.yaml holds the
-// checkpoint's options (but epochs and device, which a resume may change). Anything else (a checkpoint copied elsewhere, or into another run's folder)
-// is refused, naming the checkpoint and how to start a new run from its weights.
+// checkpoint's options (but epochs and device, which a resume may change). Anything else (a checkpoint copied
+// elsewhere, or into another run's folder) is refused, naming the checkpoint and how to start a new run from its
+// weights.
 std::filesystem::path resume_run_dir(const std::string& checkpoint, const LoopState& state);
 
 // A resume continues a run only from <run>/weights/last.safetensors: from an earlier checkpoint
 // (epochN, best) it would train again over the epochs after it and overwrite the run's last, best
 // and logs. Refuses any other checkpoint of the run, saying how to continue the run (its last) or
 // train a new run from that checkpoint's weights (model=).
-void require_last_checkpoint(const std::string& checkpoint, const std::filesystem::path& run_dir, const LoopState& state);
+void require_last_checkpoint(const std::string& checkpoint, const std::filesystem::path& run_dir,
+                             const LoopState& state);
 
 }  // namespace lucid::engine

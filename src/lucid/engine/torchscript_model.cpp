@@ -33,7 +33,9 @@ TorchScriptModel::TorchScriptModel(const std::string& option, const std::string&
   try {
     module_ = torch::jit::load(path, device, extra);
   } catch (const std::exception&) {
-    throw UserError(what_ + ": not a TorchScript archive this LibTorch loads (export it again with lucid export format=torchscript)");
+    throw UserError(
+        what_ +
+        ": not a TorchScript archive this LibTorch loads (export it again with lucid export format=torchscript)");
   }
   module_.eval();
   nlohmann::json meta;
@@ -57,7 +59,8 @@ TorchScriptModel::TorchScriptModel(const std::string& option, const std::string&
     dynamic_ = truthy(args, "dynamic");
     rows_ = truthy(meta, "end2end") || truthy(args, "nms");
   } catch (const std::exception&) {
-    throw UserError(what_ + ": its config.txt is not a segmentation model's export metadata (names, imgsz, batch, "
+    throw UserError(what_ +
+                    ": its config.txt is not a segmentation model's export metadata (names, imgsz, batch, "
                     "stride, task segment): export it with lucid export format=torchscript");
   }
   if (imgsz_ < 32 || batch_ < 1 || stride_ < 1)
@@ -73,8 +76,9 @@ NetworkOutputs TorchScriptModel::run(const Tensor& images, int64_t, bool) {
   if (images.dim() != 4 || images.size(1) != 3)
     throw UserError(what_ + ": inputs are (batch, 3, H, W), not " + c10::str(images.sizes()));
   if (!dynamic_ && (images.size(2) != imgsz_ || images.size(3) != imgsz_))
-    throw UserError(what_ + ": the file takes inputs (" + std::to_string(batch_) + ", 3, " + std::to_string(imgsz_) + ", " +
-                    std::to_string(imgsz_) + ") (exported without dynamic=True), not " + c10::str(images.sizes()));
+    throw UserError(what_ + ": the file takes inputs (" + std::to_string(batch_) + ", 3, " + std::to_string(imgsz_) +
+                    ", " + std::to_string(imgsz_) + ") (exported without dynamic=True), not " +
+                    c10::str(images.sizes()));
   torch::NoGradGuard no_grad;
   const int64_t n = images.size(0);
   const int64_t step = dynamic_ ? n : batch_;
@@ -82,7 +86,8 @@ NetworkOutputs TorchScriptModel::run(const Tensor& images, int64_t, bool) {
   for (int64_t i = 0; i < n; i += step) {
     const int64_t k = std::min(step, n - i);
     auto chunk = images.narrow(0, i, k).to(device_, dtype_);
-    if (k < step) chunk = torch::cat({chunk, torch::zeros({step - k, 3, chunk.size(2), chunk.size(3)}, chunk.options())});
+    if (k < step)
+      chunk = torch::cat({chunk, torch::zeros({step - k, 3, chunk.size(2), chunk.size(3)}, chunk.options())});
     c10::IValue out;
     try {
       out = module_.forward({chunk.contiguous()});

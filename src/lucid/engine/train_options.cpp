@@ -49,7 +49,8 @@ std::string format_batch(const BatchOption& b) {
 
 // The run's inputs: dataset, model, weights, options file, length and input size.
 void declare_inputs(config::FieldList<S>& f) {
-  f.text("data", "", "dataset YAML or COCO JSON (default: the embedded synthetic dataset); recorded as an absolute path")
+  f.text("data", "",
+         "dataset YAML or COCO JSON (default: the embedded synthetic dataset); recorded as an absolute path")
       .resolve([](const S&) { return data::default_synth_yaml(); })
       .adjust([](const S&, std::string v) { return absolute_dataset(v); })
       .to(&S::data)
@@ -73,15 +74,17 @@ void declare_inputs(config::FieldList<S>& f) {
       .to(&S::epochs)
       .to(&S::schedule, &ScheduleOptions::epochs)
       .to(&S::loss, &LossOptions::epochs);
-  f.number("time", "",
-           "hours to train, overriding epochs (default 0: off): after each epoch epochs = ceil(time * 3600 / mean epoch "
-           "time) and the schedule is stretched to it; training also stops once the time is up; with resume=, "
-           "the new budget")
+  f.number(
+       "time", "",
+       "hours to train, overriding epochs (default 0: off): after each epoch epochs = ceil(time * 3600 / mean epoch "
+       "time) and the schedule is stretched to it; training also stops once the time is up; with resume=, "
+       "the new budget")
       .min(0)
       .resolve([](const S&) { return 0.0; })
       .role(Role::Adjustable)
       .to(&S::time);
-  f.integer("imgsz", "", "training image size, rounded up to a multiple of 32 (default 640; 160 for the synthetic dataset)")
+  f.integer("imgsz", "",
+            "training image size, rounded up to a multiple of 32 (default 640; 160 for the synthetic dataset)")
       .range(1, config::kMaxImgsz)
       .resolve([](const S& s) { return s.synthetic ? 160LL : 640LL; })
       .adjust([](const S&, long long v) { return config::stride_multiple(v); })
@@ -91,7 +94,9 @@ void declare_inputs(config::FieldList<S>& f) {
                        "memory, a fraction in (0, 1): AutoBatch at that fraction (on the CPU: 16, with a warning); "
                        "recorded as the batch chosen",
                        parse_batch, format_batch, {"0", "-2", "1.5", "x", std::to_string(config::kMaxBatch + 1)})
-      .resolve([](const S& s) { return BatchOption{s.synthetic ? 8 : 16, 0}; })
+      .resolve([](const S& s) {
+        return BatchOption{s.synthetic ? 8 : 16, 0};
+      })
       .to(&S::batch_option)
       .also([](S& s, const BatchOption& b) {
         s.loader.batch = static_cast<int>(b.count);
@@ -131,18 +136,22 @@ void declare_inputs(config::FieldList<S>& f) {
 
 // Where the fit runs and how its data is read and held.
 void declare_devices_and_data(config::FieldList<S>& f) {
-  f.text("device", "", "cpu, cuda, cuda:N, N, or GPUs 0,1,... for one training process each (default: cuda:0 if usable, else cpu); with resume=, where it goes on")
+  f.text("device", "",
+         "cpu, cuda, cuda:N, N, or GPUs 0,1,... for one training process each (default: cuda:0 if usable, else cpu); "
+         "with resume=, where it goes on")
       .resolve([](const S&) { return util::device_name(""); })
       // GPUs 0,1,... (one training process each, dist/launcher.h) are kept as given.
       .adjust([](const S&, std::string v) { return v.find(',') != std::string::npos ? v : util::device_name(v); })
       .refuses({"gpu"})
       .role(Role::Adjustable)
       .to(&S::device);
-  f.integer("world", "1", "training processes on this host for device=cpu (data parallel over Gloo; batch is the global batch)")
+  f.integer("world", "1",
+            "training processes on this host for device=cpu (data parallel over Gloo; batch is the global batch)")
       .range(1, 4096)
       .to(&S::world);
   f.flag("sync_bn", "False", "data parallel: BatchNorm statistics over the global batch").to(&S::sync_bn);
-  f.integer("dist_timeout", "1800", "data parallel: seconds any collective waits for the other ranks before the run stops")
+  f.integer("dist_timeout", "1800",
+            "data parallel: seconds any collective waits for the other ranks before the run stops")
       .range(1, 7 * 24 * 3600)
       .role(Role::Execution)
       .to(&S::dist_timeout);
@@ -165,7 +174,8 @@ void declare_optimization(config::FieldList<S>& f) {
   f.choice("optimizer", "auto", "auto, SGD, MuSGD, AdamW, Adam, Adamax, NAdam, RAdam or RMSprop",
            {"auto", "SGD", "AdamW", "MuSGD", "Adam", "Adamax", "NAdam", "RAdam", "RMSprop"})
       .to(&S::optimizer, &OptimizerSettings::name);
-  f.integer("seed", "0", "random seed").range(0, std::numeric_limits<long long>::max())
+  f.integer("seed", "0", "random seed")
+      .range(0, std::numeric_limits<long long>::max())
       .to(&S::seed)
       .to(&S::loader, &LoaderOptions::seed);
   f.flag("deterministic", "True", "deterministic algorithms").to(&S::deterministic);
@@ -213,7 +223,9 @@ void declare_augmentation(config::FieldList<S>& f) {
   f.integer("close_mosaic", "10", "turn mosaic off for the last N epochs (epoch >= epochs - N)")
       .range(0, kInt)
       .to(&S::close_mosaic);
-  f.number("mosaic", "1.0", "mosaic probability").fraction().to(&S::loader, &LoaderOptions::aug, &AugmentOptions::mosaic);
+  f.number("mosaic", "1.0", "mosaic probability")
+      .fraction()
+      .to(&S::loader, &LoaderOptions::aug, &AugmentOptions::mosaic);
   f.number("mixup", "0.0", "MixUp probability: blend with a second augmented image, weight Beta(32, 32)")
       .fraction()
       .to(&S::loader, &LoaderOptions::aug, &AugmentOptions::mixup);
@@ -230,7 +242,9 @@ void declare_augmentation(config::FieldList<S>& f) {
         s.loader.aug.copy_paste_mode = v == "mixup" ? data::CopyPasteMode::MixUp : data::CopyPasteMode::Flip;
       });
   f.number("hsv_h", "0.015", "HSV hue gain").fraction().to(&S::loader, &LoaderOptions::aug, &AugmentOptions::hsv_h);
-  f.number("hsv_s", "0.7", "HSV saturation gain").fraction().to(&S::loader, &LoaderOptions::aug, &AugmentOptions::hsv_s);
+  f.number("hsv_s", "0.7", "HSV saturation gain")
+      .fraction()
+      .to(&S::loader, &LoaderOptions::aug, &AugmentOptions::hsv_s);
   f.number("hsv_v", "0.4", "HSV value gain").fraction().to(&S::loader, &LoaderOptions::aug, &AugmentOptions::hsv_v);
   f.number("degrees", "0.0", "rotation (+/- degrees)").to(&S::loader, &LoaderOptions::aug, &AugmentOptions::degrees);
   f.number("translate", "0.1", "translation (+/- fraction)")
@@ -269,9 +283,10 @@ void declare_execution(config::FieldList<S>& f) {
   // On by default: a fit on one CUDA device replays its whole step unless the user turns it off or
   // asks for the stage recordings instead; where it cannot hold, route() says why and the step runs
   // natively. Declared after the stage options, whose values its default reads.
-  f.flag("capture_step", "",
-         "replay the whole training step (forward, loss, backward; clipping, optimizer and EMA) as recorded CUDA graphs "
-         "(default True unless a capture_network/capture_segment_heads/capture_optimizer option is on)")
+  f.flag(
+       "capture_step", "",
+       "replay the whole training step (forward, loss, backward; clipping, optimizer and EMA) as recorded CUDA graphs "
+       "(default True unless a capture_network/capture_segment_heads/capture_optimizer option is on)")
       .resolve([](const S& s) { return !s.execution.replay.stages(); })
       .role(Role::Execution)
       .to(&S::execution, &ExecutionSettings::replay, &replay::ReplayOptions::step);
@@ -330,7 +345,8 @@ void declare_validation_and_outputs(config::FieldList<S>& f) {
              "step as CUDA graphs instead",
              {"True"})
       .to(&S::compile);
-  f.text("project", "", "parent directory of run directories (default: runs_dir/segment, runs_dir of lucid settings: runs)")
+  f.text("project", "",
+         "parent directory of run directories (default: runs_dir/segment, runs_dir of lucid settings: runs)")
       .resolve([](const S&) { return config::default_project(); })
       .role(Role::Location)
       .to(&S::project);
@@ -423,7 +439,8 @@ void refuse_options_ignored_by_resume(const config::Options& o, const nlohmann::
                                       const fs::path& run_dir, const std::string& checkpoint) {
   const bool newest = o.str("resume") == "True";
   auto refuse = [&](const std::string& key, const std::string& why) {
-    throw UserError("option " + key + "=" + o.str(key) + ": " + why + "; to train from that checkpoint's weights with " +
+    throw UserError("option " + key + "=" + o.str(key) + ": " + why +
+                    "; to train from that checkpoint's weights with " +
                     "other options, start a new run with model=" + checkpoint);
   };
   if ((o.given("project") && !newest) || o.given("name")) {

@@ -37,8 +37,8 @@ struct ExecutionSettings {
 // memory (engine/autobatch.h; -1 is the reference's 0.6). The command resolves a fraction into a
 // count before the fit, so the record holds the batch the run used.
 struct BatchOption {
-  int64_t count = 0;                // 0 while AutoBatch is still to choose
-  double autobatch_fraction = 0;    // 0 for a count
+  int64_t count = 0;              // 0 while AutoBatch is still to choose
+  double autobatch_fraction = 0;  // 0 for a count
 };
 
 // A run's settings, resolved: `epochs`, `imgsz`, `batch`, `device` and `data` hold the values the
@@ -46,13 +46,13 @@ struct BatchOption {
 struct TrainSettings {
   std::string data, model, pretrained, device, cache, freeze;
   std::string copy_paste_mode;  // as given (flip or mixup); loader.aug holds it as data::CopyPasteMode
-  bool synthetic = false;   // data is the embedded synthetic dataset
-  std::vector<int> frozen;  // the layers freeze names
+  bool synthetic = false;       // data is the embedded synthetic dataset
+  std::vector<int> frozen;      // the layers freeze names
   int64_t epochs = 0, seed = 0, patience = 0, save_period = 0, close_mosaic = 0;
   bool deterministic = true, amp = true, val = true, plots = true;
-  bool tensorboard = false;     // TensorBoard events in the run folder (report/run_events.h)
-  bool save = true;             // checkpoints every epoch (False: only the epoch the fit ends with)
-  bool verbose = true;          // the final validation's per-class rows
+  bool tensorboard = false;               // TensorBoard events in the run folder (report/run_events.h)
+  bool save = true;                       // checkpoints every epoch (False: only the epoch the fit ends with)
+  bool verbose = true;                    // the final validation's per-class rows
   bool profile = false, compile = false;  // the reference's keys; only False is available (train_options.cpp)
   std::string project, name, resume;
   bool exist_ok = false;
@@ -64,13 +64,13 @@ struct TrainSettings {
   BatchOption batch_option;     // as given; loader.batch and schedule.batch hold its count
   std::string fraction;         // as given; index.fraction holds it as data::DatasetFraction
   double multi_scale = 0, cls_pw = 0, dropout = 0;
-  std::string split;            // the split validated during and after the fit: val or test
-  bool save_json = false;       // the final validation writes predictions.json
+  std::string split;       // the split validated during and after the fit: val or test
+  bool save_json = false;  // the final validation writes predictions.json
 
-  data::IndexOptions index;         // allow_outside_images, fraction, single_cls
-  data::LoaderOptions loader;       // imgsz, batch, workers, seed, overlap_mask, rect, mask_ratio, aug (mosaic, hsv_*, ...)
-  loss::LossOptions loss;           // box, cls, dfl, overlap_mask, epochs
-  OptimizerSettings optimizer;      // optimizer, lr0, momentum, weight_decay, nbs
+  data::IndexOptions index;     // allow_outside_images, fraction, single_cls
+  data::LoaderOptions loader;   // imgsz, batch, workers, seed, overlap_mask, rect, mask_ratio, aug (mosaic, hsv_*, ...)
+  loss::LossOptions loss;       // box, cls, dfl, overlap_mask, epochs
+  OptimizerSettings optimizer;  // optimizer, lr0, momentum, weight_decay, nbs
   optim::ScheduleOptions schedule;  // epochs, lrf, cos_lr, warmup_*, momentum, nbs, batch
   ValidatorOptions validator;       // overlap_mask, amp, conf, iou, max_det, single_cls
   ExecutionSettings execution;

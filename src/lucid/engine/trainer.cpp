@@ -11,23 +11,23 @@
 #include "lucid/engine/fit_events.h"
 #include "lucid/engine/fit_report.h"
 #include "lucid/engine/freeze.h"
-#include "lucid/engine/progress.h"
 #include "lucid/engine/multi_scale.h"
+#include "lucid/engine/progress.h"
 #include "lucid/engine/run_folder.h"
 #include "lucid/engine/time_budget.h"
 #include "lucid/engine/training_step.h"
-#include "lucid/model/batch_norm_forward.h"
 #include "lucid/loss/class_weights.h"
+#include "lucid/model/batch_norm_forward.h"
 #include "lucid/model/transfer.h"
 #include "lucid/optim/schedule.h"
 #include "lucid/report/run_events.h"
-#include "lucid/util/kernel_times.h"
-#include "lucid/util/loader_wait.h"
-#include "lucid/util/trace.h"
 #include "lucid/util/cpu_threads.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
 #include "lucid/util/files.h"
+#include "lucid/util/kernel_times.h"
+#include "lucid/util/loader_wait.h"
+#include "lucid/util/trace.h"
 
 namespace lucid::engine {
 
@@ -59,8 +59,9 @@ bool fit_finished(const LoopState& state, const TrainSettings& settings) {
 UserError nothing_to_resume(const std::string& checkpoint, const LoopState& state, const TrainSettings& settings) {
   const std::string restart = " Start a new training without resuming, e.g. lucid train model=" + checkpoint;
   if (state.epoch < settings.epochs)
-    return UserError(checkpoint + ": stopped early after " + std::to_string(state.epoch) + " epochs (no improvement in " +
-                     "the last " + std::to_string(settings.patience) + "), nothing to resume." + restart);
+    return UserError(checkpoint + ": stopped early after " + std::to_string(state.epoch) +
+                     " epochs (no improvement in " + "the last " + std::to_string(settings.patience) +
+                     "), nothing to resume." + restart);
   return UserError(checkpoint + ": training to " + std::to_string(settings.epochs) +
                    " epochs is finished, nothing to resume; resume with epochs=N (more than " +
                    std::to_string(state.epoch) + ") to train it further." + restart);
@@ -80,7 +81,8 @@ optim::OptimizerChoice choice_from_record(const nlohmann::ordered_json& j, const
                   j["auto"].is_boolean() && std::isfinite(j["lr"].get<double>()) &&
                   std::isfinite(j["momentum"].get<double>());
   if (!ok) throw UserError(checkpoint + ": checkpoint state 'optimizer' is not {name, lr, momentum, auto}");
-  auto c = optim::choose_optimizer(j["name"].get<std::string>(), j["lr"].get<double>(), j["momentum"].get<double>(), 1, 0);
+  auto c =
+      optim::choose_optimizer(j["name"].get<std::string>(), j["lr"].get<double>(), j["momentum"].get<double>(), 1, 0);
   c.auto_chosen = j["auto"].get<bool>();
   return c;
 }
@@ -111,8 +113,7 @@ Trainer::Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart 
     at::globalContext().setBenchmarkCuDNN(false);
   }
   torch::manual_seed(static_cast<uint64_t>(s_.seed));
-  if (start.spec.nc != dataset_.nc)
-    throw std::invalid_argument("Trainer: the model's nc differs from the dataset's");
+  if (start.spec.nc != dataset_.nc) throw std::invalid_argument("Trainer: the model's nc differs from the dataset's");
   model_ = model::SegmentationModel(start.spec);
   if (start.weights && resume_from.empty()) {
     const auto r = model::transfer_weights(*model_, *start.weights);
@@ -219,7 +220,8 @@ void Trainer::restore_logs(const std::string& checkpoint) {
                     "; this run cannot be resumed exactly");
   step_losses_.resize(want);
   std::ifstream losses(log, std::ios::binary);
-  if (want > 0 && !losses.read(reinterpret_cast<char*>(step_losses_.data()), static_cast<std::streamsize>(want * sizeof(float))))
+  if (want > 0 &&
+      !losses.read(reinterpret_cast<char*>(step_losses_.data()), static_cast<std::streamsize>(want * sizeof(float))))
     throw UserError(log.string() + ": read error");
   if (bytes > want * sizeof(float))
     std::printf("%s: %llu steps after the checkpoint dropped (the run stopped before their epoch's checkpoint)\n",
@@ -239,8 +241,8 @@ void Trainer::write_results_row(int64_t epoch, double seconds, const std::array<
   auto names = loss_->item_names();
   std::vector<std::string> columns{"epoch", "time"};
   for (const auto& n : names) columns.push_back("train/" + n);
-  for (const char* m : {"precision(B)", "recall(B)", "mAP50(B)", "mAP50-95(B)", "precision(M)", "recall(M)",
-                        "mAP50(M)", "mAP50-95(M)"})
+  for (const char* m :
+       {"precision(B)", "recall(B)", "mAP50(B)", "mAP50-95(B)", "precision(M)", "recall(M)", "mAP50(M)", "mAP50-95(M)"})
     columns.push_back(std::string("metrics/") + m);
   for (const auto& n : names) columns.push_back("val/" + n);
   for (size_t g = 0; g < optimizer_->groups().size(); ++g) columns.push_back("lr/pg" + std::to_string(g));
@@ -404,11 +406,12 @@ ValidationResult Trainer::fit() {
   if (fit_finished(state_, s_)) throw nothing_to_resume(run_dir_.string(), state_, s_);
   Fit f(*this);
   if (f.budget.active())
-    std::printf("Starting training for %g hours (epochs re-estimated after each epoch), %lld batches per epoch, run %s\n",
-                s_.time, static_cast<long long>(f.nb), run_dir_.string().c_str());
+    std::printf(
+        "Starting training for %g hours (epochs re-estimated after each epoch), %lld batches per epoch, run %s\n",
+        s_.time, static_cast<long long>(f.nb), run_dir_.string().c_str());
   else
-    std::printf("Starting training for %lld epochs, %lld batches per epoch, run %s\n", static_cast<long long>(s_.epochs),
-                static_cast<long long>(f.nb), run_dir_.string().c_str());
+    std::printf("Starting training for %lld epochs, %lld batches per epoch, run %s\n",
+                static_cast<long long>(s_.epochs), static_cast<long long>(f.nb), run_dir_.string().c_str());
   ValidationResult val;
   f.notify(FitEventKind::TrainStart, state_.epoch);
   for (int64_t epoch = state_.epoch;; ++epoch) {
@@ -425,7 +428,8 @@ ValidationResult Trainer::fit() {
     const bool final_epoch = epoch + 1 >= s_.epochs;
     val = validate_epoch(f, final_epoch, trained.time_up);
     state_.epoch = epoch + 1;
-    const auto verdict = judge_epoch(state_, val.validated ? std::optional<double>(val.fitness) : std::nullopt, s_.patience);
+    const auto verdict =
+        judge_epoch(state_, val.validated ? std::optional<double>(val.fitness) : std::nullopt, s_.patience);
     state_.accumulate = f.sched.accumulate();
     const double secs = f.elapsed();
     const bool stop_early = !final_epoch && verdict.stop;
@@ -477,15 +481,18 @@ Trainer::EpochTrained Trainer::train_epoch(Fit& f, int64_t epoch) {
     f.kernels.before_step(epoch);
     // The only place a fit stops on request: before a step, with weights/last the last committed epoch.
     if (f.observer && f.observer->stop_requested())
-      throw FitInterrupted("training stopped at epoch " + std::to_string(epoch + 1) + " batch " + std::to_string(i + 1) +
-                           "; the last committed epoch is in " + (run_dir_ / "weights" / "last.safetensors").string());
+      throw FitInterrupted("training stopped at epoch " + std::to_string(epoch + 1) + " batch " +
+                           std::to_string(i + 1) + "; the last committed epoch is in " +
+                           (run_dir_ / "weights" / "last.safetensors").string());
     std::optional<TrainBatch> batch;
     {
       util::TraceRange range("data");
       f.loader_wait.before_fetch();
       batch = train_->next();
-      if (batch) f.loader_wait.after_fetch();
-      else f.loader_wait.abandon_fetch();
+      if (batch)
+        f.loader_wait.after_fetch();
+      else
+        f.loader_wait.abandon_fetch();
     }
     if (!batch) break;
     const auto items = train_step(f, epoch, i, *batch, out.time_up);
@@ -512,7 +519,8 @@ std::pair<torch::Tensor, int64_t> Trainer::train_step(Fit& f, int64_t epoch, int
   f.sched.begin_batch(*optimizer_, epoch, ni);
   auto x = f.step->input(batch.images, batch.hsv_gains);
   if (s_.multi_scale > 0)
-    x = multi_scale_resize(x, multi_scale_size(s_.imgsz(), s_.multi_scale, 32, static_cast<uint64_t>(s_.seed), epoch, i), 32);
+    x = multi_scale_resize(
+        x, multi_scale_size(s_.imgsz(), s_.multi_scale, 32, static_cast<uint64_t>(s_.seed), epoch, i), 32);
   // Warmup still changes the accumulation count; the stage recordings start once it is fixed.
   f.step->set_accumulation_fixed(f.sched.accumulation_fixed(ni));
   const bool update = ni - state_.last_opt_step >= f.sched.accumulate();

@@ -89,7 +89,8 @@ class Trainer {
   // The loop's parts, in the order an epoch runs them.
   EpochTrained train_epoch(Fit& f, int64_t epoch);
   // One micro-step (and the optimizer step at the accumulation boundary): its loss items and input size.
-  std::pair<torch::Tensor, int64_t> train_step(Fit& f, int64_t epoch, int64_t i, const TrainBatch& batch, bool& time_up);
+  std::pair<torch::Tensor, int64_t> train_step(Fit& f, int64_t epoch, int64_t i, const TrainBatch& batch,
+                                               bool& time_up);
   void check_weights_finite(int64_t epoch);
   ValidationResult validate_epoch(Fit& f, bool final_epoch, bool time_up);
   // time=: the epochs re-estimated (args.yaml and the schedule follow); whether the fit stops here.

@@ -39,10 +39,12 @@ data::SampleSource make_sample_source(const PreparedSplit& ps) {
       // A view of the prepared store (which the source keeps alive): augmentation never writes into
       // its input image, and no copy is made on the worker thread.
       auto view = prepared->view(index);
-      s.image = torch::from_blob(const_cast<uint8_t*>(view.data), {view.height, view.width, view.channels}, torch::kUInt8);
+      s.image =
+          torch::from_blob(const_cast<uint8_t*>(view.data), {view.height, view.width, view.channels}, torch::kUInt8);
     } else {  // cache=False: decoded now, the tensor owns the pixels
       auto im = std::make_shared<data::Image>(prepared->decode(index));
-      s.image = torch::from_blob(im->pixels.data(), {im->height, im->width, im->channels}, [im](void*) {}, torch::kUInt8);
+      s.image = torch::from_blob(
+          im->pixels.data(), {im->height, im->width, im->channels}, [im](void*) {}, torch::kUInt8);
     }
     const float w = static_cast<float>(s.image.size(1)), h = static_cast<float>(s.image.size(0));
     for (size_t j = 0; j < rec.instances.size(); ++j) {
@@ -99,7 +101,8 @@ std::shared_ptr<const data::DeviceImages> upload_prepared(const data::SampleSour
 
 std::vector<std::pair<int, int>> image_sizes(const PreparedSplit& ps) {
   std::vector<std::pair<int, int>> out;
-  for (auto i : ps.usable) out.emplace_back(ps.split->images[static_cast<size_t>(i)].height, ps.split->images[static_cast<size_t>(i)].width);
+  for (auto i : ps.usable)
+    out.emplace_back(ps.split->images[static_cast<size_t>(i)].height, ps.split->images[static_cast<size_t>(i)].width);
   return out;
 }
 
@@ -135,8 +138,8 @@ void require_memory_for_ram_cache(const std::vector<const data::Split*>& splits,
   const uint64_t available = util::available_memory_bytes();
   if (available == 0 || with_margin <= available) return;
   throw UserError("option cache=ram: the " + std::to_string(images) + " prepared images at imgsz=" +
-                  std::to_string(imgsz) + " need " + std::to_string(need) + " bytes (" + util::gigabytes(need) +
-                  "; " + std::to_string(with_margin) + " bytes with the reference's 50% margin) but " +
+                  std::to_string(imgsz) + " need " + std::to_string(need) + " bytes (" + util::gigabytes(need) + "; " +
+                  std::to_string(with_margin) + " bytes with the reference's 50% margin) but " +
                   std::to_string(available) + " bytes (" + util::gigabytes(available) +
                   ") are available; use cache=disk (a memory-mapped file), cache=False (each image decoded when "
                   "used) or fraction= (part of the training images)");
@@ -153,7 +156,8 @@ PreparedSplit prepare_split(const data::Split& split, int imgsz, data::PreparedS
   auto prepared = std::make_shared<data::PreparedImages>(data::PreparedImages::build(split, po));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (store == data::PreparedStore::None)
-    std::printf("%s: %zu images at %d px, decoded when used (cache=False)\n", split.name.c_str(), prepared->size(), imgsz);
+    std::printf("%s: %zu images at %d px, decoded when used (cache=False)\n", split.name.c_str(), prepared->size(),
+                imgsz);
   else
     std::printf("%s: %zu prepared images at %d px, %.1f MiB %s, %.2f s%s\n", split.name.c_str(), prepared->size(),
                 imgsz, static_cast<double>(prepared->bytes()) / (1024.0 * 1024.0),

@@ -10,10 +10,12 @@ namespace lucid::engine {
 
 TrainingStep::TrainingStep(model::SegmentationModel model, loss::SegmentationLoss& loss, optim::Optimizer& optimizer,
                            optim::ModelEMA* ema, StepSettings settings)
-    : TrainingStep(std::move(model),
-                   StepLossFns{[&loss](const loss::SegTargets& t, int64_t b, double h, double w) { return loss.pad(t, b, h, w); },
-                               [&loss](const model::HeadOutputs& out, const loss::PaddedTargets& t) { return loss(out, t); }},
-                   optimizer, ema, settings) {}
+    : TrainingStep(
+          std::move(model),
+          StepLossFns{
+              [&loss](const loss::SegTargets& t, int64_t b, double h, double w) { return loss.pad(t, b, h, w); },
+              [&loss](const model::HeadOutputs& out, const loss::PaddedTargets& t) { return loss(out, t); }},
+          optimizer, ema, settings) {}
 
 TrainingStep::TrainingStep(model::SegmentationModel model, StepLossFns loss, optim::Optimizer& optimizer,
                            optim::ModelEMA* ema, StepSettings settings)

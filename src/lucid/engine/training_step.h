@@ -35,7 +35,7 @@ struct StepSettings {
   replay::Backend backend = replay::Backend::CudaGraph;
   int64_t max_step_recordings = 16;  // capture_step: micro-step recordings held at once
   bool keep_step_outputs = false;    // capture_step: each recording keeps its forward's outputs
-  bool print = true;                // route reasons and recordings on stdout
+  bool print = true;                 // route reasons and recordings on stdout
   // Data parallel: the gradient all-reduce, run first at every optimizer step (before clipping;
   // inside the update's recording under capture_step).
   std::function<void()> reduce_gradients;
@@ -93,7 +93,7 @@ class TrainingStep {
  private:
   model::HeadOutputs native_forward(const torch::Tensor& x);
   void native_optimizer_step();
-  void update();  // the optimizer step's device work after its uploads (recorded by capture_step)
+  void update();            // the optimizer step's device work after its uploads (recorded by capture_step)
   void reduce_gradients();  // data parallel (StepSettings::reduce_gradients)
 
   model::SegmentationModel model_;

@@ -53,7 +53,8 @@ double round_to(double v, int digits) {
 
 nlohmann::json image_id_of(const std::string& file) {
   const auto stem = std::filesystem::path(file).stem().string();
-  const bool numeric = !stem.empty() && std::all_of(stem.begin(), stem.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const bool numeric =
+      !stem.empty() && std::all_of(stem.begin(), stem.end(), [](char c) { return c >= '0' && c <= '9'; });
   if (numeric && stem.size() < 19) return std::stoll(stem);
   return stem;
 }
@@ -72,10 +73,6 @@ std::string row(const std::string& name, int64_t images, int64_t instances, cons
   s += buf;
   for (double x : v) s += cformat("%11.3g", x);
   return s;
-}
-
-std::array<double, 8> eight(const metrics::SetResults& b, const metrics::SetResults& m) {
-  return {b.precision, b.recall, b.map50, b.map50_95, m.precision, m.recall, m.map50, m.map50_95};
 }
 
 // A batch's ground truth: per image the count and first row of its instances (host), the classes,
@@ -124,10 +121,9 @@ std::pair<Tensor, Tensor> match_image(const Tensor& pred_cls, const Tensor& pred
     gm = truth.masks.narrow(0, truth.first[si], nl).to(torch::kFloat32);
   }
   if (gm.size(1) != mh || gm.size(2) != mw)
-    gm = F::interpolate(gm.unsqueeze(0), F::InterpolateFuncOptions()
-                                             .size(std::vector<int64_t>{mh, mw})
-                                             .mode(torch::kBilinear)
-                                             .align_corners(false))
+    gm = F::interpolate(
+             gm.unsqueeze(0),
+             F::InterpolateFuncOptions().size(std::vector<int64_t>{mh, mw}).mode(torch::kBilinear).align_corners(false))
              .squeeze(0)
              .gt(0.5)
              .to(torch::kFloat32);
@@ -139,8 +135,8 @@ void add_coco_results(nlohmann::json& jdict, const ValImage& info, const Tensor&
                       const Tensor& pred_boxes, const Tensor& pred_masks, const std::vector<int64_t>& class_map) {
   const std::array<int64_t, 2> orig{info.orig_h, info.orig_w};
   auto boxes = scale_boxes(pred_boxes, info.letterbox, orig);
-  auto xywh = torch::cat({(boxes.narrow(1, 0, 2) + boxes.narrow(1, 2, 2)) / 2, boxes.narrow(1, 2, 2) - boxes.narrow(1, 0, 2)},
-                         1);
+  auto xywh = torch::cat(
+      {(boxes.narrow(1, 0, 2) + boxes.narrow(1, 2, 2)) / 2, boxes.narrow(1, 2, 2) - boxes.narrow(1, 0, 2)}, 1);
   auto tl = torch::cat({xywh.narrow(1, 0, 2) - xywh.narrow(1, 2, 2) / 2, xywh.narrow(1, 2, 2)}, 1)
                 .to(torch::kCPU, torch::kFloat32)
                 .contiguous();
@@ -157,24 +153,87 @@ void add_coco_results(nlohmann::json& jdict, const ValImage& info, const Tensor&
     const auto c = static_cast<int64_t>(pca[k]);
     const int64_t cat = c >= 0 && c < static_cast<int64_t>(class_map.size()) ? class_map[c] : c + 1;
     auto rle = metrics::rle_encode(masks[k].data_ptr<uint8_t>(), h, w);
-    jdict.push_back({{"image_id", id},
-                     {"file_name", name},
-                     {"category_id", cat},
-                     {"bbox", {round_to(tla[k][0], 3), round_to(tla[k][1], 3), round_to(tla[k][2], 3), round_to(tla[k][3], 3)}},
-                     {"score", round_to(ca[k], 5)},
-                     {"segmentation", {{"size", {h, w}}, {"counts", metrics::rle_to_string(rle)}}}});
+    jdict.push_back(
+        {{"image_id", id},
+         {"file_name", name},
+         {"category_id", cat},
+         {"bbox", {round_to(tla[k][0], 3), round_to(tla[k][1], 3), round_to(tla[k][2], 3), round_to(tla[k][3], 3)}},
+         {"score", round_to(ca[k], 5)},
+         {"segmentation", {{"size", {h, w}}, {"counts", metrics::rle_to_string(rle)}}}});
   }
+}
+
+NmsOptions nms_options(const ValidatorOptions& o) {
+  NmsOptions nms;
+  nms.conf = o.conf;
+  nms.iou = o.iou;
+  nms.max_det = o.max_det;
+  nms.multi_label = true;
+  nms.agnostic = o.single_cls || o.agnostic_nms;
+  return nms;
+}
+
+// The batch's images on the device as the network's input: /255 in FP32, channels_last on CUDA.
+Tensor network_input(const ValBatch& batch, const torch::Device& device) {
+  const int64_t bs = batch.images.size(0);
+  TORCH_CHECK(batch.images.dim() == 4 && batch.images.size(1) == 3, "validation images must be (B, 3, H, W)");
+  if (static_cast<int64_t>(batch.info.size()) != bs)
+    throw UserError("validation batch: " + std::to_string(batch.info.size()) + " image records for " +
+                    std::to_string(bs) + " images");
+  auto x = batch.images.to(device, /*non_blocking=*/true).to(torch::kFloat32).div_(255);
+  if (device.is_cuda()) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
+  return x;
 }
 
 }  // namespace
 
-std::array<double, 8> ValResults::mean_results() const { return eight(metrics.box, metrics.mask); }
+// One validation pass's running totals: the statistics the metrics come from, the confusion matrix,
+// the loss sums, the COCO results and the seconds of each phase.
+struct Validator::Pass {
+  metrics::SegmentationStats stats;
+  ValResults res;
+  Tensor loss_sum;
+  nlohmann::json jdict = nlohmann::json::array();
+  double t_pre = 0, t_inf = 0, t_loss = 0, t_post = 0;
+  Pass(int64_t nc, double conf) : stats(nc) { res.confusion = metrics::ConfusionMatrix(nc, conf); }
+};
 
-const std::array<std::string, 8>& ValResults::keys() {
-  static const std::array<std::string, 8> k{"metrics/precision(B)", "metrics/recall(B)", "metrics/mAP50(B)",
-                                            "metrics/mAP50-95(B)",  "metrics/precision(M)", "metrics/recall(M)",
-                                            "metrics/mAP50(M)",     "metrics/mAP50-95(M)"};
-  return k;
+// One batch's detections scored image by image against the ground truth: masks (at 1/4 of the
+// input, or at the input's resolution for a results file), the confusion matrix, the matches and
+// statistics, the callbacks and the COCO results.
+void Validator::score_batch(const ValidatorOptions& o, Pass& pass, const ValBatch& batch,
+                            const std::vector<Tensor>& dets, const Tensor& proto, const torch::Device& device) {
+  const bool native = !o.save_json.empty();
+  const int64_t bs = batch.images.size(0), H = batch.images.size(2), W = batch.images.size(3);
+  const auto truth = batch_truth(batch, device);
+  const std::array<int64_t, 2> shape{H, W};
+  const int64_t mh = native ? H : H / 4, mw = native ? W : W / 4;
+  auto scale =
+      torch::tensor({static_cast<float>(W), static_cast<float>(H), static_cast<float>(W), static_cast<float>(H)})
+          .to(device);
+  std::vector<Tensor> batch_masks;
+  for (int64_t si = 0; si < bs; ++si) {
+    auto pred = dets[si];
+    const int64_t nl = truth.counts[si];
+    auto cls = truth.cls.narrow(0, truth.first[si], nl);
+    auto pred_cls = pred.select(1, 5);
+    if (o.single_cls) pred_cls = pred_cls * 0;
+    auto pred_boxes = pred.narrow(1, 0, 4);
+    auto coefs = pred.narrow(1, 6, pred.size(1) - 6);
+    auto pred_masks = native ? process_mask_native(proto[si], coefs, pred_boxes, shape)
+                             : process_mask(proto[si], coefs, pred_boxes, shape);
+    auto gt_boxes = nl ? xywh2xyxy(truth.boxes.narrow(0, truth.first[si], nl)) * scale
+                       : torch::zeros({0, 4}, torch::TensorOptions().device(device));
+    pass.res.confusion.add_image(pred_boxes, pred.select(1, 4), pred_cls, gt_boxes, cls);
+    const auto [tp, tp_m] =
+        match_image(pred_cls, pred_boxes, pred_masks, cls, gt_boxes, truth, si, o.overlap_mask, mh, mw);
+    pass.stats.add_image(tp, tp_m, pred.select(1, 4), pred_cls, cls);
+    if (o.on_image) o.on_image(batch.info[si], pred, pred_masks);
+    if (o.on_batch) batch_masks.push_back(pred_masks);
+    if (native && pred.size(0))
+      add_coco_results(pass.jdict, batch.info[si], pred, pred_cls, pred_boxes, pred_masks, o.class_map);
+  }
+  if (o.on_batch) o.on_batch(pass.res.batches, batch, dets, batch_masks);
 }
 
 Validator::Validator(ValidatorOptions options) : options_(std::move(options)) {}
@@ -187,16 +246,15 @@ std::string Validator::header() {
 }
 
 std::string Validator::format_results(const metrics::SegmentationMetrics& m) const {
-  std::string s = row("all", m.images, m.instances, eight(m.box, m.mask)) + "\n";
-  if (m.instances == 0)
-    s += "WARNING no labels found in segment set, cannot compute metrics without labels\n";
+  std::string s = row("all", m.images, m.instances, metrics::mean_results(m.box, m.mask)) + "\n";
+  if (m.instances == 0) s += "WARNING no labels found in segment set, cannot compute metrics without labels\n";
   const int64_t nc = static_cast<int64_t>(m.maps.size());
   if (options_.verbose && nc > 1) {
     for (const auto& c : m.per_class) {
       const std::string name = c.cls >= 0 && c.cls < static_cast<int64_t>(options_.names.size())
                                    ? options_.names[c.cls]
                                    : std::to_string(c.cls);
-      s += row(name, c.images, c.instances, eight(c.box, c.mask)) + "\n";
+      s += row(name, c.images, c.instances, metrics::mean_results(c.box, c.mask)) + "\n";
     }
   }
   return s;
@@ -204,133 +262,84 @@ std::string Validator::format_results(const metrics::SegmentationMetrics& m) con
 
 std::string Validator::format_speed(const ValSpeed& sp) const {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "Speed: %.1fms preprocess, %.1fms inference, %.1fms loss, %.1fms postprocess per image",
-                sp.preprocess, sp.inference, sp.loss, sp.postprocess);
+  std::snprintf(buf, sizeof buf,
+                "Speed: %.1fms preprocess, %.1fms inference, %.1fms loss, %.1fms postprocess per image", sp.preprocess,
+                sp.inference, sp.loss, sp.postprocess);
   return buf;
 }
 
-ValResults Validator::run(model::SegmentationModelImpl& model, const torch::Device& device,
-                          const ValBatchSource& next, loss::SegmentationLoss* loss, std::ostream* log) {
+ValResults Validator::run(model::SegmentationModelImpl& model, const torch::Device& device, const ValBatchSource& next,
+                          loss::SegmentationLoss* loss, std::ostream* log) {
   const auto& o = options_;
   torch::NoGradGuard no_grad;
   TrainingFlag eval_mode(model);
   const bool cuda = device.is_cuda();
-  const bool native = !o.save_json.empty();
-  const int64_t nc = model.nc();
   std::optional<Progress> progress;
   if (log == &std::cout && o.batches > 0)
     progress.emplace(header(), o.batches, Progress::Style::kHeaderInline);
   else if (log)
     *log << header() << "\n";
 
-  NmsOptions nms;
-  nms.conf = o.conf;
-  nms.iou = o.iou;
-  nms.max_det = o.max_det;
-  nms.multi_label = true;
-  nms.agnostic = o.single_cls || o.agnostic_nms;
-
-  metrics::SegmentationStats stats(nc);
-  ValResults res;
-  res.confusion = metrics::ConfusionMatrix(nc, o.conf);
-  int64_t batch_number = 0;
-  Tensor loss_sum;
-  nlohmann::json jdict = nlohmann::json::array();
-  double t_pre = 0, t_inf = 0, t_loss = 0, t_post = 0;
+  const NmsOptions nms = nms_options(o);
+  Pass pass(model.nc(), o.conf);
   auto tick = [&](double& acc, Clock::time_point& t0) {
     if (o.speed && cuda) torch::cuda::synchronize();
     auto t1 = Clock::now();
     acc += std::chrono::duration<double>(t1 - t0).count();
     t0 = t1;
   };
-
   ValBatch batch;
   while (next(batch)) {
     auto t0 = Clock::now();
-    const int64_t bs = batch.images.size(0);
-    TORCH_CHECK(batch.images.dim() == 4 && batch.images.size(1) == 3, "validation images must be (B, 3, H, W)");
-    if (static_cast<int64_t>(batch.info.size()) != bs)
-      throw UserError("validation batch: " + std::to_string(batch.info.size()) + " image records for " +
-                      std::to_string(bs) + " images");
-    const int64_t H = batch.images.size(2), W = batch.images.size(3);
-    auto x = batch.images.to(device, /*non_blocking=*/true).to(torch::kFloat32).div_(255);
-    if (cuda) x = x.contiguous(torch::MemoryFormat::ChannelsLast);
-    tick(t_pre, t0);
-
+    const auto x = network_input(batch, device);
+    tick(pass.t_pre, t0);
     model::HeadOutputs raw;
     {
       util::Autocast ac(cuda && o.amp);
       raw = model.forward(x);
     }
-    tick(t_inf, t0);
+    tick(pass.t_inf, t0);
     if (loss) {
       auto items = (*loss)(raw, batch.targets).items.detach().to(torch::kFloat64);
-      loss_sum = loss_sum.defined() ? loss_sum + items : items;
-      tick(t_loss, t0);
+      pass.loss_sum = pass.loss_sum.defined() ? pass.loss_sum + items : items;
+      tick(pass.t_loss, t0);
     }
-
     auto out = to_fp32(raw);
-    auto dets = postprocess(model, out, nms, uses_one_to_one(model.end2end(), o.nms));
-    const auto& proto = out.primary().proto;  // (B, nm, H/4, W/4)
-
-    const auto truth = batch_truth(batch, device);
-    const std::array<int64_t, 2> shape{H, W};
-    const int64_t mh = native ? H : H / 4, mw = native ? W : W / 4;
-    auto scale = torch::tensor({static_cast<float>(W), static_cast<float>(H), static_cast<float>(W),
-                                static_cast<float>(H)})
-                     .to(device);
-
-    std::vector<Tensor> batch_masks;
-    for (int64_t si = 0; si < bs; ++si) {
-      auto pred = dets[si];
-      const int64_t nl = truth.counts[si];
-      auto cls = truth.cls.narrow(0, truth.first[si], nl);
-      auto pred_cls = pred.select(1, 5);
-      if (o.single_cls) pred_cls = pred_cls * 0;
-      auto pred_boxes = pred.narrow(1, 0, 4);
-      auto coefs = pred.narrow(1, 6, pred.size(1) - 6);
-      auto pred_masks = native ? process_mask_native(proto[si], coefs, pred_boxes, shape)
-                               : process_mask(proto[si], coefs, pred_boxes, shape);
-      auto gt_boxes = nl ? xywh2xyxy(truth.boxes.narrow(0, truth.first[si], nl)) * scale
-                         : torch::zeros({0, 4}, torch::TensorOptions().device(device));
-      res.confusion.add_image(pred_boxes, pred.select(1, 4), pred_cls, gt_boxes, cls);
-      const auto [tp, tp_m] = match_image(pred_cls, pred_boxes, pred_masks, cls, gt_boxes, truth, si, o.overlap_mask, mh, mw);
-      stats.add_image(tp, tp_m, pred.select(1, 4), pred_cls, cls);
-      if (o.on_image) o.on_image(batch.info[si], pred, pred_masks);
-      if (o.on_batch) batch_masks.push_back(pred_masks);
-      if (native && pred.size(0)) add_coco_results(jdict, batch.info[si], pred, pred_cls, pred_boxes, pred_masks, o.class_map);
-    }
-    if (o.on_batch) o.on_batch(batch_number, batch, dets, batch_masks);
-    ++batch_number;
-    tick(t_post, t0);
-    ++res.batches;
-    if (progress) progress->update(res.batches, "");
+    const auto dets = postprocess(model, out, nms, uses_one_to_one(model.end2end(), o.nms));
+    score_batch(o, pass, batch, dets, out.primary().proto, device);
+    tick(pass.t_post, t0);
+    ++pass.res.batches;
+    if (progress) progress->update(pass.res.batches, "");
   }
   if (progress) progress->finish();
+  return finish(pass, log);
+}
 
-  res.metrics = stats.compute();
-  if (loss_sum.defined() && res.batches > 0) {
-    auto mean = (loss_sum / static_cast<double>(res.batches)).to(torch::kCPU);
+ValResults Validator::finish(Pass& pass, std::ostream* log) const {
+  const auto& o = options_;
+  auto& res = pass.res;
+  res.metrics = pass.stats.compute();
+  if (pass.loss_sum.defined() && res.batches > 0) {
+    auto mean = (pass.loss_sum / static_cast<double>(res.batches)).to(torch::kCPU);
     for (int64_t i = 0; i < mean.numel(); ++i) res.losses.push_back(mean[i].item<double>());
   }
   const double per_image = res.metrics.images > 0 ? 1e3 / static_cast<double>(res.metrics.images) : 0.0;
-  res.speed = {t_pre * per_image, t_inf * per_image, t_loss * per_image, t_post * per_image};
+  res.speed = {pass.t_pre * per_image, pass.t_inf * per_image, pass.t_loss * per_image, pass.t_post * per_image};
   if (log) {
     *log << format_results(res.metrics);
     if (o.speed) *log << format_speed(res.speed) << "\n";
   }
   if (!o.save_json.empty()) {
-    util::write_atomically(o.save_json, [&](std::ostream& os) { os << jdict.dump(); });
-    if (log) *log << "Saved " << jdict.size() << " results to " << o.save_json << "\n";
+    util::write_atomically(o.save_json, [&](std::ostream& os) { os << pass.jdict.dump(); });
+    if (log) *log << "Saved " << pass.jdict.size() << " results to " << o.save_json << "\n";
   }
-  return res;
+  return std::move(res);
 }
 
 std::vector<int64_t> coco80_to_coco91() {
-  return {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21,
-          22, 23, 24, 25, 27, 28, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44,
-          46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65,
-          67, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 84, 85, 86, 87, 88, 89, 90};
+  return {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 27, 28, 31,
+          32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59,
+          60, 61, 62, 63, 64, 65, 67, 70, 72, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 84, 85, 86, 87, 88, 89, 90};
 }
 
 }  // namespace lucid::engine

@@ -12,8 +12,8 @@
 //
 // What it prints follows the reference: the header
 //   Class Images Instances Box(P R mAP50 mAP50-95) Mask(P R mAP50 mAP50-95)
-// (%22s then 10 x %11s; with a batch count, the line a progress bar is drawn on), the "all" row (images, instances, 8 numbers as %11.3g), per-class rows when
-// verbose and nc > 1, and optionally the per-image speed line.
+// (%22s then 10 x %11s; with a batch count, the line a progress bar is drawn on), the "all" row (images, instances, 8
+// numbers as %11.3g), per-class rows when verbose and nc > 1, and optionally the per-image speed line.
 #pragma once
 #include <array>
 #include <functional>
@@ -27,6 +27,7 @@
 #include "lucid/loss/targets.h"
 #include "lucid/metrics/confusion_matrix.h"
 #include "lucid/metrics/detection_metrics.h"
+#include "lucid/metrics/val_results.h"
 
 namespace lucid::model {
 class SegmentationModelImpl;
@@ -40,16 +41,16 @@ namespace lucid::engine {
 // file stem, as a number when it is one).
 struct ValImage {
   int64_t orig_h = 0, orig_w = 0;
-  Letterbox letterbox;
+  structures::RatioPad letterbox;
   std::string file;
   int64_t image_id = -1;  // id in the results file (COCO data: the image's id); -1: from the file name
 };
 
 // A validation batch as the loader produces it.
 struct ValBatch {
-  Tensor images;             // (B, 3, H, W) uint8 RGB, any device (pinned CPU memory uploads without blocking)
-  loss::SegTargets targets;  // boxes normalised to the input; masks at (H/4, W/4): an overlap map per image
-                             // (values k+1) when overlap_mask, else one mask per instance
+  Tensor images;               // (B, 3, H, W) uint8 RGB, any device (pinned CPU memory uploads without blocking)
+  loss::SegTargets targets;    // boxes normalised to the input; masks at (H/4, W/4): an overlap map per image
+                               // (values k+1) when overlap_mask, else one mask per instance
   std::vector<ValImage> info;  // B entries
 };
 
@@ -63,9 +64,9 @@ struct ValidatorOptions {
   // The reference's nms (uses_one_to_one): unset or true, the one-to-many head and NMS; false, the
   // one-to-one head of an end-to-end model.
   std::optional<bool> nms;
-  bool amp = true;           // BF16 autocast for the forward pass on CUDA
-  bool verbose = false;      // per-class rows (when nc > 1)
-  bool speed = false;        // time the phases (synchronising the device) and print the speed line
+  bool amp = true;       // BF16 autocast for the forward pass on CUDA
+  bool verbose = false;  // per-class rows (when nc > 1)
+  bool speed = false;    // time the phases (synchronising the device) and print the speed line
   // Batches to come, for the progress bar drawn after the header when the log is std::cout (on a
   // terminal; engine/progress.h); 0: no bar.
   int64_t batches = 0;
@@ -84,25 +85,9 @@ struct ValidatorOptions {
       on_batch;
 };
 
-struct ValSpeed {
-  double preprocess = 0, inference = 0, loss = 0, postprocess = 0;  // milliseconds per image
-};
-
-struct ValResults {
-  metrics::SegmentationMetrics metrics;
-  std::vector<double> losses;  // mean loss items per batch (empty when no loss was given)
-  int64_t batches = 0;
-  ValSpeed speed;
-  // Box confusion matrix (IoU 0.45, detections with conf above the validator's conf), as the
-  // reference's validator accumulates it.
-  metrics::ConfusionMatrix confusion;
-
-  // P, R, mAP50, mAP50-95 of boxes, then of masks.
-  std::array<double, 8> mean_results() const;
-  double fitness() const { return metrics.fitness; }
-  // "metrics/precision(B)", ..., "metrics/mAP50-95(M)" in mean_results() order.
-  static const std::array<std::string, 8>& keys();
-};
+// The results type lives below the validator, with the metrics (metrics/val_results.h).
+using metrics::ValResults;
+using metrics::ValSpeed;
 
 // Pulls the next batch into its argument; false when there are no more.
 using ValBatchSource = std::function<bool(ValBatch&)>;
@@ -125,6 +110,11 @@ class Validator {
   const ValidatorOptions& options() const { return options_; }
 
  private:
+  struct Pass;  // one run's running totals (validator.cpp)
+  static void score_batch(const ValidatorOptions& o, Pass& pass, const ValBatch& batch, const std::vector<Tensor>& dets,
+                          const Tensor& proto, const torch::Device& device);
+  ValResults finish(Pass& pass, std::ostream* log) const;
+
   ValidatorOptions options_;
 };
 

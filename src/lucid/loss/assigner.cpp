@@ -190,9 +190,9 @@ Assignment TaskAlignedAssigner::dense(const Tensor& pd_scores, const Tensor& pd_
 Tensor TaskAlignedAssigner::mask_ious(const MaskQuality& mq, const Tensor& top, const Tensor& pd_bboxes) {
   const int64_t bs = top.size(0), m = top.size(1), k = top.size(2);
   const int64_t nm = mq.proto.size(1), mh = mq.proto.size(2), mw = mq.proto.size(3), px = mh * mw;
-  auto proto = mq.proto.flatten(2);        // (B, nm, P)
-  auto gt = mq.gt_masks.flatten(2);        // (B, M, P) bool
-  auto gt_area = gt.sum(-1, true);         // (B, M, 1) int64
+  auto proto = mq.proto.flatten(2);  // (B, nm, P)
+  auto gt = mq.gt_masks.flatten(2);  // (B, M, P) bool
+  auto gt_area = gt.sum(-1, true);   // (B, M, 1) int64
   auto fopts = pd_bboxes.options();
   auto cols = torch::arange(mw, fopts).view({1, 1, 1, mw});
   auto rows = torch::arange(mh, fopts).view({1, 1, mh, 1});
@@ -250,8 +250,8 @@ Tensor TaskAlignedAssigner::selected_mask_ious(const MaskQuality& mq, const Tens
       // Cropped to the predicted box at prototype resolution, as the reference's crop_mask.
       auto box = (pd_bboxes[b].index({a}) * mq.scale).view({c, 4, 1, 1}).unbind(1);  // 4 x (c, 1, 1)
       pred = (pred & (cols >= box[0]) & (cols < box[2]) & (rows >= box[1]) & (rows < box[3])).view({c, px});
-      auto truth = gt.index({g});                // (c, P)
-      auto inter = (pred & truth).sum(-1);       // int64, exact
+      auto truth = gt.index({g});           // (c, P)
+      auto inter = (pred & truth).sum(-1);  // int64, exact
       auto uni = truth.sum(-1) + pred.sum(-1) - inter;
       miou[b].index_put_({g, a}, inter.to(fopts.dtype()) / uni.clamp_min(1).to(fopts.dtype()));
     }

@@ -30,9 +30,9 @@ struct AssignerOptions {
 // mask IoU 0. The overlap is then (CIoU + mask IoU) / 2 for every stage after the metric. Masks are
 // decoded in chunks of GTs of at most `chunk_elements` mask pixels; shapes follow from (B, M, A, Hm, Wm).
 struct MaskQuality {
-  Tensor coefs;     // (B, A, nm) mask coefficients
-  Tensor proto;     // (B, nm, Hm, Wm) prototypes
-  Tensor gt_masks;  // (B, M, Hm, Wm) bool GT masks at prototype resolution
+  Tensor coefs;         // (B, A, nm) mask coefficients
+  Tensor proto;         // (B, nm, Hm, Wm) prototypes
+  Tensor gt_masks;      // (B, M, Hm, Wm) bool GT masks at prototype resolution
   float scale = 0.25f;  // prototype pixels per input pixel (Hm / input height, in FP32 as the reference)
   int64_t chunk_elements = int64_t{1} << 24;
 };

@@ -30,10 +30,14 @@ Pow pow_form(double e) {
 
 __device__ __forceinline__ float aten_pow(float x, Pow p) {
   switch (p.form) {
-    case PowForm::kSqrt: return sqrtf(x);
-    case PowForm::kSquare: return __fmul_rn(x, x);
-    case PowForm::kCube: return __fmul_rn(__fmul_rn(x, x), x);
-    default: return powf(x, p.e);
+    case PowForm::kSqrt:
+      return sqrtf(x);
+    case PowForm::kSquare:
+      return __fmul_rn(x, x);
+    case PowForm::kCube:
+      return __fmul_rn(__fmul_rn(x, x), x);
+    default:
+      return powf(x, p.e);
   }
 }
 
@@ -75,8 +79,8 @@ struct Dims {
 // once, each slot's outputs are written coalesced along the anchors.
 __global__ void candidate_metrics_kernel(const float* scores, const float4* boxes, const float2* points,
                                          const int64_t* labels, const float* gt, const float* widened,
-                                         const bool* valid, Dims d, Pow alpha, Pow beta, float select_eps,
-                                         bool* cand, float* overlaps, float* score_pow, float* metric) {
+                                         const bool* valid, Dims d, Pow alpha, Pow beta, float select_eps, bool* cand,
+                                         float* overlaps, float* score_pow, float* metric) {
   const int64_t a = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, b = blockIdx.y;
   if (a >= d.a) return;
   const float4 box = boxes[b * d.a + a];
@@ -104,8 +108,8 @@ __global__ void candidate_metrics_kernel(const float* scores, const float4* boxe
   }
 }
 
-__global__ void mask_aware_kernel(const bool* cand, const float* mask_iou, const float* score_pow, Pow beta,
-                                  int64_t n, float* overlaps, float* metric) {
+__global__ void mask_aware_kernel(const bool* cand, const float* mask_iou, const float* score_pow, Pow beta, int64_t n,
+                                  float* overlaps, float* metric) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float o = cand[i] ? __fmul_rn(__fadd_rn(overlaps[i], mask_iou[i]), 0.5f) : 0.f;  // ATen's / 2
@@ -114,8 +118,8 @@ __global__ void mask_aware_kernel(const bool* cand, const float* mask_iou, const
 }
 
 // Each real GT's top-k candidates claim their anchors.
-__global__ void claim_kernel(const int64_t* top, const bool* cand, const bool* valid, Dims d, int64_t k,
-                             int* count, int* claimant) {
+__global__ void claim_kernel(const int64_t* top, const bool* cand, const bool* valid, Dims d, int64_t k, int* count,
+                             int* claimant) {
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= d.bs * d.m * k) return;
   const int64_t slot = t / k;
@@ -160,10 +164,9 @@ __global__ void gt_maxima_kernel(const int64_t* gts, const float* metric, const 
   atomicMax(best_overlap + slot, __float_as_int(overlaps[slot * d.a + a]));
 }
 
-__global__ void targets_kernel(const int64_t* gts, const float* metric, const int* best_metric,
-                               const int* best_overlap, const int64_t* labels, const float4* gt_boxes, Dims d,
-                               float eps, int64_t* out_labels, float4* out_boxes, bool* fg, int64_t* gt_idx,
-                               float* norm) {
+__global__ void targets_kernel(const int64_t* gts, const float* metric, const int* best_metric, const int* best_overlap,
+                               const int64_t* labels, const float4* gt_boxes, Dims d, float eps, int64_t* out_labels,
+                               float4* out_boxes, bool* fg, int64_t* gt_idx, float* norm) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= d.bs * d.a) return;
   const int64_t g = gts[i], b = i / d.a, a = i - b * d.a;
@@ -254,12 +257,11 @@ Tensor resolve_gts(const CandidateMetrics& m, const Tensor& top, const Tensor& v
   const int64_t k = top.size(2);
   if (top.numel() > 0)
     claim_kernel<<<blocks(top.numel()), kThreads, 0, stream>>>(top.data_ptr<int64_t>(), m.cand.data_ptr<bool>(),
-                                                                valid.data_ptr<bool>(), d, k, count.data_ptr<int>(),
-                                                                claimant.data_ptr<int>());
+                                                               valid.data_ptr<bool>(), d, k, count.data_ptr<int>(),
+                                                               claimant.data_ptr<int>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  resolve_kernel<<<blocks(gts.numel()), kThreads, 0, stream>>>(count.data_ptr<int>(), claimant.data_ptr<int>(),
-                                                               m.overlaps.data_ptr<float>(), d,
-                                                               gts.data_ptr<int64_t>());
+  resolve_kernel<<<blocks(gts.numel()), kThreads, 0, stream>>>(
+      count.data_ptr<int>(), claimant.data_ptr<int>(), m.overlaps.data_ptr<float>(), d, gts.data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return gts;
 }
@@ -293,9 +295,9 @@ Targets assignment_targets(const Tensor& gts, const CandidateMetrics& m, const T
       t.fg.data_ptr<bool>(), t.gt_idx.data_ptr<int64_t>(), norm.data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (t.scores.numel() > 0)
-    scores_kernel<<<blocks(t.scores.numel()), kThreads, 0, stream>>>(t.labels.data_ptr<int64_t>(), t.fg.data_ptr<bool>(),
-                                                                      norm.data_ptr<float>(), t.scores.numel(), d.nc,
-                                                                      t.scores.data_ptr<float>());
+    scores_kernel<<<blocks(t.scores.numel()), kThreads, 0, stream>>>(
+        t.labels.data_ptr<int64_t>(), t.fg.data_ptr<bool>(), norm.data_ptr<float>(), t.scores.numel(), d.nc,
+        t.scores.data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return t;
 }

@@ -3,8 +3,8 @@
 
 #include <stdexcept>
 
-#include "lucid/loss/mask_logits.cuh"
 #include "lucid/loss/mask_iou_cuda.h"
+#include "lucid/loss/mask_logits.cuh"
 #include "lucid/loss/mask_loss_cuda.h"
 
 namespace lucid::loss::cuda {

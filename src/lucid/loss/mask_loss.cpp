@@ -82,8 +82,7 @@ class CroppedMaskBce : public torch::autograd::Function<CroppedMaskBce> {
                &area = saved[5], &valid = saved[6];
     const bool overlap = ctx->saved_data["overlap"].toBool();
     const int64_t chunk_elements = ctx->saved_data["chunk"].toInt();
-    const int64_t bs = coefs.size(0), slots = coefs.size(1), nm = proto.size(1), mh = proto.size(2),
-                  mw = proto.size(3);
+    const int64_t bs = coefs.size(0), slots = coefs.size(1), nm = proto.size(1), mh = proto.size(2), mw = proto.size(3);
     const bool want_proto = ctx->needs_input_grad(1);
 #ifdef LUCID_CUDA_KERNELS
     if (ctx->saved_data["fused"].toBool()) {
@@ -108,8 +107,11 @@ class CroppedMaskBce : public torch::autograd::Function<CroppedMaskBce> {
       if (want_proto) grad_proto.baddbmm_(coefs.narrow(1, s, k).transpose(1, 2), dl);
     }
     auto gc = grad_coefs.empty() ? torch::zeros_like(coefs) : torch::cat(grad_coefs, 1);
-    return {gc, want_proto ? grad_proto.view_as(proto) : Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor(),
-            Tensor(), Tensor(), Tensor()};
+    return {gc,       want_proto ? grad_proto.view_as(proto) : Tensor(),
+            Tensor(), Tensor(),
+            Tensor(), Tensor(),
+            Tensor(), Tensor(),
+            Tensor(), Tensor()};
   }
 };
 
@@ -132,7 +134,8 @@ Tensor cropped_mask_bce(const Tensor& coefs, const Tensor& proto, const Tensor& 
   if (masks.dim() != expected_dims || masks.size(-2) != proto.size(2) || masks.size(-1) != proto.size(3))
     throw std::invalid_argument("cropped_mask_bce: masks do not match the prototypes' size");
   const bool fused = form == MaskBceForm::Fastest && fused_mask_bce_available(coefs, proto);
-  if (!fused) return CroppedMaskBce::apply(coefs, proto, masks, gt_index, crop, area, valid, overlap, chunk_elements, false);
+  if (!fused)
+    return CroppedMaskBce::apply(coefs, proto, masks, gt_index, crop, area, valid, overlap, chunk_elements, false);
   // The kernels read FP32 contiguous inputs; gradients flow back through the conversions.
   auto f = [](const Tensor& t) { return t.to(torch::kFloat).contiguous(); };
   return CroppedMaskBce::apply(f(coefs), f(proto), masks.contiguous(), gt_index.to(torch::kLong).contiguous(), f(crop),

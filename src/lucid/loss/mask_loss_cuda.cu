@@ -205,31 +205,39 @@ template <typename MaskT, int NM>
 void launch_backward(const Args& a, const Shape& s, cudaStream_t stream) {
   if (a.blocks > 0)
     coefs_grad_kernel<MaskT, NM><<<static_cast<unsigned>(a.blocks), kSlotThreads, 0, stream>>>(
-        a.grad, a.coefs, a.proto, static_cast<const MaskT*>(a.masks), a.gt_index, a.crop, a.area, a.valid,
-        a.grad_coefs, s);
+        a.grad, a.coefs, a.proto, static_cast<const MaskT*>(a.masks), a.gt_index, a.crop, a.area, a.valid, a.grad_coefs,
+        s);
   if (a.grad_proto && a.bs > 0 && a.hw > 0) {
     const dim3 grid(static_cast<unsigned>((a.hw + kPixelThreads - 1) / kPixelThreads), static_cast<unsigned>(a.bs));
-    proto_grad_kernel<MaskT, NM><<<grid, kPixelThreads, 0, stream>>>(
-        a.grad, a.coefs, a.proto, static_cast<const MaskT*>(a.masks), a.gt_index, a.crop, a.area, a.valid,
-        a.active, a.grad_proto, s);
+    proto_grad_kernel<MaskT, NM>
+        <<<grid, kPixelThreads, 0, stream>>>(a.grad, a.coefs, a.proto, static_cast<const MaskT*>(a.masks), a.gt_index,
+                                             a.crop, a.area, a.valid, a.active, a.grad_proto, s);
   }
 }
 
 // The launch for the masks' type and the smallest coefficient bound holding nm.
 void forward_for(const Tensor& masks, const Args& a, const Shape& s, cudaStream_t stream) {
   const bool i32 = masks.scalar_type() == at::kInt, small = s.nm <= 32;
-  if (i32 && small) launch_forward<int32_t, 32>(a, s, stream);
-  else if (i32) launch_forward<int32_t, kMaxCoefficients>(a, s, stream);
-  else if (small) launch_forward<uint8_t, 32>(a, s, stream);
-  else launch_forward<uint8_t, kMaxCoefficients>(a, s, stream);
+  if (i32 && small)
+    launch_forward<int32_t, 32>(a, s, stream);
+  else if (i32)
+    launch_forward<int32_t, kMaxCoefficients>(a, s, stream);
+  else if (small)
+    launch_forward<uint8_t, 32>(a, s, stream);
+  else
+    launch_forward<uint8_t, kMaxCoefficients>(a, s, stream);
 }
 
 void backward_for(const Tensor& masks, const Args& a, const Shape& s, cudaStream_t stream) {
   const bool i32 = masks.scalar_type() == at::kInt, small = s.nm <= 32;
-  if (i32 && small) launch_backward<int32_t, 32>(a, s, stream);
-  else if (i32) launch_backward<int32_t, kMaxCoefficients>(a, s, stream);
-  else if (small) launch_backward<uint8_t, 32>(a, s, stream);
-  else launch_backward<uint8_t, kMaxCoefficients>(a, s, stream);
+  if (i32 && small)
+    launch_backward<int32_t, 32>(a, s, stream);
+  else if (i32)
+    launch_backward<int32_t, kMaxCoefficients>(a, s, stream);
+  else if (small)
+    launch_backward<uint8_t, 32>(a, s, stream);
+  else
+    launch_backward<uint8_t, kMaxCoefficients>(a, s, stream);
 }
 
 Args args_of(const Tensor& coefs, const Tensor& proto, const Tensor& masks, const Tensor& gt_index, const Tensor& crop,

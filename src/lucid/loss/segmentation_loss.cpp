@@ -17,7 +17,6 @@ namespace F = torch::nn::functional;
 
 namespace {
 
-
 // Grid anchor centres (A, 2) in grid units and per-anchor strides (A, 1), FP32, P3 first.
 std::pair<Tensor, Tensor> grid_anchors(const std::vector<Tensor>& feats, const std::vector<double>& strides,
                                        const torch::Device& device) {
@@ -77,10 +76,12 @@ LossOptions loss_options_for(const model::SegmentationModelImpl& model, LossOpti
 
 SegmentationLoss::SegmentationLoss(LossOptions options)
     : options_(std::move(options)),
-      o2m_assigner_(AssignerOptions{.topk = options_.topk, .topk2 = options_.topk, .num_classes = options_.nc,
-                                    .strides = options_.strides}),
-      o2o_assigner_(AssignerOptions{.topk = options_.o2o_topk, .topk2 = options_.o2o_topk2,
-                                    .num_classes = options_.nc, .strides = options_.strides}) {}
+      o2m_assigner_(AssignerOptions{
+          .topk = options_.topk, .topk2 = options_.topk, .num_classes = options_.nc, .strides = options_.strides}),
+      o2o_assigner_(AssignerOptions{.topk = options_.o2o_topk,
+                                    .topk2 = options_.o2o_topk2,
+                                    .num_classes = options_.nc,
+                                    .strides = options_.strides}) {}
 
 std::array<std::string, kLossTerms> SegmentationLoss::item_names() const {
   return {"box_loss", "seg_loss", "cls_loss", options_.reg_max > 1 ? "dfl_loss" : "l1_loss", "sem_loss"};
@@ -180,8 +181,7 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
   std::optional<MaskQuality> quality;
   if (options_.mask_assignment && capacity > 0) quality = mask_quality(p, gt);
   auto a = assigner(p.pred_scores.detach().sigmoid(), p.pred_bboxes.detach() * p.stride_tensor,
-                    p.anchor_points * p.stride_tensor, gt.labels, gt.boxes, gt.valid,
-                    quality ? &*quality : nullptr);
+                    p.anchor_points * p.stride_tensor, gt.labels, gt.boxes, gt.valid, quality ? &*quality : nullptr);
   range.reset();
   range.emplace("box and class");
   auto num_fg = a.fg_mask.sum();
@@ -202,7 +202,8 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
                                   " entries for " + std::to_string(nc) + " classes");
     // Uploaded once per device: no transfer inside a recorded step.
     if (!class_weights_.defined() || class_weights_.device() != device)
-      class_weights_ = torch::tensor(options_.class_weights, torch::kDouble).to(torch::kFloat).view({1, 1, nc}).to(device);
+      class_weights_ =
+          torch::tensor(options_.class_weights, torch::kDouble).to(torch::kFloat).view({1, 1, nc}).to(device);
     bce = bce * class_weights_;
   }
   auto loss_cls = bce.sum() / score_sum;
@@ -216,9 +217,9 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
     if (p.semantic.defined()) {
       // A rank's part without instances still holds background pixels of a global batch with
       // foreground: their semantic term is the single process's.
-      loss_sem = batch_size.defined()
-                     ? bce_dice(p.semantic, torch::zeros_like(p.semantic)) * options_.box * (num_fg > 0).to(torch::kFloat)
-                     : (p.semantic * 0).sum();
+      loss_sem = batch_size.defined() ? bce_dice(p.semantic, torch::zeros_like(p.semantic)) * options_.box *
+                                            (num_fg > 0).to(torch::kFloat)
+                                      : (p.semantic * 0).sum();
     }
   } else {
     // Box and distribution terms, dense over every anchor: background anchors carry weight 0
@@ -274,8 +275,8 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
     auto area = xyxy_to_xywh(box_norm).narrow(-1, 2, 2).prod(-1);
     area = torch::where(slot_valid, area, torch::ones({}, fopts));
     auto mbox = box_norm * alternating(static_cast<double>(mw), static_cast<double>(mh), fopts);
-    auto per_slot = cropped_mask_bce(coefs, proto, masks, gt.overlap, gt_idx, mbox, area, slot_valid,
-                                     options_.mask_chunk_elements);
+    auto per_slot =
+        cropped_mask_bce(coefs, proto, masks, gt.overlap, gt_idx, mbox, area, slot_valid, options_.mask_chunk_elements);
     loss_seg = per_slot.sum() / num_fg.clamp_min(1);
 
     range.reset();
@@ -303,8 +304,8 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
   // weighted by its part of the global batch.
   if (batch_size.defined() && p.semantic.defined()) loss_sem = loss_sem * (static_cast<double>(bs) / batch_size);
   BranchLoss out;
-  auto vec = torch::stack({loss_box * options_.box, loss_seg * options_.box, loss_cls * options_.cls,
-                           loss_dist * options_.dfl, loss_sem});
+  auto vec = torch::stack(
+      {loss_box * options_.box, loss_seg * options_.box, loss_cls * options_.cls, loss_dist * options_.dfl, loss_sem});
   out.loss = batch_size.defined() ? vec * batch_size : vec * static_cast<double>(bs);
   out.items = vec.detach();
   out.assignment = a;
@@ -334,8 +335,8 @@ LossResult SegmentationLoss::operator()(const model::HeadOutputs& preds, const P
   if (targets.overlap != options_.overlap_mask)
     throw std::invalid_argument("loss: targets padded for the other mask mode");
   if (targets.batch_size() != preds.one2many.scores.size(0))
-    throw std::invalid_argument("loss: targets for " + std::to_string(targets.batch_size()) + " images, predictions for " +
-                                std::to_string(preds.one2many.scores.size(0)));
+    throw std::invalid_argument("loss: targets for " + std::to_string(targets.batch_size()) +
+                                " images, predictions for " + std::to_string(preds.one2many.scores.size(0)));
 
   LossResult result;
   Tensor semantic_term;

@@ -54,7 +54,7 @@ struct LossOptions {
   int64_t epochs = 100;                    // for the end2end weight schedule
   int64_t topk = 10;                       // one-to-many assigner
   int64_t o2o_topk = 7, o2o_topk2 = 1;     // one-to-one assigner
-  std::vector<double> class_weights;  // cls_pw (loss/class_weights.h); empty: every class weighs 1
+  std::vector<double> class_weights;       // cls_pw (loss/class_weights.h); empty: every class weighs 1
   // Most mask logits (slots x pixels, all images) the mask term holds at once; bounds its memory.
   int64_t mask_chunk_elements = int64_t{1} << 24;
 };
@@ -114,16 +114,15 @@ class SegmentationLoss {
   MaskQuality mask_quality(const Prepared& p, const PaddedTargets& gt) const;
   // semantic_term: the semantic BCE + Dice term, reused when defined, stored when not (the two
   // branches share one semantic prediction); nullptr: computed here.
-  BranchLoss branch_loss(const model::BranchOutputs& branch, const std::vector<Tensor>& feats,
-                         const PaddedTargets& gt, const TaskAlignedAssigner& assigner,
-                         Tensor* semantic_term = nullptr) const;
+  BranchLoss branch_loss(const model::BranchOutputs& branch, const std::vector<Tensor>& feats, const PaddedTargets& gt,
+                         const TaskAlignedAssigner& assigner, Tensor* semantic_term = nullptr) const;
 
   LossOptions options_;
   TaskAlignedAssigner o2m_assigner_, o2o_assigner_;
   int64_t updates_ = 0;
   double o2m_ = 0.8, o2o_ = 1.0 - 0.8;
   Tensor o2m_weight_, o2o_weight_;  // on the device of the last call; undefined before it
-  mutable Tensor class_weights_;     // (1, 1, nc) float on the device of the last call (cls_pw)
+  mutable Tensor class_weights_;    // (1, 1, nc) float on the device of the last call (cls_pw)
 };
 
 // The end2end one-to-many weight after `finished_epochs` epochs of `epochs`.

@@ -60,8 +60,8 @@ std::vector<int64_t> instance_counts(const SegTargets& targets, int64_t batch_si
   return counts;
 }
 
-PaddedTargets pad_targets(const SegTargets& targets, int64_t batch_size, double height, double width,
-                          bool overlap_mask, int64_t capacity) {
+PaddedTargets pad_targets(const SegTargets& targets, int64_t batch_size, double height, double width, bool overlap_mask,
+                          int64_t capacity) {
   const int64_t n = targets.size();
   if (n > 0 && (targets.cls.numel() != n || targets.bboxes.dim() != 2 || targets.bboxes.size(0) != n ||
                 targets.bboxes.size(1) != 4))
@@ -71,11 +71,11 @@ PaddedTargets pad_targets(const SegTargets& targets, int64_t batch_size, double 
   for (auto c : counts) max_count = std::max(max_count, c);
   if (capacity < 0) capacity = capacity_bucket(max_count);
   if (capacity < max_count)
-    throw UserError("loss targets: an image holds " + std::to_string(max_count) + " instances, more than the capacity " +
-                    std::to_string(capacity));
+    throw UserError("loss targets: an image holds " + std::to_string(max_count) +
+                    " instances, more than the capacity " + std::to_string(capacity));
 
-  const auto src = n > 0 ? targets.bboxes.device()
-                         : (targets.masks.defined() ? targets.masks.device() : torch::Device(torch::kCPU));
+  const auto src =
+      n > 0 ? targets.bboxes.device() : (targets.masks.defined() ? targets.masks.device() : torch::Device(torch::kCPU));
   const auto fopts = torch::TensorOptions().dtype(torch::kFloat).device(src);
   // Each instance's slot in its image (host), then rows (cls, cx, cy, w, h) packed per image.
   auto bi = torch::empty({n}, torch::kLong), within = torch::empty({n}, torch::kLong);

@@ -45,9 +45,9 @@ std::vector<int64_t> instance_counts(const SegTargets& targets, int64_t batch_si
 // Per-image padded ground truth in input pixels: the reference's preprocessed targets, every tensor
 // of a shape fixed by (B, M, Hm, Wm) and the mask mode. Padding slots are all zero (invalid).
 struct PaddedTargets {
-  Tensor labels;     // (B, M, 1) float class ids (0 in padding)
-  Tensor boxes;      // (B, M, 4) float xyxy pixels (0 in padding)
-  Tensor valid;      // (B, M, 1) float 1 for real instances (box coordinates sum > 0, as the reference)
+  Tensor labels;  // (B, M, 1) float class ids (0 in padding)
+  Tensor boxes;   // (B, M, 4) float xyxy pixels (0 in padding)
+  Tensor valid;   // (B, M, 1) float 1 for real instances (box coordinates sum > 0, as the reference)
   // overlap mode:  (B, Hm, Wm) index map, uint8 (int32 when M >= 256: the dtype follows the bucket);
   // otherwise:     (B, M, Hm, Wm) uint8 0/1 per slot (zero in padding).
   // Undefined only for a batch without instances whose targets had no masks.
@@ -67,8 +67,8 @@ torch::ScalarType overlap_mask_dtype(int64_t capacity);
 // Runs where the targets live (the host in training) and reads their per-image counts there.
 // Throws UserError if batch_idx is not ascending or out of range, if the tensors disagree on the
 // number of instances or images, or if an image holds more than `capacity` instances.
-PaddedTargets pad_targets(const SegTargets& targets, int64_t batch_size, double height, double width,
-                          bool overlap_mask, int64_t capacity = -1);
+PaddedTargets pad_targets(const SegTargets& targets, int64_t batch_size, double height, double width, bool overlap_mask,
+                          int64_t capacity = -1);
 
 // Copies a tensor to `device`; a CPU source is pinned first so that the copy does not block.
 Tensor upload(const Tensor& t, const torch::Device& device);

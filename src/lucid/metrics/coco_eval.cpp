@@ -108,10 +108,10 @@ GroupEval evaluate_group(const CocoData& data, const Group& group, const CocoEva
   out.flags.assign(A * D, 0);
   out.npig.assign(A, 0);
 
-  std::vector<uint32_t> order(G);     // ground truths, those counted first (stable)
-  std::vector<uint8_t> ig(G);         // ignore flag by position in `order`
-  std::vector<uint8_t> gt_matched(G); // by position in `order`
-  std::vector<int64_t> dt_match(D);   // id of the matched ground truth, 0 = none
+  std::vector<uint32_t> order(G);      // ground truths, those counted first (stable)
+  std::vector<uint8_t> ig(G);          // ignore flag by position in `order`
+  std::vector<uint8_t> gt_matched(G);  // by position in `order`
+  std::vector<int64_t> dt_match(D);    // id of the matched ground truth, 0 = none
   std::vector<uint8_t> dt_ig(D);
   for (size_t a = 0; a < A; ++a) {
     const double lo = p.area_rngs[a][0], hi = p.area_rngs[a][1];
@@ -140,7 +140,7 @@ GroupEval evaluate_group(const CocoData& data, const Group& group, const CocoEva
           const double* row = ious.data() + d * G;
           for (size_t i = 0; i < G; ++i) {
             const uint32_t g = order[i];
-            if (gt_matched[i] && !crowd[g]) continue;           // taken, and not a crowd region
+            if (gt_matched[i] && !crowd[g]) continue;                   // taken, and not a crowd region
             if (m > -1 && !ig[static_cast<size_t>(m)] && ig[i]) break;  // have a real match; rest are ignored
             if (row[g] < best) continue;
             best = row[g];
@@ -200,9 +200,9 @@ struct StatSpec {
 };
 
 constexpr StatSpec kStats[12] = {
-    {true, -1, "all", -1},      {true, 0.5, "all", 2},    {true, 0.75, "all", 2},   {true, -1, "small", 2},
-    {true, -1, "medium", 2},    {true, -1, "large", 2},   {false, -1, "all", 0},    {false, -1, "all", 1},
-    {false, -1, "all", 2},      {false, -1, "small", 2},  {false, -1, "medium", 2}, {false, -1, "large", 2},
+    {true, -1, "all", -1},   {true, 0.5, "all", 2},   {true, 0.75, "all", 2},   {true, -1, "small", 2},
+    {true, -1, "medium", 2}, {true, -1, "large", 2},  {false, -1, "all", 0},    {false, -1, "all", 1},
+    {false, -1, "all", 2},   {false, -1, "small", 2}, {false, -1, "medium", 2}, {false, -1, "large", 2},
 };
 
 int stat_max_det(const StatSpec& s, const CocoEvalParams& p) {
@@ -257,7 +257,8 @@ CocoEvalResult coco_evaluate(const CocoData& data, const CocoEvalParams& p) {
     throw UserError("coco eval: maxDets must be ascending and non-empty");
   }
   for (const auto& d : data.detections) {
-    if (!std::isfinite(d.score)) throw UserError("coco eval: detection " + std::to_string(d.id) + " has a non-finite score");
+    if (!std::isfinite(d.score))
+      throw UserError("coco eval: detection " + std::to_string(d.id) + " has a non-finite score");
   }
   const size_t T = p.iou_thrs.size(), R = p.rec_thrs.size(), K = data.category_ids.size(), A = p.area_rngs.size(),
                M = p.max_dets.size();

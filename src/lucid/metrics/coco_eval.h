@@ -22,32 +22,32 @@ const char* iou_type_name(IouType t);
 // One annotation (ground truth) or detection. Image and category are indices into the evaluated
 // data's sorted id lists (CocoData::image_ids / category_ids), not the ids themselves.
 struct CocoInstance {
-  int64_t id = 0;        // annotation id; a detection matched to a ground truth with id 0 counts as
-                         // unmatched, as in pycocotools
-  int32_t image = 0;     // index into image_ids
-  int32_t category = -1; // index into category_ids; -1 = category not evaluated (skipped)
-  bool iscrowd = false;  // ground truth only
-  double area = 0;       // ground truth: the file's "area"; detection: box or mask area
-  double score = 0;      // detection only
+  int64_t id = 0;         // annotation id; a detection matched to a ground truth with id 0 counts as
+                          // unmatched, as in pycocotools
+  int32_t image = 0;      // index into image_ids
+  int32_t category = -1;  // index into category_ids; -1 = category not evaluated (skipped)
+  bool iscrowd = false;   // ground truth only
+  double area = 0;        // ground truth: the file's "area"; detection: box or mask area
+  double score = 0;       // detection only
   BoxXywh bbox{0, 0, 0, 0};
-  Rle segm;              // used for IouType::Segm
+  Rle segm;  // used for IouType::Segm
 };
 
 struct CocoData {
-  size_t num_images = 0;                // images are 0..num_images-1, in ascending id order
-  std::vector<int64_t> category_ids;    // ascending
+  size_t num_images = 0;              // images are 0..num_images-1, in ascending id order
+  std::vector<int64_t> category_ids;  // ascending
   std::vector<CocoInstance> ground_truth;
   std::vector<CocoInstance> detections;
 };
 
 struct CocoEvalParams {
   IouType iou_type = IouType::Segm;
-  std::vector<double> iou_thrs;                   // default: 0.50:0.05:0.95 as numpy.linspace makes it
-  std::vector<double> rec_thrs;                   // default: 0:0.01:1 as numpy.linspace makes it
-  std::vector<int> max_dets{1, 10, 100};          // ascending
+  std::vector<double> iou_thrs;           // default: 0.50:0.05:0.95 as numpy.linspace makes it
+  std::vector<double> rec_thrs;           // default: 0:0.01:1 as numpy.linspace makes it
+  std::vector<int> max_dets{1, 10, 100};  // ascending
   std::vector<std::array<double, 2>> area_rngs{{0, 1e10}, {0, 1024}, {1024, 9216}, {9216, 1e10}};
   std::vector<std::string> area_labels{"all", "small", "medium", "large"};
-  int threads = 0;                                // 0: all hardware threads
+  int threads = 0;  // 0: all hardware threads
 
   CocoEvalParams();
 };

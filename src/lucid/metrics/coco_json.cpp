@@ -60,7 +60,8 @@ double number_field(const json& obj, const char* key) {
 }
 
 BoxXywh box_value(const json& v, const char* what) {
-  if (!v.is_array() || v.size() != 4) throw UserError(std::string("\"") + what + "\" is not [x, y, w, h] (got " + shown(v) + ")");
+  if (!v.is_array() || v.size() != 4)
+    throw UserError(std::string("\"") + what + "\" is not [x, y, w, h] (got " + shown(v) + ")");
   BoxXywh b{};
   for (size_t i = 0; i < 4; ++i) {
     if (!v[i].is_number()) throw UserError(std::string("\"") + what + "\" has a non-number (got " + shown(v) + ")");
@@ -113,7 +114,8 @@ Rle parse_segmentation(const json& s, bool have_size, uint32_t h, uint32_t w) {
   }
   if (s.is_object()) {
     const json& size = field(s, "size");
-    if (!size.is_array() || size.size() != 2) throw UserError("RLE \"size\" is not [height, width] (got " + shown(size) + ")");
+    if (!size.is_array() || size.size() != 2)
+      throw UserError("RLE \"size\" is not [height, width] (got " + shown(size) + ")");
     const uint32_t rh = dimension(size[0], "RLE height"), rw = dimension(size[1], "RLE width");
     const json& counts = field(s, "counts");
     if (counts.is_string()) return rle_from_string(counts.get_ref<const std::string&>(), rh, rw);
@@ -122,7 +124,8 @@ Rle parse_segmentation(const json& s, bool have_size, uint32_t h, uint32_t w) {
       r.counts.reserve(counts.size());
       for (const auto& c : counts) {
         int64_t x = 0;
-        if (!to_int64(c, x) || x < 0 || x > UINT32_MAX) throw UserError("RLE count is not a non-negative integer (got " + shown(c) + ")");
+        if (!to_int64(c, x) || x < 0 || x > UINT32_MAX)
+          throw UserError("RLE count is not a non-negative integer (got " + shown(c) + ")");
         r.counts.push_back(static_cast<uint32_t>(x));
       }
       rle_validate(r);

@@ -43,10 +43,10 @@ void ConfusionMatrix::add_image(const torch::Tensor& det_boxes, const torch::Ten
   std::vector<int64_t> gt_match(gc.size(), -1);
   std::vector<uint8_t> det_matched(dc.size(), 0);
   if (!dc.empty()) {
-    auto iou = box_iou(gt_boxes.to(boxes.device(), torch::kFloat32), boxes.to(torch::kFloat32))
-                   .to(torch::kCPU)
-                   .contiguous();
-    auto conf_t = det_conf.reshape({-1}).index({keep.to(det_conf.device())}).to(torch::kCPU, torch::kFloat32).contiguous();
+    auto iou =
+        box_iou(gt_boxes.to(boxes.device(), torch::kFloat32), boxes.to(torch::kFloat32)).to(torch::kCPU).contiguous();
+    auto conf_t =
+        det_conf.reshape({-1}).index({keep.to(det_conf.device())}).to(torch::kCPU, torch::kFloat32).contiguous();
     std::vector<float> v(iou.data_ptr<float>(), iou.data_ptr<float>() + iou.numel());
     const float* conf = conf_t.data_ptr<float>();
     const int64_t n = static_cast<int64_t>(dc.size()), g = static_cast<int64_t>(gc.size());

@@ -35,7 +35,6 @@ double mean(const std::vector<double>& v) {
   return s / static_cast<double>(v.size());
 }
 
-
 std::vector<uint8_t> bool_rows(const Tensor& t, int64_t rows) {
   std::vector<uint8_t> out(rows * kIouThresholds, 0);
   if (rows == 0) return out;
@@ -264,8 +263,8 @@ ClassMetrics ap_per_class(const std::vector<uint8_t>& tp, const std::vector<floa
     for (int t = 0; t < kIouThresholds; ++t) out.ap[ci][t] = compute_ap(recall[t], precision[t]);
     const auto env = precision_envelope(recall[0], precision[0]);
     for (int i = 0; i < kCurvePoints; ++i)
-      out.pr_curve[ci * kCurvePoints + i] = np_interp(x[i], env.first.data(), env.second.data(), env.first.size(),
-                                                      env.second.front(), env.second.back());
+      out.pr_curve[ci * kCurvePoints + i] =
+          np_interp(x[i], env.first.data(), env.second.data(), env.first.size(), env.second.front(), env.second.back());
   }
 
   std::vector<double> f1_mean(kCurvePoints, 0.0);

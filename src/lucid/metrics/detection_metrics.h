@@ -56,12 +56,12 @@ double np_interp(double x, const double* xp, const double* fp, size_t n, double 
 
 // Per-class results of one set (boxes or masks), for the classes that have ground truth.
 struct ClassMetrics {
-  std::vector<int64_t> classes;                           // ascending class ids with ground truth
-  std::vector<double> p, r, f1;                           // at the max mean-F1 confidence
-  std::vector<std::array<double, kIouThresholds>> ap;    // per class, per IoU threshold
-  std::vector<double> p_curve, r_curve, f1_curve;         // (classes x 1000) vs confidence, row-major
-  std::vector<double> pr_curve;                           // (classes x 1000) precision vs recall at IoU 0.5
-  int64_t best_index = 0;                                 // index on the 1000-point confidence axis
+  std::vector<int64_t> classes;                        // ascending class ids with ground truth
+  std::vector<double> p, r, f1;                        // at the max mean-F1 confidence
+  std::vector<std::array<double, kIouThresholds>> ap;  // per class, per IoU threshold
+  std::vector<double> p_curve, r_curve, f1_curve;      // (classes x 1000) vs confidence, row-major
+  std::vector<double> pr_curve;                        // (classes x 1000) precision vs recall at IoU 0.5
+  int64_t best_index = 0;                              // index on the 1000-point confidence axis
 
   size_t size() const { return classes.size(); }
   double ap50(size_t i) const { return ap[i][0]; }
@@ -70,7 +70,7 @@ struct ClassMetrics {
   double mr() const;     // mean recall
   double map50() const;  // mean AP at IoU 0.5
   double map75() const;
-  double map() const;    // mean over classes and thresholds
+  double map() const;  // mean over classes and thresholds
 };
 
 // ap_per_class: tp (N x 10 row-major, nonzero = correct), conf (N), pred_cls (N), target_cls (M).
@@ -94,7 +94,7 @@ struct SegmentationMetrics {
   double fitness = 0;  // box.map50_95 + mask.map50_95
   int64_t images = 0;
   int64_t instances = 0;
-  std::vector<ClassResult> per_class;     // classes with ground truth, ascending
+  std::vector<ClassResult> per_class;        // classes with ground truth, ascending
   std::vector<int64_t> instances_per_class;  // (nc) ground-truth instances per class
   std::vector<int64_t> images_per_class;     // (nc) images containing each class
   ClassMetrics box_detail, mask_detail;

@@ -79,7 +79,8 @@ std::vector<uint8_t> rle_decode_column_major(const Rle& rle) {
   size_t pos = 0;
   for (size_t i = 0; i < rle.counts.size(); ++i) {
     const size_t end = std::min(out.size(), pos + rle.counts[i]);
-    if (i % 2 == 1) std::fill(out.begin() + static_cast<std::ptrdiff_t>(pos), out.begin() + static_cast<std::ptrdiff_t>(end), 1);
+    if (i % 2 == 1)
+      std::fill(out.begin() + static_cast<std::ptrdiff_t>(pos), out.begin() + static_cast<std::ptrdiff_t>(end), 1);
     pos = end;
   }
   return out;
@@ -352,7 +353,8 @@ std::vector<uint32_t> rle_counts_from_string(std::string_view s) {
     const size_t m = counts.size();
     if (m > 2) x += static_cast<int64_t>(counts[m - 2]);
     if (x < 0 || x > static_cast<int64_t>(UINT32_MAX)) {
-      throw UserError("invalid RLE string: count " + std::to_string(x) + " out of range (count " + std::to_string(m) + ")");
+      throw UserError("invalid RLE string: count " + std::to_string(x) + " out of range (count " + std::to_string(m) +
+                      ")");
     }
     counts.push_back(static_cast<uint32_t>(x));
   }

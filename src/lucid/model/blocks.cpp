@@ -107,7 +107,8 @@ AttentionImpl::AttentionImpl(int64_t dim, int64_t num_heads, double attn_ratio)
 
 Tensor AttentionImpl::forward(const Tensor& x) {
   auto B = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), N = H * W;
-  auto parts = qkv(x).view({B, num_heads_, key_dim_ * 2 + head_dim_, N}).split_with_sizes({key_dim_, key_dim_, head_dim_}, 2);
+  auto parts =
+      qkv(x).view({B, num_heads_, key_dim_ * 2 + head_dim_, N}).split_with_sizes({key_dim_, key_dim_, head_dim_}, 2);
   const auto &q = parts[0], &k = parts[1], &v = parts[2];
   auto attn = torch::matmul((q * scale_).transpose(-2, -1), k).softmax(-1);
   if (FlopScope::active()) FlopScope::add(static_cast<double>(B * num_heads_ * N * N * (key_dim_ + head_dim_)));
@@ -217,7 +218,8 @@ Tensor DFLImpl::forward(const Tensor& x) {
 ProtoImpl::ProtoImpl(int64_t c1, int64_t c_, int64_t c2) {
   cv1 = register_module("cv1", Conv(c1, c_, 3));
   upsample = register_module(
-      "upsample", torch::nn::ConvTranspose2d(torch::nn::ConvTranspose2dOptions(c_, c_, 2).stride(2).padding(0).bias(true)));
+      "upsample",
+      torch::nn::ConvTranspose2d(torch::nn::ConvTranspose2dOptions(c_, c_, 2).stride(2).padding(0).bias(true)));
   cv2 = register_module("cv2", Conv(c_, c_, 3));
   cv3 = register_module("cv3", Conv(c_, c2, 1));
 }
@@ -225,7 +227,7 @@ ProtoImpl::ProtoImpl(int64_t c1, int64_t c_, int64_t c2) {
 Tensor ProtoImpl::forward(const Tensor& x) {
   auto h = cv1(x);
   auto u = upsample(h);
-  if (FlopScope::active()) {  // transposed conv: input volume x output channels x kernel area
+  if (FlopScope::active()) {           // transposed conv: input volume x output channels x kernel area
     const auto& w = upsample->weight;  // (Cin, Cout, kh, kw)
     FlopScope::add(static_cast<double>(h.numel()) * w.size(1) * w.size(2) * w.size(3));
   }
@@ -249,8 +251,9 @@ std::pair<Tensor, Tensor> Proto26Impl::forward_multi(const std::vector<Tensor>& 
   auto feat = x[0];
   for (size_t i = 0; i < refine_.size(); ++i) {
     double factor = static_cast<double>(int64_t{1} << (i + 1));
-    auto up = F::interpolate(refine_[i](x[i + 1]),
-                             F::InterpolateFuncOptions().scale_factor(std::vector<double>{factor, factor}).mode(torch::kNearest));
+    auto up = F::interpolate(
+        refine_[i](x[i + 1]),
+        F::InterpolateFuncOptions().scale_factor(std::vector<double>{factor, factor}).mode(torch::kNearest));
     feat = feat + up;
   }
   auto protos = ProtoImpl::forward(feat_fuse(feat));

@@ -5,8 +5,8 @@
 #include <torch/torch.h>
 
 #include <functional>
-#include <type_traits>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 namespace lucid::model {

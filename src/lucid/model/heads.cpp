@@ -6,9 +6,7 @@ namespace lucid::model {
 
 namespace {
 
-torch::nn::Conv2d plain_conv(int64_t c1, int64_t c2) {
-  return torch::nn::Conv2d(torch::nn::Conv2dOptions(c1, c2, 1));
-}
+torch::nn::Conv2d plain_conv(int64_t c1, int64_t c2) { return torch::nn::Conv2d(torch::nn::Conv2dOptions(c1, c2, 1)); }
 
 torch::nn::Conv2dImpl& last_conv(const Chain& chain) {
   auto children = chain->children();
@@ -116,8 +114,8 @@ Tensor SegmentHeadImpl::run_levels(const std::vector<Tensor>& x, const Branch& c
 }
 
 std::string SegmentHeadImpl::prediction_name(int64_t k) const {
-  static const char* const names[] = {"boxes", "scores", "mask coefficients", "one-to-one boxes",
-                                      "one-to-one scores", "one-to-one mask coefficients"};
+  static const char* const names[] = {
+      "boxes", "scores", "mask coefficients", "one-to-one boxes", "one-to-one scores", "one-to-one mask coefficients"};
   return k == prediction_count() - 1 ? "prototypes" : names[k];
 }
 
@@ -139,13 +137,20 @@ std::vector<Tensor> SegmentHeadImpl::predict(int64_t k, const std::vector<Tensor
 std::vector<Tensor> SegmentHeadImpl::predict_raw(int64_t k, const std::vector<Tensor>& feats) {
   const auto& o = options_;
   switch (k == prediction_count() - 1 ? 6 : k) {
-    case 0: return {run_levels(feats, cv2_, 4 * o.reg_max)};
-    case 1: return {run_levels(feats, cv3_, o.nc)};
-    case 2: return {run_levels(feats, cv4_, o.nm)};
-    case 3: return {run_levels(feats, o2o_cv2_, 4 * o.reg_max)};
-    case 4: return {run_levels(feats, o2o_cv3_, o.nc)};
-    case 5: return {run_levels(feats, o2o_cv4_, o.nm)};
-    default: break;
+    case 0:
+      return {run_levels(feats, cv2_, 4 * o.reg_max)};
+    case 1:
+      return {run_levels(feats, cv3_, o.nc)};
+    case 2:
+      return {run_levels(feats, cv4_, o.nm)};
+    case 3:
+      return {run_levels(feats, o2o_cv2_, 4 * o.reg_max)};
+    case 4:
+      return {run_levels(feats, o2o_cv3_, o.nc)};
+    case 5:
+      return {run_levels(feats, o2o_cv4_, o.nm)};
+    default:
+      break;
   }
   if (!o.proto26) return {proto_->forward(feats[0])};
   auto [p, semantic] = proto26_->forward_multi(feats, is_training());

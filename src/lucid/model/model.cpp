@@ -12,9 +12,7 @@ namespace lucid::model {
 
 namespace {
 
-int64_t make_divisible(double x, int64_t divisor) {
-  return static_cast<int64_t>(std::ceil(x / divisor)) * divisor;
-}
+int64_t make_divisible(double x, int64_t divisor) { return static_cast<int64_t>(std::ceil(x / divisor)) * divisor; }
 
 // What a model file may ask the builder to allocate. The reference's widest layer has 1280 channels
 // and its largest segmentation model about 62 million parameters; a spec read from a stranger's
@@ -58,17 +56,37 @@ struct Arg {
   std::string s;
   std::vector<Arg> list;
 
-  static Arg of(int64_t v) { Arg a; a.kind = Int; a.i = v; return a; }
-  static Arg of_bool(bool v) { Arg a; a.kind = Bool; a.b = v; return a; }
+  static Arg of(int64_t v) {
+    Arg a;
+    a.kind = Int;
+    a.i = v;
+    return a;
+  }
+  static Arg of_bool(bool v) {
+    Arg a;
+    a.kind = Bool;
+    a.b = v;
+    return a;
+  }
 
   std::string str() const {
     std::ostringstream o;
     switch (kind) {
-      case Int: o << i; break;
-      case Float: o << f; break;
-      case Bool: o << (b ? "True" : "False"); break;
-      case None: o << "None"; break;
-      case Str: o << "'" << s << "'"; break;
+      case Int:
+        o << i;
+        break;
+      case Float:
+        o << f;
+        break;
+      case Bool:
+        o << (b ? "True" : "False");
+        break;
+      case None:
+        o << "None";
+        break;
+      case Str:
+        o << "'" << s << "'";
+        break;
       case List: {
         o << "[";
         for (size_t k = 0; k < list.size(); ++k) o << (k ? ", " : "") << list[k].str();
@@ -83,9 +101,7 @@ struct ArgReader {
   const config::ModelSpec& spec;
   const config::LayerRow& row;
 
-  [[noreturn]] void fail(const std::string& msg) const {
-    throw error_at(spec.path, row.line, row.module + ": " + msg);
-  }
+  [[noreturn]] void fail(const std::string& msg) const { throw error_at(spec.path, row.line, row.module + ": " + msg); }
 
   Arg parse(const YAML::Node& n) const {
     Arg a;
@@ -278,7 +294,8 @@ BuiltLayer build_block(const config::ModelSpec& spec, const std::string& m, cons
   if (planned_parameters > kMaxParameters)
     reader.fail("the model would hold more than " + std::to_string(static_cast<int64_t>(kMaxParameters)) +
                 " parameters by this layer (channels " + std::to_string(c1) + " -> " + std::to_string(c2) + ", depth " +
-                std::to_string(spec.depth) + ", width " + std::to_string(spec.width) + "); refused before anything is allocated");
+                std::to_string(spec.depth) + ", width " + std::to_string(spec.width) +
+                "); refused before anything is allocated");
   if (m == "C3k2") {
     legacy = false;
     if (spec.scale.size() == 1 && std::string("mlx").find(spec.scale) != std::string::npos) {
@@ -331,7 +348,8 @@ SegmentationModelImpl::SegmentationModelImpl(const config::ModelSpec& spec) : sp
     auto args = reader.all();
     auto chan = [&](int f) -> int64_t {
       int idx = f < 0 ? static_cast<int>(ch.size()) + f : f;
-      if (idx < 0 || idx >= static_cast<int>(ch.size())) reader.fail("'from' index " + std::to_string(f) + " out of range");
+      if (idx < 0 || idx >= static_cast<int>(ch.size()))
+        reader.fail("'from' index " + std::to_string(f) + " out of range");
       return ch[idx];
     };
     for (int f : row.from) {
@@ -340,7 +358,8 @@ SegmentationModelImpl::SegmentationModelImpl(const config::ModelSpec& spec) : sp
       if (abs >= i) reader.fail("'from' index " + std::to_string(f) + " must refer to an earlier layer");
       if (f != -1 && abs >= 0) keep_[abs] = true;
     }
-    const int n = row.repeats > 1 ? static_cast<int>(std::max<int64_t>(py_round(row.repeats * spec_.depth), 1)) : row.repeats;
+    const int n =
+        row.repeats > 1 ? static_cast<int>(std::max<int64_t>(py_round(row.repeats * spec_.depth), 1)) : row.repeats;
     const int n_print = n;
     const std::string& m = row.module;
     int64_t c2 = 0;
@@ -365,7 +384,8 @@ SegmentationModelImpl::SegmentationModelImpl(const config::ModelSpec& spec) : sp
       shown = args;
     } else if (m == "nn.Upsample") {
       c2 = chan(row.from[0]);
-      if (args.size() > 2 && !(args[2].kind == Arg::Str && args[2].s == "nearest")) reader.fail("only nearest upsampling");
+      if (args.size() > 2 && !(args[2].kind == Arg::Str && args[2].s == "nearest"))
+        reader.fail("only nearest upsampling");
       Upsample u(as_double(args, 1, 2.0, reader));
       module = u.ptr();
       run = single_input(u);
@@ -378,7 +398,8 @@ SegmentationModelImpl::SegmentationModelImpl(const config::ModelSpec& spec) : sp
       o.nm = as_int(args, 1, 32, reader);
       if (o.nm < 1 || o.nm > 1024) reader.fail("mask coefficients " + std::to_string(o.nm) + " is not from 1 to 1024");
       o.npr = make_divisible(std::min<double>(as_int(args, 2, 256, reader), spec_.max_channels) * spec_.width, 8);
-      if (o.npr > kMaxChannels) reader.fail(std::to_string(o.npr) + " prototype channels; at most " + std::to_string(kMaxChannels));
+      if (o.npr > kMaxChannels)
+        reader.fail(std::to_string(o.npr) + " prototype channels; at most " + std::to_string(kMaxChannels));
       o.reg_max = spec_.reg_max;
       o.end2end = spec_.end2end;
       o.legacy = legacy;
@@ -387,7 +408,8 @@ SegmentationModelImpl::SegmentationModelImpl(const config::ModelSpec& spec) : sp
       planned_parameters += head_parameter_bound(o.ch, o.nc, o.nm, o.npr, o.reg_max);
       if (planned_parameters > kMaxParameters)
         reader.fail("the model would hold more than " + std::to_string(static_cast<int64_t>(kMaxParameters)) +
-                    " parameters with this head (nc " + std::to_string(o.nc) + "); refused before anything is allocated");
+                    " parameters with this head (nc " + std::to_string(o.nc) +
+                    "); refused before anything is allocated");
       head_ = SegmentHead(o);
       module = head_.ptr();
       head_from_ = row.from;
@@ -397,8 +419,9 @@ SegmentationModelImpl::SegmentationModelImpl(const config::ModelSpec& spec) : sp
       for (auto c : o.ch) chl.list.push_back(Arg::of(c));
       shown.push_back(chl);
     } else {
-      reader.fail("unknown module (supported: Conv, DWConv, Bottleneck, C2f, C3, C3k2, SPPF, C2PSA, Concat, "
-                  "nn.Upsample, Segment, Segment26)");
+      reader.fail(
+          "unknown module (supported: Conv, DWConv, Bottleneck, C2f, C3, C3k2, SPPF, C2PSA, Concat, "
+          "nn.Upsample, Segment, Segment26)");
     }
     layers_->push_back(module);
     if (run) nodes_.push_back({row.from, run});

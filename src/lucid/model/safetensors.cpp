@@ -42,15 +42,20 @@ bool nesting_within(const std::string& text, int limit) {
   bool in_string = false, escaped = false;
   for (char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
+    if (c == '"')
+      in_string = true;
     else if (c == '[' || c == '{') {
       if (++depth > limit) return false;
-    } else if (c == ']' || c == '}') --depth;
+    } else if (c == ']' || c == '}')
+      --depth;
   }
   return true;
 }
@@ -130,13 +135,12 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
       throw UserError(path + ": " + where + " data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
                       ") lie outside the data section of " + std::to_string(data_len) + " bytes");
     if (e.end - e.begin != nbytes)
-      throw UserError(path + ": " + where + " holds " + std::to_string(e.end - e.begin) + " bytes but its shape needs " +
-                      std::to_string(nbytes));
+      throw UserError(path + ": " + where + " holds " + std::to_string(e.end - e.begin) +
+                      " bytes but its shape needs " + std::to_string(nbytes));
     h.tensors.push_back(std::move(e));
   }
-  std::sort(h.tensors.begin(), h.tensors.end(), [](const auto& a, const auto& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
+  std::sort(h.tensors.begin(), h.tensors.end(),
+            [](const auto& a, const auto& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
   uint64_t expected = 0;
   for (const auto& e : h.tensors) {
     if (e.begin != expected)
@@ -174,7 +178,9 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
   for (const auto& [name, t] : tensors) {
     auto c = t.detach().to(torch::kCPU).contiguous();
     uint64_t nbytes = c.numel() * c.element_size();
-    j[name] = {{"dtype", dtype_name(c.scalar_type())}, {"shape", c.sizes().vec()}, {"data_offsets", {offset, offset + nbytes}}};
+    j[name] = {{"dtype", dtype_name(c.scalar_type())},
+               {"shape", c.sizes().vec()},
+               {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
     cpu.push_back(c);
   }

@@ -83,20 +83,34 @@ const Node* Node::get(const std::string& key) const {
 
 std::string Node::describe() const {
   switch (kind) {
-    case Kind::None: return "None";
-    case Kind::Bool: return "bool";
-    case Kind::Int: return "int";
-    case Kind::Float: return "float";
-    case Kind::Str: return "str";
-    case Kind::Bytes: return "bytes";
-    case Kind::Tuple: return "tuple";
-    case Kind::List: return "list";
-    case Kind::Set: return "set";
-    case Kind::Dict: return "dict";
-    case Kind::Global: return "global " + text;
-    case Kind::Object: return (cls ? cls->text : std::string("unknown")) + " object";
-    case Kind::Storage: return "storage";
-    case Kind::Tensor: return "tensor";
+    case Kind::None:
+      return "None";
+    case Kind::Bool:
+      return "bool";
+    case Kind::Int:
+      return "int";
+    case Kind::Float:
+      return "float";
+    case Kind::Str:
+      return "str";
+    case Kind::Bytes:
+      return "bytes";
+    case Kind::Tuple:
+      return "tuple";
+    case Kind::List:
+      return "list";
+    case Kind::Set:
+      return "set";
+    case Kind::Dict:
+      return "dict";
+    case Kind::Global:
+      return "global " + text;
+    case Kind::Object:
+      return (cls ? cls->text : std::string("unknown")) + " object";
+    case Kind::Storage:
+      return "storage";
+    case Kind::Tensor:
+      return "tensor";
   }
   return "value";
 }
@@ -114,18 +128,30 @@ class Machine {
           if (u8() > 5) fail("unsupported pickle protocol");
           break;
         }
-        case 0x95: take(8); break;  // FRAME: a length hint only
-        case '.': {                 // STOP
+        case 0x95:
+          take(8);
+          break;     // FRAME: a length hint only
+        case '.': {  // STOP
           Node* v = pop();
           if (!marks_.empty() || !stack_.empty()) fail("values left on the stack at STOP");
           return v;
         }
-        case '(': marks_.push_back(stack_.size()); break;  // MARK
-        case '}': push(make(Kind::Dict)); break;           // EMPTY_DICT
-        case ']': push(make(Kind::List)); break;           // EMPTY_LIST
-        case ')': push(make(Kind::Tuple)); break;          // EMPTY_TUPLE
-        case 0x8f: push(make(Kind::Set)); break;           // EMPTY_SET
-        case 't': {                                        // TUPLE
+        case '(':
+          marks_.push_back(stack_.size());
+          break;  // MARK
+        case '}':
+          push(make(Kind::Dict));
+          break;  // EMPTY_DICT
+        case ']':
+          push(make(Kind::List));
+          break;  // EMPTY_LIST
+        case ')':
+          push(make(Kind::Tuple));
+          break;  // EMPTY_TUPLE
+        case 0x8f:
+          push(make(Kind::Set));
+          break;     // EMPTY_SET
+        case 't': {  // TUPLE
           Node* t = make(Kind::Tuple);
           t->items = pop_mark();
           push(t);
@@ -142,24 +168,46 @@ class Machine {
           push(t);
           break;
         }
-        case 'X': push(str(Kind::Str, u32())); break;    // BINUNICODE
-        case 0x8c: push(str(Kind::Str, u8())); break;    // SHORT_BINUNICODE
-        case 0x8d: push(str(Kind::Str, u64())); break;   // BINUNICODE8
-        case 'U': push(str(Kind::Str, u8())); break;     // SHORT_BINSTRING (decoded as text)
-        case 'T': push(str(Kind::Str, u32())); break;    // BINSTRING
-        case 'C': push(str(Kind::Bytes, u8())); break;   // SHORT_BINBYTES
-        case 'B': push(str(Kind::Bytes, u32())); break;  // BINBYTES
-        case 'J': {                                      // BININT
+        case 'X':
+          push(str(Kind::Str, u32()));
+          break;  // BINUNICODE
+        case 0x8c:
+          push(str(Kind::Str, u8()));
+          break;  // SHORT_BINUNICODE
+        case 0x8d:
+          push(str(Kind::Str, u64()));
+          break;  // BINUNICODE8
+        case 'U':
+          push(str(Kind::Str, u8()));
+          break;  // SHORT_BINSTRING (decoded as text)
+        case 'T':
+          push(str(Kind::Str, u32()));
+          break;  // BINSTRING
+        case 'C':
+          push(str(Kind::Bytes, u8()));
+          break;  // SHORT_BINBYTES
+        case 'B':
+          push(str(Kind::Bytes, u32()));
+          break;     // BINBYTES
+        case 'J': {  // BININT
           Node* v = make(Kind::Int);
           v->integer = static_cast<int32_t>(u32());
           push(v);
           break;
         }
-        case 'K': push(integer(u8())); break;            // BININT1
-        case 'M': push(integer(le(take(2), 2))); break;  // BININT2
-        case 0x8a: push(long_int(u8())); break;          // LONG1
-        case 0x8b: push(long_int(u32())); break;         // LONG4
-        case 'G': {                                      // BINFLOAT (big-endian)
+        case 'K':
+          push(integer(u8()));
+          break;  // BININT1
+        case 'M':
+          push(integer(le(take(2), 2)));
+          break;  // BININT2
+        case 0x8a:
+          push(long_int(u8()));
+          break;  // LONG1
+        case 0x8b:
+          push(long_int(u32()));
+          break;     // LONG4
+        case 'G': {  // BINFLOAT (big-endian)
           const std::string raw = take(8);
           uint64_t bits = 0;
           for (char c : raw) bits = (bits << 8) | static_cast<unsigned char>(c);
@@ -168,7 +216,9 @@ class Machine {
           push(v);
           break;
         }
-        case 'N': push(make(Kind::None)); break;
+        case 'N':
+          push(make(Kind::None));
+          break;
         case 0x88:
         case 0x89: {  // NEWTRUE, NEWFALSE
           Node* v = make(Kind::Bool);
@@ -212,12 +262,22 @@ class Machine {
           obj->state = state;
           break;
         }
-        case 'q': memo_put(u8()); break;           // BINPUT
-        case 'r': memo_put(u32()); break;          // LONG_BINPUT
-        case 0x94: memo_put(memo_.size()); break;  // MEMOIZE
-        case 'h': memo_get(u8()); break;           // BINGET
-        case 'j': memo_get(u32()); break;          // LONG_BINGET
-        case 's': {                                // SETITEM
+        case 'q':
+          memo_put(u8());
+          break;  // BINPUT
+        case 'r':
+          memo_put(u32());
+          break;  // LONG_BINPUT
+        case 0x94:
+          memo_put(memo_.size());
+          break;  // MEMOIZE
+        case 'h':
+          memo_get(u8());
+          break;  // BINGET
+        case 'j':
+          memo_get(u32());
+          break;     // LONG_BINGET
+        case 's': {  // SETITEM
           Node* v = pop();
           Node* k = pop();
           set_item(top(), k, v);
@@ -245,7 +305,9 @@ class Machine {
           l->items.insert(l->items.end(), vs.begin(), vs.end());
           break;
         }
-        case 'Q': push(persistent(pop())); break;  // BINPERSID
+        case 'Q':
+          push(persistent(pop()));
+          break;  // BINPERSID
         default: {
           char hex[8];
           std::snprintf(hex, sizeof hex, "0x%02x", op);
@@ -344,17 +406,27 @@ class Machine {
     if (depth > kMaxKeyDepth) fail("a dict key nests too deep");
     std::string key;
     switch (k->kind) {
-      case Kind::None: key.push_back('n'); break;
-      case Kind::Bool: key.append(k->boolean ? "i1" : "i0"); break;
-      case Kind::Int: key.push_back('i'), key.append(std::to_string(k->integer)); break;
+      case Kind::None:
+        key.push_back('n');
+        break;
+      case Kind::Bool:
+        key.append(k->boolean ? "i1" : "i0");
+        break;
+      case Kind::Int:
+        key.push_back('i'), key.append(std::to_string(k->integer));
+        break;
       case Kind::Float: {
         uint64_t bits;
         std::memcpy(&bits, &k->real, 8);
         key.push_back('f'), key.append(std::to_string(bits));
         break;
       }
-      case Kind::Str: key.push_back('s'), key.append(k->text); break;
-      case Kind::Bytes: key.push_back('b'), key.append(k->text); break;
+      case Kind::Str:
+        key.push_back('s'), key.append(k->text);
+        break;
+      case Kind::Bytes:
+        key.push_back('b'), key.append(k->text);
+        break;
       case Kind::Tuple:
         key.push_back('(');
         for (const Node* c : k->items) key.append(key_of(c, depth + 1)).push_back(',');
@@ -362,8 +434,10 @@ class Machine {
         break;
       case Kind::List:
       case Kind::Set:
-      case Kind::Dict: fail("an unhashable dict key (" + k->describe() + ")");
-      default: key.push_back('p'), key.append(std::to_string(reinterpret_cast<uintptr_t>(k)));
+      case Kind::Dict:
+        fail("an unhashable dict key (" + k->describe() + ")");
+      default:
+        key.push_back('p'), key.append(std::to_string(reinterpret_cast<uintptr_t>(k)));
     }
     return key;
   }

@@ -11,8 +11,8 @@
 namespace lucid::model {
 
 struct TransferReport {
-  int64_t transferred = 0;  // tensors copied
-  int64_t total = 0;        // tensors of the model's state dict
+  int64_t transferred = 0;        // tensors copied
+  int64_t total = 0;              // tensors of the model's state dict
   std::vector<std::string> kept;  // model tensors left at their initialisation
 };
 

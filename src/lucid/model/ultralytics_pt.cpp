@@ -26,11 +26,16 @@ class Reader {
   nlohmann::json to_json(const Node* n, const std::string& where, int depth = 0) const {
     if (depth > kMaxDepth) fail(where + " nests too deep");
     switch (n->kind) {
-      case Kind::None: return nullptr;
-      case Kind::Bool: return n->boolean;
-      case Kind::Int: return n->integer;
-      case Kind::Float: return n->real;
-      case Kind::Str: return n->text;
+      case Kind::None:
+        return nullptr;
+      case Kind::Bool:
+        return n->boolean;
+      case Kind::Int:
+        return n->integer;
+      case Kind::Float:
+        return n->real;
+      case Kind::Str:
+        return n->text;
       case Kind::Tuple:
       case Kind::List:
       case Kind::Set: {
@@ -52,7 +57,8 @@ class Reader {
         }
         return o;
       }
-      default: fail(where + " holds a " + n->describe() + ", which has no plain-data form");
+      default:
+        fail(where + " holds a " + n->describe() + ", which has no plain-data form");
     }
   }
 

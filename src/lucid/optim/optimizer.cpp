@@ -14,14 +14,22 @@ namespace lucid::optim {
 
 std::string kind_name(Kind k) {
   switch (k) {
-    case Kind::SGD: return "SGD";
-    case Kind::AdamW: return "AdamW";
-    case Kind::MuSGD: return "MuSGD";
-    case Kind::Adam: return "Adam";
-    case Kind::Adamax: return "Adamax";
-    case Kind::NAdam: return "NAdam";
-    case Kind::RAdam: return "RAdam";
-    case Kind::RMSprop: return "RMSprop";
+    case Kind::SGD:
+      return "SGD";
+    case Kind::AdamW:
+      return "AdamW";
+    case Kind::MuSGD:
+      return "MuSGD";
+    case Kind::Adam:
+      return "Adam";
+    case Kind::Adamax:
+      return "Adamax";
+    case Kind::NAdam:
+      return "NAdam";
+    case Kind::RAdam:
+      return "RAdam";
+    case Kind::RMSprop:
+      return "RMSprop";
   }
   return "?";
 }
@@ -30,8 +38,7 @@ bool uses_betas(Kind k) {
   return k == Kind::AdamW || k == Kind::Adam || k == Kind::Adamax || k == Kind::NAdam || k == Kind::RAdam;
 }
 
-OptimizerChoice choose_optimizer(const std::string& name, double lr0, double momentum, int64_t nc,
-                                 int64_t iterations) {
+OptimizerChoice choose_optimizer(const std::string& name, double lr0, double momentum, int64_t nc, int64_t iterations) {
   std::string n;
   for (char c : name) n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (n == "auto") {
@@ -51,8 +58,8 @@ OptimizerChoice choose_optimizer(const std::string& name, double lr0, double mom
   throw UserError("optimizer=" + name + ": expected auto, SGD, MuSGD, Adam, Adamax, AdamW, NAdam, RAdam or RMSProp");
 }
 
-std::vector<ParamGroup> build_param_groups(model::SegmentationModelImpl& model, Kind kind, double lr,
-                                           double momentum, double decay) {
+std::vector<ParamGroup> build_param_groups(model::SegmentationModelImpl& model, Kind kind, double lr, double momentum,
+                                           double decay) {
   const bool muon = kind == Kind::MuSGD;
   // Reference order: weight (decay), bn, bias, muon.
   std::vector<ParamGroup> base(4);
@@ -70,7 +77,7 @@ std::vector<ParamGroup> build_param_groups(model::SegmentationModelImpl& model, 
       if (!p.value().requires_grad()) continue;
       std::string full = item.key().empty() ? p.key() : item.key() + "." + p.key();
       int g = (muon && (p.value().dim() == 2 || p.value().dim() == 4)) ? 3
-              : full.find("bias") != std::string::npos                  ? 2
+              : full.find("bias") != std::string::npos                 ? 2
               : is_norm                                                ? 1
                                                                        : 0;
       base[g].params.push_back(p.value());
@@ -217,7 +224,8 @@ void Optimizer::adam_family_hypers(float* row, double lr, double beta1, double t
     // both kept as factors so that a recorded update takes either without a host branch.
     const double rho_inf = 2 / (1 - kBeta2) - 1, rho_t = rho_inf - 2 * t * std::pow(kBeta2, t) / bias2;
     const bool rectified = rho_t > 5.0;
-    const double rect = rectified ? std::sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) : 0;
+    const double rect =
+        rectified ? std::sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) : 0;
     row[kRadamRect] = static_cast<float>(rectified ? std::sqrt(bias2) * rect : 0.0);
     row[kRadamPlain] = rectified ? 0.0f : 1.0f;
   }

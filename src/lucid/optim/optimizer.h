@@ -42,15 +42,14 @@ struct OptimizerChoice {
   double lr, momentum;
   bool auto_chosen;  // auto also forces warmup_bias_lr to 0
 };
-OptimizerChoice choose_optimizer(const std::string& name, double lr0, double momentum, int64_t nc,
-                                 int64_t iterations);
+OptimizerChoice choose_optimizer(const std::string& name, double lr0, double momentum, int64_t nc, int64_t iterations);
 
 // Parameter groups by the reference's rules: weights with decay, normalisation weights, biases; for
 // MuSGD every 2-D/4-D tensor goes to the Muon group and each group splits into a x3 "boost" part
 // (class branches and the semantic branch) and the rest. Frozen tensors (requires_grad false) are
 // left out.
-std::vector<ParamGroup> build_param_groups(model::SegmentationModelImpl& model, Kind kind, double lr,
-                                           double momentum, double decay);
+std::vector<ParamGroup> build_param_groups(model::SegmentationModelImpl& model, Kind kind, double lr, double momentum,
+                                           double decay);
 
 // Scales gradients so their joint L2 norm is at most max_norm (coefficient min(max_norm / (norm +
 // 1e-6), 1)); returns the norm as a device tensor (no host read).
@@ -106,8 +105,21 @@ class Optimizer {
  private:
   // Columns of the per-group scalar table.
   enum Hyper {
-    kLr, kNegLr, kMomentum, kOneMinusMomentum, kNegMuonLr, kNegStepSize, kBias2Sqrt, kDecayFactor,
-    kBias1, kBias2, kNadamGrad, kNadamAvg, kRadamRect, kRadamPlain, kHyperCount
+    kLr,
+    kNegLr,
+    kMomentum,
+    kOneMinusMomentum,
+    kNegMuonLr,
+    kNegStepSize,
+    kBias2Sqrt,
+    kDecayFactor,
+    kBias1,
+    kBias2,
+    kNadamGrad,
+    kNadamAvg,
+    kRadamRect,
+    kRadamPlain,
+    kHyperCount
   };
 
   torch::Tensor hyper(size_t group, Hyper h) const { return hypers_[static_cast<int64_t>(group)][h]; }

@@ -18,7 +18,8 @@ int64_t round_half_even(double x) { return static_cast<int64_t>(std::nearbyint(x
 Schedule::Schedule(const ScheduleOptions& options, int64_t batches_per_epoch) : o_(options) {
   nominal_ = std::max<int64_t>(round_half_even(static_cast<double>(o_.nbs) / static_cast<double>(o_.batch)), 1);
   // Capped at the run's batch count, as the reference does unless time= re-estimates the epochs.
-  if (!o_.timed) nominal_ = std::max<int64_t>(std::min(nominal_, batches_per_epoch * std::max<int64_t>(o_.epochs, 1)), 1);
+  if (!o_.timed)
+    nominal_ = std::max<int64_t>(std::min(nominal_, batches_per_epoch * std::max<int64_t>(o_.epochs, 1)), 1);
   accumulate_ = nominal_;
   set_epochs(o_.epochs, batches_per_epoch);
 }

@@ -104,8 +104,8 @@ std::vector<Instances> target_instances(const torch::Tensor& batch_idx, const to
   auto bi = batch_idx.reshape({-1}).to(torch::kCPU, torch::kInt64);
   auto c = cls.reshape({-1}).to(torch::kCPU, torch::kFloat32);
   auto bx = bboxes.reshape({-1, 4}).to(torch::kCPU, torch::kFloat32);
-  auto scale = torch::tensor({static_cast<float>(width), static_cast<float>(height), static_cast<float>(width),
-                              static_cast<float>(height)});
+  auto scale = torch::tensor(
+      {static_cast<float>(width), static_cast<float>(height), static_cast<float>(width), static_cast<float>(height)});
   auto xy = bx.narrow(1, 0, 2), wh = bx.narrow(1, 2, 2) / 2;
   auto xyxy = torch::cat({xy - wh, xy + wh}, 1) * scale;
   torch::Tensor m = masks.defined() ? masks.to(torch::kCPU) : torch::Tensor();

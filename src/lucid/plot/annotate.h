@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "lucid/data/image_io.h"
-#include "lucid/engine/postprocess.h"
 #include "lucid/plot/canvas.h"
+#include "lucid/structures/mask_window.h"
 
 namespace lucid::plot {
 
@@ -22,7 +22,7 @@ struct Instances {
   torch::Tensor masks;  // (n, mh, mw) or undefined
   double mask_scale = 1.0;
   // Instead of masks: each instance's mask as a window of the image (at mask_scale).
-  std::vector<engine::MaskWindow> mask_windows;
+  std::vector<structures::MaskWindow> mask_windows;
 };
 
 struct DrawStyle {
@@ -30,9 +30,9 @@ struct DrawStyle {
   double font_size = 12;
   double mask_alpha = 0.5;
   double min_conf = 0.0;  // predictions below are left out (the reference's grids use 0.25)
-  bool labels = true;  // the "name 0.87" tags
-  bool boxes = true;   // box outlines and their tags (false: masks only, as the reference's show_boxes)
-  bool conf = true;    // the score in the tags
+  bool labels = true;     // the "name 0.87" tags
+  bool boxes = true;      // box outlines and their tags (false: masks only, as the reference's show_boxes)
+  bool conf = true;       // the score in the tags
 };
 
 // The style of an annotated prediction of an h x w image, as the reference's Annotator picks it: line

@@ -87,7 +87,8 @@ cairo_surface_t* surface_from(const data::Image& im) {
 
 }  // namespace
 
-Canvas::Canvas(int width, int height, Color background) : impl_(std::make_unique<Impl>()), width_(width), height_(height) {
+Canvas::Canvas(int width, int height, Color background)
+    : impl_(std::make_unique<Impl>()), width_(width), height_(height) {
   if (width <= 0 || height <= 0) throw std::invalid_argument("Canvas: empty size");
   impl_->surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height);
   impl_->cr = cairo_create(impl_->surface);
@@ -95,8 +96,7 @@ Canvas::Canvas(int width, int height, Color background) : impl_(std::make_unique
   cairo_paint(impl_->cr);
 }
 
-Canvas::Canvas(const data::Image& image)
-    : impl_(std::make_unique<Impl>()), width_(image.width), height_(image.height) {
+Canvas::Canvas(const data::Image& image) : impl_(std::make_unique<Impl>()), width_(image.width), height_(image.height) {
   if (image.width <= 0 || image.height <= 0) throw std::invalid_argument("Canvas: empty image");
   impl_->surface = surface_from(image);
   impl_->cr = cairo_create(impl_->surface);

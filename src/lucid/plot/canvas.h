@@ -50,8 +50,8 @@ class Canvas {
   void rectangle(double x1, double y1, double x2, double y2, Color color, double line_width);
   void fill_rectangle(double x1, double y1, double x2, double y2, Color color, double alpha = 1.0);
   // A polyline through points; dash > 0 draws dashes of that length.
-  void polyline(const std::vector<std::pair<double, double>>& points, Color color, double line_width,
-                double dash = 0, double alpha = 1.0);
+  void polyline(const std::vector<std::pair<double, double>>& points, Color color, double line_width, double dash = 0,
+                double alpha = 1.0);
   void circle(double x, double y, double radius, Color color);
   void text(double x, double y, const std::string& s, double size, Color color, Align align = Align::Left,
             VAlign valign = VAlign::Baseline, bool bold = false, double angle = 0);

@@ -13,7 +13,7 @@ namespace lucid::plot {
 
 namespace {
 
-const Color kBlue = rgb(31, 119, 180);   // matplotlib's first colour (the reference's mean curves)
+const Color kBlue = rgb(31, 119, 180);    // matplotlib's first colour (the reference's mean curves)
 const Color kOrange = rgb(255, 127, 14);  // its second (the smoothed results line)
 const Color kGrey = rgb(128, 128, 128);
 
@@ -43,7 +43,8 @@ std::vector<double> ticks(double lo, double hi) {
       break;
     }
   std::vector<double> t;
-  for (double v = std::ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step) t.push_back(std::abs(v) < step * 1e-9 ? 0 : v);
+  for (double v = std::ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step)
+    t.push_back(std::abs(v) < step * 1e-9 ? 0 : v);
   return t;
 }
 
@@ -133,7 +134,8 @@ std::vector<double> class_mean(const std::vector<double>& m, size_t nc) {
 // bbox_to_anchor=(1.04, 1) legend).
 void curve_figure(const std::string& path, const std::string& title, const std::string& xlabel,
                   const std::string& ylabel, const std::vector<std::vector<double>>& per_class,
-                  const std::vector<std::string>& labels, const std::vector<double>& mean, const std::string& mean_label) {
+                  const std::vector<std::string>& labels, const std::vector<double>& mean,
+                  const std::string& mean_label) {
   Canvas c(1350, 900);
   Axes ax{c, 100, 60, 880, 760, 0, 1, 0, 1, 16};
   ax.frame(title, xlabel, ylabel);

@@ -74,8 +74,7 @@ void Graph::reset() {
 }
 
 RecordingContext::RecordingContext(Backend backend) : backend_(backend) {
-  if (backend_ == Backend::CudaGraph)
-    cuda_ = std::make_unique<Cuda>(Cuda{capture_stream()});
+  if (backend_ == Backend::CudaGraph) cuda_ = std::make_unique<Cuda>(Cuda{capture_stream()});
 }
 
 RecordingContext::~RecordingContext() {

@@ -12,8 +12,7 @@ using torch::autograd::variable_list;
 struct GraphedNode : torch::autograd::Function<GraphedNode> {
   // `params` must be an at::TensorList: a std::vector<Tensor> would not be seen as differentiable
   // inputs and the parameters would silently get no gradient (tested).
-  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, at::TensorList params,
-                               int64_t callable) {
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, at::TensorList params, int64_t callable) {
     ctx->saved_data["callable"] = callable;
     ctx->set_materialize_grads(false);
     auto* self = reinterpret_cast<GraphedCallable*>(callable);
@@ -58,8 +57,9 @@ void GraphedCallable::set_inputs(const std::vector<Tensor>& sample, const std::v
   torch::NoGradGuard no_grad;
   static_inputs_.clear();
   for (size_t i = 0; i < sample.size(); ++i) {
-    Tensor t = alias ? sample[i].detach()
-                     : torch::empty_strided(sample[i].sizes(), sample[i].strides(), sample[i].options()).copy_(sample[i]);
+    Tensor t = alias
+                   ? sample[i].detach()
+                   : torch::empty_strided(sample[i].sizes(), sample[i].strides(), sample[i].options()).copy_(sample[i]);
     static_inputs_.push_back(t.requires_grad_(requires_grad[i]));
   }
 }

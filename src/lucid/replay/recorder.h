@@ -61,7 +61,7 @@ class StageRecorder {
   std::unique_ptr<RecordingContext> ctx_;  // every recording's stream, pool and replay order
   std::unique_ptr<GraphedCallable> network_;
   std::vector<std::unique_ptr<GraphedCallable>> heads_;
-  std::vector<Tensor> head_inputs_;  // staged native features, when only the heads are recorded
+  std::vector<Tensor> head_inputs_;             // staged native features, when only the heads are recorded
   std::vector<Tensor> opt_params_, opt_grads_;  // the optimizer recording's gradient buffers
   Graph prepare_, orthogonalize_;
 };

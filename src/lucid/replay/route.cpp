@@ -6,22 +6,31 @@ namespace lucid::replay {
 
 const char* stage_name(Stage stage) {
   switch (stage) {
-    case Stage::SharedFeatures: return "shared features";
-    case Stage::Heads: return "head predictions";
-    case Stage::Optimizer: return "optimizer stages";
-    case Stage::Step: return "training step";
-    case Stage::StepUpdate: return "optimizer step and EMA";
+    case Stage::SharedFeatures:
+      return "shared features";
+    case Stage::Heads:
+      return "head predictions";
+    case Stage::Optimizer:
+      return "optimizer stages";
+    case Stage::Step:
+      return "training step";
+    case Stage::StepUpdate:
+      return "optimizer step and EMA";
   }
   return "?";
 }
 
 bool ReplayOptions::enabled(Stage stage) const {
   switch (stage) {
-    case Stage::SharedFeatures: return network;
-    case Stage::Heads: return heads;
-    case Stage::Optimizer: return optimizer;
+    case Stage::SharedFeatures:
+      return network;
+    case Stage::Heads:
+      return heads;
+    case Stage::Optimizer:
+      return optimizer;
     case Stage::Step:
-    case Stage::StepUpdate: return step;
+    case Stage::StepUpdate:
+      return step;
   }
   return false;
 }
@@ -56,8 +65,9 @@ Route route(Stage stage, const ReplayOptions& options, const FitFacts& f) {
 
 Route route_step(Stage stage, bool signature_matches) {
   if (!signature_matches)
-    return Route{false, stage == Stage::Optimizer || stage == Stage::StepUpdate ? "another set of gradients than the recorded one"
-                                                 : "input signature differs from the recorded one (partial batch)"};
+    return Route{false, stage == Stage::Optimizer || stage == Stage::StepUpdate
+                            ? "another set of gradients than the recorded one"
+                            : "input signature differs from the recorded one (partial batch)"};
   return Route{true, ""};
 }
 

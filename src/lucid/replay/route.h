@@ -25,17 +25,17 @@ struct ReplayOptions {
 
 // What the fit knows about itself when it routes a step.
 struct FitFacts {
-  bool cuda = true;                // the fit runs on a CUDA device
-  int devices = 1;                 // devices the fit trains on
-  bool training = true;            // the model is in training mode
-  bool accumulation_fixed = true;  // the batches per optimizer step no longer change (warmup is over)
-  bool shared_frozen = false;      // a backbone or neck parameter does not require gradients
-  bool heads_frozen = false;       // a head parameter does not require gradients
-  bool head_hooks = false;         // hooks are registered on the heads
-  bool head_topology_stock = true; // the heads read the shared features in the stock dispatch
-  bool anomaly_detection = false;  // autograd anomaly mode (its checks are host reads)
-  bool recording_failed = false;   // an earlier recording of this stage failed
-  bool recordings_full = false;    // Step: a new recording is needed and the cap is reached
+  bool cuda = true;                 // the fit runs on a CUDA device
+  int devices = 1;                  // devices the fit trains on
+  bool training = true;             // the model is in training mode
+  bool accumulation_fixed = true;   // the batches per optimizer step no longer change (warmup is over)
+  bool shared_frozen = false;       // a backbone or neck parameter does not require gradients
+  bool heads_frozen = false;        // a head parameter does not require gradients
+  bool head_hooks = false;          // hooks are registered on the heads
+  bool head_topology_stock = true;  // the heads read the shared features in the stock dispatch
+  bool anomaly_detection = false;   // autograd anomaly mode (its checks are host reads)
+  bool recording_failed = false;    // an earlier recording of this stage failed
+  bool recordings_full = false;     // Step: a new recording is needed and the cap is reached
 };
 
 struct Route {

@@ -67,15 +67,21 @@ struct StepRecorder::Recording {
   Tensor x;                     // the shared buffer of its input signature
   loss::PaddedTargets targets;  // on the device
   Graph graph;
-  model::HeadOutputs outputs;   // kept only with keep_outputs
+  model::HeadOutputs outputs;  // kept only with keep_outputs
   Tensor items;
   std::vector<bool> grad_defined;  // per trainable parameter: whether a gradient flows to it
 };
 
-StepRecorder::StepRecorder(StepProgram program, model::SegmentationModel model, optim::Optimizer& optimizer, optim::ModelEMA* ema, Backend backend, int64_t max_recordings,
-                           bool keep_outputs, bool print)
-    : program_(std::move(program)), model_(std::move(model)), optimizer_(optimizer), ema_(ema),
-      backend_(backend), max_recordings_(max_recordings), keep_outputs_(keep_outputs), log_(print) {
+StepRecorder::StepRecorder(StepProgram program, model::SegmentationModel model, optim::Optimizer& optimizer,
+                           optim::ModelEMA* ema, Backend backend, int64_t max_recordings, bool keep_outputs, bool print)
+    : program_(std::move(program)),
+      model_(std::move(model)),
+      optimizer_(optimizer),
+      ema_(ema),
+      backend_(backend),
+      max_recordings_(max_recordings),
+      keep_outputs_(keep_outputs),
+      log_(print) {
   for (const auto& p : model_->parameters())
     if (p.requires_grad()) params_.push_back(p);
   grad_bufs_.resize(params_.size());
@@ -104,7 +110,8 @@ FitFacts StepRecorder::facts(bool new_key) const {
 std::string StepRecorder::key_of(const Tensor& x, const loss::PaddedTargets& t) const {
   std::ostringstream out;
   describe(out, x);
-  for (const auto* v : {&t.labels, &t.boxes, &t.valid, &t.masks, &t.sem_masks}) out << v->sizes() << (v->defined() ? v->scalar_type() : torch::kByte) << v->defined() << ";";
+  for (const auto* v : {&t.labels, &t.boxes, &t.valid, &t.masks, &t.sem_masks})
+    out << v->sizes() << (v->defined() ? v->scalar_type() : torch::kByte) << v->defined() << ";";
   out << t.overlap;
   return out.str();
 }
@@ -192,8 +199,8 @@ std::optional<MicroStep> StepRecorder::micro_step(const Tensor& x, const loss::P
       it = micro_.emplace(key, record(x, targets)).first;
       std::ostringstream what;
       what << x.sizes() << ", instance capacity " << targets.capacity();
-      std::printf("replay: recorded the training step for images %s in %.2f s (%lld held)\n",
-                  what.str().c_str(), seconds_since(t0), static_cast<long long>(micro_.size()));
+      std::printf("replay: recorded the training step for images %s in %.2f s (%lld held)\n", what.str().c_str(),
+                  seconds_since(t0), static_cast<long long>(micro_.size()));
     } catch (const std::exception& e) {
       micro_failed_ = true;
       failure_ = e.what();

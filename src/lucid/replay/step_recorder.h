@@ -49,14 +49,15 @@ struct StepProgram {
 };
 
 struct MicroStep {
-  model::HeadOutputs outputs;  // aliases of the recording's static outputs, valid until the next replay; empty unless kept
-  Tensor items;                // (5) loss items, likewise
+  model::HeadOutputs
+      outputs;   // aliases of the recording's static outputs, valid until the next replay; empty unless kept
+  Tensor items;  // (5) loss items, likewise
 };
 
 class StepRecorder {
  public:
-  StepRecorder(StepProgram program, model::SegmentationModel model, optim::Optimizer& optimizer, optim::ModelEMA* ema, Backend backend, int64_t max_recordings,
-               bool keep_outputs, bool print = true);
+  StepRecorder(StepProgram program, model::SegmentationModel model, optim::Optimizer& optimizer, optim::ModelEMA* ema,
+               Backend backend, int64_t max_recordings, bool keep_outputs, bool print = true);
   ~StepRecorder();
   StepRecorder(const StepRecorder&) = delete;
   StepRecorder& operator=(const StepRecorder&) = delete;
@@ -95,9 +96,9 @@ class StepRecorder {
   int64_t max_recordings_;
   bool keep_outputs_;
   RouteLog log_;
-  std::vector<Tensor> params_;      // the trainable parameters, the backward's leaves
-  std::vector<Tensor> grad_bufs_;   // gradients assigned on a first micro-step (persistent)
-  std::vector<Tensor> step_grads_;  // a replayed micro-step's gradients, shared by all recordings
+  std::vector<Tensor> params_;            // the trainable parameters, the backward's leaves
+  std::vector<Tensor> grad_bufs_;         // gradients assigned on a first micro-step (persistent)
+  std::vector<Tensor> step_grads_;        // a replayed micro-step's gradients, shared by all recordings
   std::map<std::string, Tensor> inputs_;  // the image buffer of each input signature, shared likewise
   std::unique_ptr<RecordingContext> micro_ctx_, update_ctx_;  // a pool for each kind
   std::map<std::string, std::unique_ptr<Recording>> micro_;

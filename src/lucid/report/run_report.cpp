@@ -18,11 +18,20 @@ std::string escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -55,21 +64,34 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
 }  // namespace
 
 const std::vector<std::string>& report_images() {
-  static const std::vector<std::string> images{
-      "results.png",         "BoxPR_curve.png",      "MaskPR_curve.png",   "BoxF1_curve.png",
-      "MaskF1_curve.png",    "BoxP_curve.png",       "MaskP_curve.png",    "BoxR_curve.png",
-      "MaskR_curve.png",     "confusion_matrix.png", "confusion_matrix_normalized.png",
-      "train_batch0.jpg",    "train_batch1.jpg",     "train_batch2.jpg",   "val_batch0_labels.jpg",
-      "val_batch0_pred.jpg", "val_batch1_labels.jpg", "val_batch1_pred.jpg", "val_batch2_labels.jpg",
-      "val_batch2_pred.jpg"};
+  static const std::vector<std::string> images{"results.png",
+                                               "BoxPR_curve.png",
+                                               "MaskPR_curve.png",
+                                               "BoxF1_curve.png",
+                                               "MaskF1_curve.png",
+                                               "BoxP_curve.png",
+                                               "MaskP_curve.png",
+                                               "BoxR_curve.png",
+                                               "MaskR_curve.png",
+                                               "confusion_matrix.png",
+                                               "confusion_matrix_normalized.png",
+                                               "train_batch0.jpg",
+                                               "train_batch1.jpg",
+                                               "train_batch2.jpg",
+                                               "val_batch0_labels.jpg",
+                                               "val_batch0_pred.jpg",
+                                               "val_batch1_labels.jpg",
+                                               "val_batch1_pred.jpg",
+                                               "val_batch2_labels.jpg",
+                                               "val_batch2_pred.jpg"};
   return images;
 }
 
 std::string write_report(const std::string& run_dir, const ReportContent& c) {
   const fs::path dir(run_dir);
   std::ostringstream h;
-  h << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" << escape(c.title) << "</title><style>"
-    << kStyle << "</style></head><body>\n<h1>" << escape(c.title) << "</h1>\n";
+  h << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" << escape(c.title) << "</title><style>" << kStyle
+    << "</style></head><body>\n<h1>" << escape(c.title) << "</h1>\n";
 
   if (!c.summary.empty()) {
     h << "<table class=\"args\">\n";

@@ -6,14 +6,14 @@
 #include <string>
 #include <vector>
 
-#include "lucid/engine/validator.h"
+#include "lucid/metrics/val_results.h"
 
 namespace lucid::report {
 
 struct ReportContent {
-  std::string title;                 // e.g. "lucid train: runs/segment/train3"
-  const engine::ValResults* final = nullptr;  // final validation (null: none)
-  std::vector<std::string> names;    // class names for the per-class rows
+  std::string title;                                         // e.g. "lucid train: runs/segment/train3"
+  const metrics::ValResults* final = nullptr;                // final validation (null: none)
+  std::vector<std::string> names;                            // class names for the per-class rows
   std::vector<std::pair<std::string, std::string>> summary;  // extra key/value lines (weights, data, speed)
 };
 

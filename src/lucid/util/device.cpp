@@ -43,8 +43,10 @@ torch::Device parse_device(const std::string& spec) {
 namespace lucid::util {
 
 Autocast::Autocast(bool bf16)
-    : bf16_(bf16), cuda_(at::autocast::is_autocast_enabled(at::kCUDA)),
-      cpu_(at::autocast::is_autocast_enabled(at::kCPU)), cache_(at::autocast::is_autocast_cache_enabled()),
+    : bf16_(bf16),
+      cuda_(at::autocast::is_autocast_enabled(at::kCUDA)),
+      cpu_(at::autocast::is_autocast_enabled(at::kCPU)),
+      cache_(at::autocast::is_autocast_cache_enabled()),
       dtype_(at::autocast::get_autocast_dtype(at::kCUDA)) {
   at::autocast::set_autocast_cache_enabled(false);
   if (bf16_) {

@@ -29,17 +29,22 @@ struct FaultSpec {
 
 FaultSpec parse_fault_spec(const std::string& v) {
   const auto bad = [&] {
-    return UserError("LUCID_FAULT_AT=" + v + ": expected <file name>:<mid-write|before-rename|after-rename>:<occurrence from 1>");
+    return UserError("LUCID_FAULT_AT=" + v +
+                     ": expected <file name>:<mid-write|before-rename|after-rename>:<occurrence from 1>");
   };
   const auto a = v.find(':'), b = v.rfind(':');
   if (a == std::string::npos || a == b || a == 0) throw bad();
   FaultSpec s;
   s.file = v.substr(0, a);
   const auto point = v.substr(a + 1, b - a - 1);
-  if (point == "mid-write") s.point = FaultPoint::MidWrite;
-  else if (point == "before-rename") s.point = FaultPoint::BeforeRename;
-  else if (point == "after-rename") s.point = FaultPoint::AfterRename;
-  else throw bad();
+  if (point == "mid-write")
+    s.point = FaultPoint::MidWrite;
+  else if (point == "before-rename")
+    s.point = FaultPoint::BeforeRename;
+  else if (point == "after-rename")
+    s.point = FaultPoint::AfterRename;
+  else
+    throw bad();
   const auto n = v.substr(b + 1);
   if (n.empty() || n.size() > 9 || n.find_first_not_of("0123456789") != std::string::npos) throw bad();
   s.occurrence = std::stoi(n);
@@ -86,12 +91,18 @@ namespace {
 std::string file_kind(std::filesystem::file_type t) {
   using T = std::filesystem::file_type;
   switch (t) {
-    case T::directory: return "a folder";
-    case T::character: return "a character device";
-    case T::block: return "a block device";
-    case T::fifo: return "a fifo";
-    case T::socket: return "a socket";
-    default: return "not a regular file";
+    case T::directory:
+      return "a folder";
+    case T::character:
+      return "a character device";
+    case T::block:
+      return "a block device";
+    case T::fifo:
+      return "a fifo";
+    case T::socket:
+      return "a socket";
+    default:
+      return "not a regular file";
   }
 }
 
@@ -106,7 +117,8 @@ std::filesystem::path write_target(const std::string& path) {
   // would replace); a chain of more than 40 is a loop, as for the kernel.
   for (int hops = 0; fs::is_symlink(fs::symlink_status(target, ec)); ++hops) {
     const fs::path next = fs::read_symlink(target, ec);
-    if (ec || hops == 40) throw UserError(path + ": a symlink that cannot be followed (" + (ec ? ec.message() : "a loop") + ")");
+    if (ec || hops == 40)
+      throw UserError(path + ": a symlink that cannot be followed (" + (ec ? ec.message() : "a loop") + ")");
     target = next.is_absolute() ? next : target.parent_path() / next;
   }
   const auto st = fs::status(target, ec);
@@ -124,7 +136,8 @@ void write_atomically(const std::string& path, const std::function<void(std::ost
   std::error_code ec;
   if (target.has_parent_path() && !fs::is_directory(target.parent_path(), ec)) {
     fs::create_directories(target.parent_path(), ec);
-    if (ec) throw UserError(path + ": cannot create its folder " + target.parent_path().string() + " (" + ec.message() + ")");
+    if (ec)
+      throw UserError(path + ": cannot create its folder " + target.parent_path().string() + " (" + ec.message() + ")");
   }
   auto tmp = target;
   tmp += kTemporaryInfix + std::to_string(::getpid());

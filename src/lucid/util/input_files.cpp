@@ -14,14 +14,22 @@ void require_regular_file(const std::string& path, const std::string& what) {
   std::error_code ec;
   const auto st = fs::status(path, ec);  // follows symlinks
   switch (st.type()) {
-    case fs::file_type::regular: return;
-    case fs::file_type::not_found: throw UserError(what + ": no such file");
-    case fs::file_type::directory: throw UserError(what + ": is a folder, not a file");
-    case fs::file_type::character: throw UserError(what + ": is a character device; expected a regular file");
-    case fs::file_type::block: throw UserError(what + ": is a block device; expected a regular file");
-    case fs::file_type::fifo: throw UserError(what + ": is a fifo; expected a regular file");
-    case fs::file_type::socket: throw UserError(what + ": is a socket; expected a regular file");
-    default: throw UserError(what + ": cannot be read (" + (ec ? ec.message() : "not a regular file") + ")");
+    case fs::file_type::regular:
+      return;
+    case fs::file_type::not_found:
+      throw UserError(what + ": no such file");
+    case fs::file_type::directory:
+      throw UserError(what + ": is a folder, not a file");
+    case fs::file_type::character:
+      throw UserError(what + ": is a character device; expected a regular file");
+    case fs::file_type::block:
+      throw UserError(what + ": is a block device; expected a regular file");
+    case fs::file_type::fifo:
+      throw UserError(what + ": is a fifo; expected a regular file");
+    case fs::file_type::socket:
+      throw UserError(what + ": is a socket; expected a regular file");
+    default:
+      throw UserError(what + ": cannot be read (" + (ec ? ec.message() : "not a regular file") + ")");
   }
 }
 

@@ -35,7 +35,8 @@ bool KernelClock::running_here() {
 KernelClock::KernelClock() : s_(std::make_unique<State>()) {
   s_->thread = std::this_thread::get_id();
   State* none = nullptr;
-  if (!running.compare_exchange_strong(none, s_.get())) throw std::logic_error("kernel times: a KernelClock is already running");
+  if (!running.compare_exchange_strong(none, s_.get()))
+    throw std::logic_error("kernel times: a KernelClock is already running");
   try {
     const prof::ProfilerConfig config(prof::ProfilerState::KINETO);
     const std::set<prof::ActivityType> activities{prof::ActivityType::CPU, prof::ActivityType::CUDA};
@@ -112,7 +113,8 @@ nlohmann::ordered_json KernelClock::stop(int64_t steps, int64_t top) {
         type != static_cast<uint8_t>(libkineto::ActivityType::USER_ANNOTATION))
       continue;
     host_start[e.correlationId()] = e.startNs();
-    if (e.scope() == static_cast<uint8_t>(at::RecordScope::USER_SCOPE)) ranges.push_back({e.startNs(), e.endNs(), e.name()});
+    if (e.scope() == static_cast<uint8_t>(at::RecordScope::USER_SCOPE))
+      ranges.push_back({e.startNs(), e.endNs(), e.name()});
   }
   std::vector<uint64_t> launches;
   std::vector<bool> linked;
@@ -132,7 +134,9 @@ nlohmann::ordered_json KernelClock::stop(int64_t steps, int64_t top) {
   std::map<std::pair<std::string, std::string>, Total> kernels;  // (name, stage)
   double total_ms = 0;
   for (size_t i = 0; i < device.size(); ++i) {
-    const std::string stage = !linked[i] ? "(launch not recorded)" : paths[i].empty() ? "(outside any stage)" : paths[i];
+    const std::string stage = !linked[i]         ? "(launch not recorded)"
+                              : paths[i].empty() ? "(outside any stage)"
+                                                 : paths[i];
     const double ms = static_cast<double>(device[i]->durationNs()) / 1e6;
     if (!stages.count(stage)) stage_order.push_back(stage);
     auto& s = stages[stage];
@@ -179,7 +183,8 @@ std::string KernelClock::table(const nlohmann::ordered_json& summary) {
     std::string name = k["name"].get<std::string>();
     if (name.size() > 110) name = name.substr(0, 107) + "...";
     std::snprintf(line, sizeof line, "  %8.3f %7lld  %-28s %s\n", k["device_ms"].get<double>() / per,
-                  static_cast<long long>(k["calls"].get<int64_t>()), k["stage"].get<std::string>().c_str(), name.c_str());
+                  static_cast<long long>(k["calls"].get<int64_t>()), k["stage"].get<std::string>().c_str(),
+                  name.c_str());
     out += line;
   }
   return out;

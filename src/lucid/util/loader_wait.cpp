@@ -24,7 +24,8 @@ void LoaderWaitClock::end_epoch() { epochs_s_ += std::chrono::duration<double>(C
 void LoaderWaitClock::before_fetch() {
   started_ = Clock::now();
   if (!cuda_) return;
-  auto& pair = pending_->pairs.emplace_back(at::cuda::CUDAEvent(cudaEventDefault), at::cuda::CUDAEvent(cudaEventDefault));
+  auto& pair =
+      pending_->pairs.emplace_back(at::cuda::CUDAEvent(cudaEventDefault), at::cuda::CUDAEvent(cudaEventDefault));
   pair.first.record(c10::cuda::getCurrentCUDAStream());
   pending_->open = true;
 }
@@ -73,11 +74,13 @@ std::string LoaderWaitClock::line(const nlohmann::ordered_json& j) {
   const bool device = j.contains("device_idle_s");
   const double total = device ? j["device_idle_s"].get<double>() : j["host_s"].get<double>();
   char buf[256];
-  std::snprintf(buf, sizeof buf, "loader wait: %.3f s %s over %lld steps (%.2f ms per step, at most %.1f ms; %.1f%% of the epochs' %.1f s)",
-                total, device ? "of device idle time" : "on the host", static_cast<long long>(j["steps"].get<int64_t>()),
-                device ? j["device_idle_ms_per_step"].get<double>() : j["host_ms_per_step"].get<double>(),
-                device ? j["device_idle_max_ms"].get<double>() : j["host_max_ms"].get<double>(),
-                100.0 * j["share"].get<double>(), j["epochs_s"].get<double>());
+  std::snprintf(
+      buf, sizeof buf,
+      "loader wait: %.3f s %s over %lld steps (%.2f ms per step, at most %.1f ms; %.1f%% of the epochs' %.1f s)", total,
+      device ? "of device idle time" : "on the host", static_cast<long long>(j["steps"].get<int64_t>()),
+      device ? j["device_idle_ms_per_step"].get<double>() : j["host_ms_per_step"].get<double>(),
+      device ? j["device_idle_max_ms"].get<double>() : j["host_max_ms"].get<double>(), 100.0 * j["share"].get<double>(),
+      j["epochs_s"].get<double>());
   return buf;
 }
 

@@ -18,7 +18,8 @@ constexpr size_t kPathBytes = 4096;
 // Written before a slot is marked used and read only while it is: the handler reads no half path.
 std::array<std::array<char, kPathBytes>, kSlots> g_paths{};
 std::array<std::atomic<bool>, kSlots> g_used{};
-struct sigaction g_previous_int {}, g_previous_term {};
+struct sigaction g_previous_int {
+}, g_previous_term{};
 
 void on_signal(int sig) {
   for (int i = 0; i < kSlots; ++i)

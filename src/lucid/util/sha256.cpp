@@ -22,8 +22,7 @@ constexpr uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); 
 
 }  // namespace
 
-Sha256::Sha256()
-    : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
+Sha256::Sha256() : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
 
 void Sha256::block(const uint8_t* p) {
   uint32_t w[64];
@@ -90,7 +89,8 @@ std::array<uint8_t, 32> Sha256::digest() {
   done_ = true;
   std::array<uint8_t, 32> out;
   for (int i = 0; i < 8; ++i)
-    for (int k = 0; k < 4; ++k) out[static_cast<size_t>(4 * i + k)] = static_cast<uint8_t>(h_[static_cast<size_t>(i)] >> (24 - 8 * k));
+    for (int k = 0; k < 4; ++k)
+      out[static_cast<size_t>(4 * i + k)] = static_cast<uint8_t>(h_[static_cast<size_t>(i)] >> (24 - 8 * k));
   return out;
 }
 

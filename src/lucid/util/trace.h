@@ -30,7 +30,7 @@ class TraceRange {
   TraceRange& operator=(const TraceRange&) = delete;
 
  private:
-  int64_t entry_ = -1;  // the running StageClock's record, if any
+  int64_t entry_ = -1;                         // the running StageClock's record, if any
   std::unique_ptr<at::RecordFunction> scope_;  // the running KernelClock's scope, if any
 };
 
