@@ -4,15 +4,16 @@
 #
 #   ./scripts/setup.sh          everything: the venv with every pinned package (the tests' oracles:
 #                               ultralytics, pycocotools, onnx, tensorboard, ...) and every target
+#                               and the lucid_yolo Python package, installed into build/pyvenv (its
+#                               wheel written to build/dist)
 #   ./scripts/setup.sh lucid    the main job only: the venv with the torch wheel alone, and the lucid
 #                               target (a later full set-up adds the rest)
-#                               and the lucid_yolo Python package, installed into build/pyvenv
 # Any other arguments are build targets (scripts/build.sh), built after the full venv.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-pkgs=(build-essential cmake ninja-build ccache pkg-config python3-venv
+pkgs=(build-essential cmake ninja-build ccache pkg-config python3-venv clang-format
       libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev
       libjpeg62-turbo-dev libpng-dev zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
       libcairo2-dev fonts-dejavu-core libavcodec-dev libavformat-dev libavutil-dev libswscale-dev
@@ -58,5 +59,6 @@ fi
 "$root/scripts/build.sh" "$@"
 # The test suite's set-up also installs the lucid_yolo package as a user does, `pip install .` into a
 # fresh venv (build/pyvenv) holding only the pinned torch, numpy and scikit-build-core, built in the
-# same build folder (only the module's own sources are new); its tests are labelled python.
-if [ $# -eq 0 ]; then "$root/scripts/python_package.sh"; fi
+# same build folder (only the module's own sources are new), and its wheel as CI builds it; its tests
+# are labelled python.
+if [ $# -eq 0 ]; then "$root/scripts/python_package.sh" --wheel; fi

@@ -56,6 +56,11 @@ def main():
         for tool in ("dpkg", "cmake"):
             stand_in(root / "bin" / tool, log)
         stand_in(root / ".venv" / "bin" / "python", log)
+        # python -m pip wheel ... -w DIR: logged, and DIR gets a stand-in wheel.
+        with open(root / ".venv" / "bin" / "python", "a") as f:
+            f.write('if [ "$2 $3" = "pip wheel" ]; then while [ $# -gt 0 ]; do\n'
+                    '  if [ "$1" = -w ]; then mkdir -p "$2"; : > "$2/lucid_yolo-0-py3-none-any.whl"; fi; shift\n'
+                    'done; fi\n')
         # python3 -m venv DIR: logged, and DIR gets a stand-in python of its own.
         (root / "bin" / "python3").write_text(
             f'#!/bin/sh\necho "python3 $*" >> {log}\n'
@@ -97,6 +102,9 @@ def main():
         check(len(configures) == 1 and "-DLUCID_PYTHON_MODULE=ON" in configures[0],
               f"test suite: the Python module configured ({configures})")
         check(f"python3 -m venv {root / 'build' / 'pyvenv'}" in calls, "test suite: the package goes into a fresh venv")
+        wheels = [c for c in calls if c.startswith("python -m pip wheel ")]
+        check(wheels == [f"python -m pip wheel -q --no-build-isolation --no-deps -w {root / 'build' / 'dist'} "
+                         f"-C build-dir={root / 'build'} ."], f"test suite: the package's wheel built too ({wheels})")
 
         calls = run_setup(root, ["lucid"], log)
         check(not [c for c in calls if "pip" in c], "main job after the full set-up: nothing to install")
