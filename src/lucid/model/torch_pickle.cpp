@@ -123,198 +123,222 @@ class Machine {
     while (true) {
       op_at_ = pos_;
       const unsigned char op = u8();
-      switch (op) {
-        case 0x80: {  // PROTO
-          if (u8() > 5) fail("unsupported pickle protocol");
-          break;
-        }
-        case 0x95:
-          take(8);
-          break;     // FRAME: a length hint only
-        case '.': {  // STOP
-          Node* v = pop();
-          if (!marks_.empty() || !stack_.empty()) fail("values left on the stack at STOP");
-          return v;
-        }
-        case '(':
-          marks_.push_back(stack_.size());
-          break;  // MARK
-        case '}':
-          push(make(Kind::Dict));
-          break;  // EMPTY_DICT
-        case ']':
-          push(make(Kind::List));
-          break;  // EMPTY_LIST
-        case ')':
-          push(make(Kind::Tuple));
-          break;  // EMPTY_TUPLE
-        case 0x8f:
-          push(make(Kind::Set));
-          break;     // EMPTY_SET
-        case 't': {  // TUPLE
-          Node* t = make(Kind::Tuple);
-          t->items = pop_mark();
-          push(t);
-          break;
-        }
-        case 0x85:
-        case 0x86:
-        case 0x87: {  // TUPLE1..3
-          const size_t n = op - 0x84;
-          if (stack_.size() < base() + n) fail("stack underflow");
-          Node* t = make(Kind::Tuple);
-          t->items.assign(stack_.end() - long(n), stack_.end());
-          stack_.resize(stack_.size() - n);
-          push(t);
-          break;
-        }
-        case 'X':
-          push(str(Kind::Str, u32()));
-          break;  // BINUNICODE
-        case 0x8c:
-          push(str(Kind::Str, u8()));
-          break;  // SHORT_BINUNICODE
-        case 0x8d:
-          push(str(Kind::Str, u64()));
-          break;  // BINUNICODE8
-        case 'U':
-          push(str(Kind::Str, u8()));
-          break;  // SHORT_BINSTRING (decoded as text)
-        case 'T':
-          push(str(Kind::Str, u32()));
-          break;  // BINSTRING
-        case 'C':
-          push(str(Kind::Bytes, u8()));
-          break;  // SHORT_BINBYTES
-        case 'B':
-          push(str(Kind::Bytes, u32()));
-          break;     // BINBYTES
-        case 'J': {  // BININT
-          Node* v = make(Kind::Int);
-          v->integer = static_cast<int32_t>(u32());
-          push(v);
-          break;
-        }
-        case 'K':
-          push(integer(u8()));
-          break;  // BININT1
-        case 'M':
-          push(integer(le(take(2), 2)));
-          break;  // BININT2
-        case 0x8a:
-          push(long_int(u8()));
-          break;  // LONG1
-        case 0x8b:
-          push(long_int(u32()));
-          break;     // LONG4
-        case 'G': {  // BINFLOAT (big-endian)
-          const std::string raw = take(8);
-          uint64_t bits = 0;
-          for (char c : raw) bits = (bits << 8) | static_cast<unsigned char>(c);
-          Node* v = make(Kind::Float);
-          std::memcpy(&v->real, &bits, 8);
-          push(v);
-          break;
-        }
-        case 'N':
-          push(make(Kind::None));
-          break;
-        case 0x88:
-        case 0x89: {  // NEWTRUE, NEWFALSE
-          Node* v = make(Kind::Bool);
-          v->boolean = op == 0x88;
-          push(v);
-          break;
-        }
-        case 'c': {  // GLOBAL
-          std::string module = line(), name = line();
-          push(global(module, name));
-          break;
-        }
-        case 0x93: {  // STACK_GLOBAL
-          Node* name = pop();
-          Node* module = pop();
-          if (module->kind != Kind::Str || name->kind != Kind::Str) fail("STACK_GLOBAL needs two strings");
-          push(global(module->text, name->text));
-          break;
-        }
-        case 'R': {  // REDUCE
-          Node* args = pop();
-          Node* callable = pop();
-          push(reduce(callable, args));
-          break;
-        }
-        case 0x81: {  // NEWOBJ
-          Node* args = pop();
-          Node* cls = pop();
-          if (cls->kind != Kind::Global || !is_module_class(cls->text) || args->kind != Kind::Tuple)
-            fail("NEWOBJ of " + cls->describe() + " is not supported");
-          Node* o = make(Kind::Object);
-          o->cls = cls;
-          o->items = args->items;
-          push(o);
-          break;
-        }
-        case 'b': {  // BUILD
-          Node* state = pop();
-          Node* obj = top();
-          if (obj->kind != Kind::Object) fail("BUILD on a " + obj->describe() + " is not supported");
-          obj->state = state;
-          break;
-        }
-        case 'q':
-          memo_put(u8());
-          break;  // BINPUT
-        case 'r':
-          memo_put(u32());
-          break;  // LONG_BINPUT
-        case 0x94:
-          memo_put(memo_.size());
-          break;  // MEMOIZE
-        case 'h':
-          memo_get(u8());
-          break;  // BINGET
-        case 'j':
-          memo_get(u32());
-          break;     // LONG_BINGET
-        case 's': {  // SETITEM
-          Node* v = pop();
-          Node* k = pop();
-          set_item(top(), k, v);
-          break;
-        }
-        case 'u': {  // SETITEMS
-          auto kv = pop_mark();
-          if (kv.size() % 2) fail("SETITEMS with an odd number of values");
-          Node* d = top();
-          for (size_t i = 0; i < kv.size(); i += 2) set_item(d, kv[i], kv[i + 1]);
-          break;
-        }
-        case 'a': {  // APPEND
-          Node* v = pop();
-          Node* l = top();
-          if (l->kind != Kind::List) fail("APPEND to a " + l->describe());
-          l->items.push_back(v);
-          break;
-        }
-        case 'e':
-        case 0x90: {  // APPENDS, ADDITEMS
-          auto vs = pop_mark();
-          Node* l = top();
-          if (l->kind != (op == 'e' ? Kind::List : Kind::Set)) fail("APPENDS to a " + l->describe());
-          l->items.insert(l->items.end(), vs.begin(), vs.end());
-          break;
-        }
-        case 'Q':
-          push(persistent(pop()));
-          break;  // BINPERSID
-        default: {
-          char hex[8];
-          std::snprintf(hex, sizeof hex, "0x%02x", op);
-          fail(std::string("unsupported pickle opcode ") + hex);
-        }
+      if (op == '.') {  // STOP
+        Node* v = pop();
+        if (!marks_.empty() || !stack_.empty()) fail("values left on the stack at STOP");
+        return v;
+      }
+      if (!literal(op) && !structure(op)) {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "0x%02x", op);
+        fail(std::string("unsupported pickle opcode ") + hex);
       }
     }
+  }
+
+  // Opcodes that push one value read from the stream, or an empty container; false for any other.
+  bool literal(unsigned char op) {
+    switch (op) {
+      case '}':
+        push(make(Kind::Dict));
+        return true;  // EMPTY_DICT
+      case ']':
+        push(make(Kind::List));
+        return true;  // EMPTY_LIST
+      case ')':
+        push(make(Kind::Tuple));
+        return true;  // EMPTY_TUPLE
+      case 0x8f:
+        push(make(Kind::Set));
+        return true;  // EMPTY_SET
+      case 'N':
+        push(make(Kind::None));
+        return true;  // NONE
+      case 'X':
+        push(str(Kind::Str, u32()));
+        return true;  // BINUNICODE
+      case 0x8c:
+        push(str(Kind::Str, u8()));
+        return true;  // SHORT_BINUNICODE
+      case 0x8d:
+        push(str(Kind::Str, u64()));
+        return true;  // BINUNICODE8
+      case 'U':
+        push(str(Kind::Str, u8()));
+        return true;  // SHORT_BINSTRING (decoded as text)
+      case 'T':
+        push(str(Kind::Str, u32()));
+        return true;  // BINSTRING
+      case 'C':
+        push(str(Kind::Bytes, u8()));
+        return true;  // SHORT_BINBYTES
+      case 'B':
+        push(str(Kind::Bytes, u32()));
+        return true;  // BINBYTES
+      case 'K':
+        push(integer(u8()));
+        return true;  // BININT1
+      case 'M':
+        push(integer(le(take(2), 2)));
+        return true;  // BININT2
+      case 0x8a:
+        push(long_int(u8()));
+        return true;  // LONG1
+      case 0x8b:
+        push(long_int(u32()));
+        return true;  // LONG4
+      case 'J': {     // BININT
+        Node* v = make(Kind::Int);
+        v->integer = static_cast<int32_t>(u32());
+        push(v);
+        return true;
+      }
+      case 'G': {  // BINFLOAT (big-endian)
+        const std::string raw = take(8);
+        uint64_t bits = 0;
+        for (char c : raw) bits = (bits << 8) | static_cast<unsigned char>(c);
+        Node* v = make(Kind::Float);
+        std::memcpy(&v->real, &bits, 8);
+        push(v);
+        return true;
+      }
+      case 0x88:
+      case 0x89: {  // NEWTRUE, NEWFALSE
+        Node* v = make(Kind::Bool);
+        v->boolean = op == 0x88;
+        push(v);
+        return true;
+      }
+      default:
+        return false;
+    }
+  }
+
+  // Opcodes that work on the stack: framing, marks, tuples, globals, calls, objects, containers and
+  // the memo; false for any other.
+  bool structure(unsigned char op) {
+    switch (op) {
+      case 0x80:  // PROTO
+        if (u8() > 5) fail("unsupported pickle protocol");
+        return true;
+      case 0x95:
+        take(8);
+        return true;  // FRAME: a length hint only
+      case '(':
+        marks_.push_back(stack_.size());
+        return true;  // MARK
+      case 't': {     // TUPLE
+        Node* t = make(Kind::Tuple);
+        t->items = pop_mark();
+        push(t);
+        return true;
+      }
+      case 0x85:
+      case 0x86:
+      case 0x87: {  // TUPLE1..3
+        const size_t n = op - 0x84;
+        if (stack_.size() < base() + n) fail("stack underflow");
+        Node* t = make(Kind::Tuple);
+        t->items.assign(stack_.end() - long(n), stack_.end());
+        stack_.resize(stack_.size() - n);
+        push(t);
+        return true;
+      }
+      case 'c': {  // GLOBAL
+        std::string module = line(), name = line();
+        push(global(module, name));
+        return true;
+      }
+      case 0x93: {  // STACK_GLOBAL
+        Node* name = pop();
+        Node* module = pop();
+        if (module->kind != Kind::Str || name->kind != Kind::Str) fail("STACK_GLOBAL needs two strings");
+        push(global(module->text, name->text));
+        return true;
+      }
+      case 'R': {  // REDUCE
+        Node* args = pop();
+        Node* callable = pop();
+        push(reduce(callable, args));
+        return true;
+      }
+      case 0x81:
+        new_object();
+        return true;  // NEWOBJ
+      case 'b':
+        build();
+        return true;  // BUILD
+      case 'q':
+        memo_put(u8());
+        return true;  // BINPUT
+      case 'r':
+        memo_put(u32());
+        return true;  // LONG_BINPUT
+      case 0x94:
+        memo_put(memo_.size());
+        return true;  // MEMOIZE
+      case 'h':
+        memo_get(u8());
+        return true;  // BINGET
+      case 'j':
+        memo_get(u32());
+        return true;  // LONG_BINGET
+      case 'Q':
+        push(persistent(pop()));
+        return true;  // BINPERSID
+      case 's': {     // SETITEM
+        Node* v = pop();
+        Node* k = pop();
+        set_item(top(), k, v);
+        return true;
+      }
+      case 'u': {  // SETITEMS
+        auto kv = pop_mark();
+        if (kv.size() % 2) fail("SETITEMS with an odd number of values");
+        Node* d = top();
+        for (size_t i = 0; i < kv.size(); i += 2) set_item(d, kv[i], kv[i + 1]);
+        return true;
+      }
+      case 'a':
+      case 'e':
+      case 0x90:
+        append(op);
+        return true;  // APPEND, APPENDS, ADDITEMS
+      default:
+        return false;
+    }
+  }
+
+  void new_object() {
+    Node* args = pop();
+    Node* cls = pop();
+    if (cls->kind != Kind::Global || !is_module_class(cls->text) || args->kind != Kind::Tuple)
+      fail("NEWOBJ of " + cls->describe() + " is not supported");
+    Node* o = make(Kind::Object);
+    o->cls = cls;
+    o->items = args->items;
+    push(o);
+  }
+
+  void build() {
+    Node* state = pop();
+    Node* obj = top();
+    if (obj->kind != Kind::Object) fail("BUILD on a " + obj->describe() + " is not supported");
+    obj->state = state;
+  }
+
+  void append(unsigned char op) {
+    if (op == 'a') {
+      Node* v = pop();
+      Node* l = top();
+      if (l->kind != Kind::List) fail("APPEND to a " + l->describe());
+      l->items.push_back(v);
+      return;
+    }
+    auto vs = pop_mark();
+    Node* l = top();
+    if (l->kind != (op == 'e' ? Kind::List : Kind::Set)) fail("APPENDS to a " + l->describe());
+    l->items.insert(l->items.end(), vs.begin(), vs.end());
   }
 
  private:
