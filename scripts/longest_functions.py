@@ -25,19 +25,18 @@ def definitions(path):
     i = 0
     while i < len(lines):
         line = lines[i]
-        indent = len(line) - len(line.lstrip(" "))
-        if indent in (0, 2) and line.rstrip().endswith("{") and not line.lstrip().startswith("}"):
+        if line.rstrip().endswith("{") and not line.lstrip().startswith("}"):
             start = i
             while start > 0 and not SIGNATURE_END.search(lines[start - 1]):
                 start -= 1
+            indent = len(lines[start]) - len(lines[start].lstrip(" "))
             head = " ".join(x.strip() for x in lines[start:i + 1])
             before_args = head.split("(")[0]
-            if ("(" in head and not NOT_FUNCTIONS.match(head) and not STATEMENTS.match(head) and
-                    (" = " not in before_args or "operator" in before_args)):
+            if (indent in (0, 2) and "(" in head and not NOT_FUNCTIONS.match(head) and not STATEMENTS.match(head)
+                    and (" = " not in before_args or "operator" in before_args)):
                 close = " " * indent + "}"
                 end = next((k for k in range(i + 1, len(lines)) if lines[k].startswith(close) and
-                            (len(lines[k]) == len(close) or not lines[k][len(close)].isspace() or True)
-                            and len(lines[k]) - len(lines[k].lstrip(" ")) == indent), None)
+                            len(lines[k]) - len(lines[k].lstrip(" ")) == indent), None)
                 if end is None:
                     return
                 name = before_args.split()[-1] if before_args.split() else head[:60]
