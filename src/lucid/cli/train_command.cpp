@@ -25,7 +25,6 @@
 #include "lucid/engine/trainer.h"
 #include "lucid/engine/training_data.h"
 #include "lucid/engine/validator.h"
-#include "lucid/plot/annotate.h"
 #include "lucid/plot/charts.h"
 #include "lucid/report/run_events.h"
 #include "lucid/report/run_report.h"
@@ -148,46 +147,6 @@ data::LoaderOptions loader_options(const engine::TrainSettings& s, int64_t size,
   return o;
 }
 
-// The training batches, passed through; the first three of epoch 0 are also drawn with their labels
-// into train_batch0..2.jpg, as the reference plots its first iterations.
-class PlottedTrainBatches : public engine::BatchSource {
- public:
-  PlottedTrainBatches(std::unique_ptr<engine::BatchSource> inner, std::string run_dir, std::vector<std::string> names,
-                      bool overlap_mask)
-      : inner_(std::move(inner)), names_(std::move(names)), overlap_mask_(overlap_mask), run_dir_(std::move(run_dir)) {}
-  void set_run_dir(std::string dir) { run_dir_ = std::move(dir); }
-  int64_t size() const override { return inner_->size(); }
-  int64_t batches_per_epoch() const override { return inner_->batches_per_epoch(); }
-  void start_epoch(int64_t epoch, bool mosaic) override {
-    epoch_ = epoch;
-    number_ = 0;
-    inner_->start_epoch(epoch, mosaic);
-  }
-  std::optional<engine::TrainBatch> next() override {
-    auto b = inner_->next();
-    if (b && epoch_ == 0 && number_ < 3 && !run_dir_.empty()) {
-      if (plot::available()) {
-        const auto& t = b->targets;
-        const int64_t bs = b->images.size(0), h = b->images.size(2), w = b->images.size(3);
-        auto labels = plot::target_instances(t.batch_idx, t.cls, t.bboxes, t.masks, bs, h, w, overlap_mask_);
-        plot::plot_image_grid(b->images.cpu(), labels, {}, names_,
-                              (fs::path(run_dir_) / ("train_batch" + std::to_string(number_) + ".jpg")).string());
-      } else {
-        plot::skip_warning();
-      }
-    }
-    ++number_;
-    return b;
-  }
-
- private:
-  std::unique_ptr<engine::BatchSource> inner_;
-  std::vector<std::string> names_;
-  bool overlap_mask_;
-  std::string run_dir_;
-  int64_t epoch_ = -1, number_ = 0;
-};
-
 }  // namespace
 
 namespace {
@@ -309,7 +268,7 @@ void refuse_single_image_batch(const engine::TrainSettings& settings, int64_t tr
 }
 
 // The training batches: sharded across the world's processes, rect sizes, GPU-rendered images.
-std::unique_ptr<PlottedTrainBatches> training_batches(const engine::TrainSettings& settings, const FitData& d,
+std::unique_ptr<engine::BatchSource> training_batches(const engine::TrainSettings& settings, const FitData& d,
                                                       const dist::World* world, torch::Device device) {
   auto samples = engine::make_sample_source(d.train);
   auto opts = loader_options(settings, d.train.size(), true);
@@ -327,8 +286,7 @@ std::unique_ptr<PlottedTrainBatches> training_batches(const engine::TrainSetting
     std::fprintf(stderr, "warning: 'rect=True' is incompatible with DataLoader shuffle, setting shuffle=False\n");
   }
   if (settings.execution.gpu_augment) opts.device_images = engine::upload_prepared(samples, d.train.size(), device);
-  auto source = std::make_unique<engine::LoaderSource>(samples, opts);
-  return std::make_unique<PlottedTrainBatches>(std::move(source), "", d.index.names, settings.loader.overlap_mask);
+  return std::make_unique<engine::LoaderSource>(samples, opts);
 }
 
 // The validation split's loader and the validator's options, shared by the validation after each
@@ -461,8 +419,7 @@ CommandOutcome train_run(const std::vector<std::string>& command_line) {
   const FitData data = load_fit_data(settings);
   choose_batch(settings, model_source, data, device);
   refuse_single_image_batch(settings, data.train.size());
-  auto plotted = training_batches(settings, data, world, device);
-  auto* plotted_batches = settings.plots ? plotted.get() : nullptr;
+  auto batches = training_batches(settings, data, world, device);
   const auto validation = fit_validation(settings, data);
   const auto validate = epoch_validation(validation, data.val, device);
   std::unique_ptr<engine::Trainer> trainer;     // holds the run folder's lock to the end
@@ -480,10 +437,9 @@ CommandOutcome train_run(const std::vector<std::string>& command_line) {
                              model_source.weights.empty() ? nullptr : &model_source.weights};
     trainer = std::make_unique<engine::Trainer>(
         settings, engine::DatasetInfo{data.index.nc(), data.index.names, data.class_counts}, std::move(start),
-        std::move(plotted), validate, resumed.checkpoint);
+        std::move(batches), validate, resumed.checkpoint);
     trainer->set_fit_start(fit_start);
     run_dir = trainer->run_dir();
-    if (plotted_batches && dist::primary()) plotted_batches->set_run_dir(run_dir.string());
     trainer->fit();
   }
   if (!dist::primary()) return {};  // rank 0 validates the final weights and writes the report

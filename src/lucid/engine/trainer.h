@@ -14,8 +14,10 @@
 
 #include "lucid/engine/batch_source.h"
 #include "lucid/engine/checkpoint.h"
+#include "lucid/engine/fit_hooks.h"
 #include "lucid/engine/run_folder.h"
 #include "lucid/engine/train_options.h"
+#include "lucid/engine/validation_result.h"
 #include "lucid/loss/segmentation_loss.h"
 #include "lucid/optim/ema.h"
 #include "lucid/util/error.h"
@@ -28,15 +30,6 @@ class EventFile;
 }
 
 namespace lucid::engine {
-
-struct ValidationResult {
-  std::array<double, 8> metrics{};  // P R mAP50 mAP50-95 for boxes, then for masks
-  std::array<double, 5> losses{};
-  double fitness = 0;
-  bool validated = false;  // false: the epoch was not validated (val=False), fitness is not measured
-};
-
-using Validate = std::function<ValidationResult(model::SegmentationModel& ema, loss::SegmentationLoss& loss)>;
 
 struct DatasetInfo {
   int64_t nc;
@@ -81,28 +74,13 @@ class Trainer {
   void set_fit_start(std::chrono::steady_clock::time_point t) { fit_start_ = t; }
 
  private:
-  struct Fit;  // one fit's loop state (trainer.cpp)
-  struct EpochTrained {
-    std::array<double, 5> mean{};  // the epoch's mean loss items
-    bool time_up = false;          // time= ran out after an optimizer step: the rest was not trained
-  };
-  // The loop's parts, in the order an epoch runs them.
-  EpochTrained train_epoch(Fit& f, int64_t epoch);
+  // The loop's own parts (fit_loop.h): an epoch's start, its steps, and one step.
+  FitRun fit_run();
+  void begin_epoch(FitLoop& f);
+  void train_epoch(FitLoop& f, const FitHooks& hooks);
+  std::optional<TrainBatch> fetch(FitLoop& f);
   // One micro-step (and the optimizer step at the accumulation boundary): its loss items and input size.
-  std::pair<torch::Tensor, int64_t> train_step(Fit& f, int64_t epoch, int64_t i, const TrainBatch& batch,
-                                               bool& time_up);
-  void check_weights_finite(int64_t epoch);
-  ValidationResult validate_epoch(Fit& f, bool final_epoch, bool time_up);
-  // time=: the epochs re-estimated (args.yaml and the schedule follow); whether the fit stops here.
-  bool end_epoch_budget(Fit& f, int64_t epoch, double secs, bool stop);
-  // The epoch's files in commit order: results.csv, step_losses.f32, best, epochN, fit_report.json
-  // (the fit's last epoch), then weights/last.
-  void commit_epoch(Fit& f, int64_t epoch, double secs, const std::array<double, 5>& mean, const ValidationResult& val,
-                    bool best, bool stop);
-  void write_report(Fit& f, const ValidationResult& val);
-  void write_results_row(int64_t epoch, double seconds, const std::array<double, 5>& train_loss,
-                         const ValidationResult& val);
-  void save(const std::filesystem::path& path, CheckpointContent content = CheckpointContent::Resumable);
+  std::pair<torch::Tensor, int64_t> train_step(FitLoop& f, const TrainBatch& batch);
   void restore_logs(const std::string& checkpoint);
 
   std::chrono::steady_clock::time_point fit_start_ = std::chrono::steady_clock::now();  // first member: set first
@@ -113,8 +91,6 @@ class Trainer {
   std::unique_ptr<BatchSource> train_;
   Validate validate_;
   torch::Device device_{torch::kCPU};
-  bool autocast_ = false;
-  bool hsv_ = false;
   model::SegmentationModel model_{nullptr};
   std::unique_ptr<loss::SegmentationLoss> loss_;
   std::unique_ptr<optim::Optimizer> optimizer_;
