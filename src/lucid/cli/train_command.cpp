@@ -25,6 +25,7 @@
 #include "lucid/engine/trainer.h"
 #include "lucid/engine/training_data.h"
 #include "lucid/engine/validator.h"
+#include "lucid/plot/canvas.h"
 #include "lucid/plot/charts.h"
 #include "lucid/report/run_events.h"
 #include "lucid/report/run_report.h"
