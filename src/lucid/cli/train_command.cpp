@@ -21,6 +21,7 @@
 #include "lucid/engine/evaluate.h"
 #include "lucid/engine/fit_events.h"
 #include "lucid/engine/model_source.h"
+#include "lucid/engine/resume.h"
 #include "lucid/engine/run_folder.h"
 #include "lucid/engine/trainer.h"
 #include "lucid/engine/training_data.h"
@@ -73,21 +74,6 @@ std::optional<int> start_or_join_world(const engine::TrainSettings& s, const std
 std::string default_dataset() { return data::ensure_default_synth(); }
 
 namespace {
-
-std::string newest_last_checkpoint(const std::string& project) {
-  fs::path best;
-  fs::file_time_type newest{};
-  if (fs::exists(project))
-    for (const auto& d : fs::directory_iterator(project)) {
-      auto p = d.path() / "weights" / "last.safetensors";
-      if (fs::exists(p) && (best.empty() || fs::last_write_time(p) > newest)) {
-        best = p;
-        newest = fs::last_write_time(p);
-      }
-    }
-  if (best.empty()) throw UserError("resume=True: no weights/last.safetensors under " + project);
-  return best.string();
-}
 
 // A new run without data=: weights that record their dataset train on it (as `lucid val` validates
 // on it); otherwise the embedded synthetic dataset. The choice is printed either way.
@@ -151,53 +137,6 @@ data::LoaderOptions loader_options(const engine::TrainSettings& s, int64_t size,
 }  // namespace
 
 namespace {
-
-// A resume= request read once: the run's checkpoint and folder, its own settings (but a new
-// epochs, device or execution option) and its architecture.
-struct Resumed {
-  std::string checkpoint;  // empty: a new run
-  fs::path run_dir;
-  bool finishing = false;  // a finished fit whose final validation and report were not written
-  engine::ModelSource model;
-  engine::TrainSettings settings;
-};
-
-Resumed read_resume(const config::Options& options) {
-  Resumed r;
-  if (options.str("resume").empty() || options.str("resume") == "False") return r;
-  const auto project = options.given("project") ? options.str("project") : config::default_project();
-  // resume=True: the checkpoint model= names (the reference's `yolo train resume
-  // model=RUN/weights/last.pt`), else the newest run's under project=.
-  const bool of_model = options.str("resume") == "True" && options.given("model");
-  if (of_model && fs::path(options.str("model")).extension() != ".safetensors")
-    throw UserError("resume=True model=" + options.str("model") + ": resume continues a lucid training checkpoint " +
-                    "(RUN/weights/last.safetensors); to train from these weights, leave resume out");
-  r.checkpoint = of_model                          ? options.str("model")
-                 : options.str("resume") == "True" ? newest_last_checkpoint(project)
-                                                   : options.str("resume");
-  const auto& resume = r.checkpoint;
-  // The run's own options, so it continues exactly as it started (but a new epochs or device).
-  auto state = engine::read_checkpoint_state(resume);
-  engine::require_resumable(resume);
-  r.run_dir = engine::resume_run_dir(resume, state);
-  engine::require_last_checkpoint(resume, r.run_dir, state);
-  engine::refuse_options_ignored_by_resume(options, state.args, r.run_dir, resume);
-  // The architecture stored in the checkpoint (its weights are restored by the trainer).
-  r.model = engine::read_model_source("resume", resume, /*weights=*/false);
-  const auto run = engine::settings_from_record(state.args, resume);
-  // How stages execute is not part of the checkpoint: the resuming command line chooses it.
-  r.settings = engine::settings_from_record(state.args, resume, engine::resume_tokens(options));
-  if (r.settings.epochs != run.epochs && r.settings.epochs <= state.epoch)
-    throw UserError("option epochs=" + options.str("epochs") + ": " + resume + " has trained " +
-                    std::to_string(state.epoch) + " epochs already; to continue it, epochs= must be more than " +
-                    std::to_string(state.epoch));
-  if (engine::fit_finished(state, r.settings)) {
-    // report.html is the run's last write: without it the fit's final validation is still due.
-    if (fs::exists(r.run_dir / "report.html")) throw engine::nothing_to_resume(resume, state, r.settings);
-    r.finishing = true;
-  }
-  return r;
-}
 
 // The dataset of a fit: its index, the prepared training and validation splits, and the
 // training instances per class (cls_pw) and at most in one image (AutoBatch).
@@ -399,7 +338,7 @@ CommandOutcome train_run(const std::vector<std::string>& command_line) {
   auto options = engine::train_options();
   if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) return options.parse_or_help(args), CommandOutcome{};
   config::parse_with_cfg_file(options, args, [](const config::Options& o) { engine::TrainSettings::from(o); });
-  Resumed resumed = read_resume(options);
+  engine::ResumedRun resumed = engine::read_resume(options);
   auto& settings = resumed.settings;
   const bool resuming = !resumed.checkpoint.empty();
   // The complete-fit clock (fit_report.json): before data, model and trainer construction.
@@ -438,7 +377,7 @@ CommandOutcome train_run(const std::vector<std::string>& command_line) {
                              model_source.weights.empty() ? nullptr : &model_source.weights};
     trainer = std::make_unique<engine::Trainer>(
         settings, engine::DatasetInfo{data.index.nc(), data.index.names, data.class_counts}, std::move(start),
-        std::move(batches), validate, resumed.checkpoint);
+        std::move(batches), validate, resumed.checkpoint.empty() ? nullptr : &resumed);
     trainer->set_fit_start(fit_start);
     run_dir = trainer->run_dir();
     trainer->fit();

@@ -13,6 +13,7 @@
 #include "lucid/engine/freeze.h"
 #include "lucid/engine/multi_scale.h"
 #include "lucid/engine/progress.h"
+#include "lucid/engine/resume.h"
 #include "lucid/engine/run_folder.h"
 #include "lucid/engine/time_budget.h"
 #include "lucid/engine/training_step.h"
@@ -71,7 +72,7 @@ optim::OptimizerChoice choice_from_record(const nlohmann::ordered_json& j, const
 }  // namespace
 
 Trainer::Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart start,
-                 std::unique_ptr<BatchSource> train, Validate validate, const std::string& resume_from)
+                 std::unique_ptr<BatchSource> train, Validate validate, const ResumedRun* resumed)
     : s_(settings), dataset_(std::move(dataset)), train_(std::move(train)), validate_(std::move(validate)) {
   // Where a run lives, and how its stages execute, is not part of what it computes: checkpoints
   // leave it out, so runs that differ only in those write the same bytes (args.yaml keeps
@@ -93,7 +94,8 @@ Trainer::Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart 
   torch::manual_seed(static_cast<uint64_t>(s_.seed));
   if (start.spec.nc != dataset_.nc) throw std::invalid_argument("Trainer: the model's nc differs from the dataset's");
   model_ = model::SegmentationModel(start.spec);
-  if (start.weights && resume_from.empty()) {
+  const std::string resume_from = resumed ? resumed->checkpoint : "";
+  if (start.weights && !resumed) {
     const auto r = model::transfer_weights(*model_, *start.weights);
     std::printf("Transferred %lld/%lld items from pretrained weights\n", static_cast<long long>(r.transferred),
                 static_cast<long long>(r.total));
@@ -120,10 +122,10 @@ Trainer::Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart 
   const int64_t accumulate = std::max<int64_t>(std::llround(static_cast<double>(o.nbs) / batch), 1);
   const double decay = o.weight_decay * static_cast<double>(batch * accumulate) / static_cast<double>(o.nbs);
   const int64_t per_epoch = (train_->size() + std::max(batch, o.nbs) - 1) / std::max(batch, o.nbs);
-  const auto resumed = resume_from.empty() ? LoopState{} : read_checkpoint_state(resume_from);
-  auto choice = resumed.optimizer.is_null()
+  const auto& recorded = resumed ? resumed->state.optimizer : nlohmann::ordered_json();
+  auto choice = recorded.is_null()
                     ? optim::choose_optimizer(o.name, o.lr0, o.momentum, dataset_.nc, per_epoch * s_.epochs)
-                    : choice_from_record(resumed.optimizer, resume_from);
+                    : choice_from_record(recorded, resume_from);
   schedule_ = s_.schedule;
   schedule_.timed = s_.time > 0;
   if (choice.auto_chosen) schedule_.warmup_bias_lr = 0.0;  // as the reference's auto (the record keeps the option)
@@ -139,10 +141,10 @@ Trainer::Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart 
   std::printf("optimizer: %s(lr=%g, momentum=%g) with %zu parameter groups, weight_decay=%g\n",
               optim::kind_name(choice.kind).c_str(), choice.lr, choice.momentum, optimizer_->groups().size(), decay);
 
-  if (!resume_from.empty()) {
+  if (resumed) {
     state_ = load_checkpoint(resume_from, *model_, &*ema_->model(), optimizer_.get());
-    run_dir_ = resume_run_dir(resume_from, state_);  // by the checkpoint's own record
-    state_.args = args_;  // the run's options, in their declared order, with a new epochs or device
+    run_dir_ = resumed->run_dir;  // by the checkpoint's own record
+    state_.args = args_;          // the run's options, in their declared order, with a new epochs or device
     state_.optimizer = choice_record(choice);
     if (parallel_) parallel_->keep_primary_gradients(model_->parameters());
     ema_->set_updates(state_.ema_updates);

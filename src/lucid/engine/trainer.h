@@ -31,6 +31,8 @@ class EventFile;
 
 namespace lucid::engine {
 
+struct ResumedRun;
+
 struct DatasetInfo {
   int64_t nc;
   std::vector<std::string> names;
@@ -48,10 +50,11 @@ struct ModelStart {
 class Trainer {
  public:
   // settings: the run's resolved settings (their record goes to args.yaml and into checkpoints).
-  // resume_from: a weights/last checkpoint whose run continues with these settings (a new epochs
-  // or device, adjusted on resume, is recorded; see docs/cli.md).
+  // resumed: a run read by read_resume (engine/resume.h) that continues from its weights/last with
+  // these settings (a new epochs or device, adjusted on resume, is recorded; see docs/cli.md); null
+  // for a new run.
   Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart model, std::unique_ptr<BatchSource> train,
-          Validate validate, const std::string& resume_from = "");
+          Validate validate, const ResumedRun* resumed = nullptr);
 
   // Trains to the last epoch; returns the final validation result. A run whose checkpoint is
   // finished (fit_finished) is refused.
