@@ -55,6 +55,24 @@ TEST(TrainOptions, DefaultsAreTheReferences) {
   EXPECT_EQ(engine::train_record(s, engine::RecordScope::Checkpoint)["nms"], "None");
 }
 
+// Each default is declared once: the table's default of every option is the value its binding holds
+// in a default-constructed TrainSettings (the component's own, or the settings member's initializer),
+// but for those resolved at run time (an empty default).
+TEST(TrainOptions, EveryDeclaredDefaultIsTheComponentsOwn) {
+  const engine::TrainSettings defaults{};
+  int resolved = 0;
+  for (const auto& f : engine::train_fields().fields()) {
+    if (f.spec.default_value.empty()) {
+      ++resolved;
+      continue;
+    }
+    EXPECT_EQ(f.spec.default_value, f.write(defaults)) << f.spec.key;
+  }
+  EXPECT_GT(resolved, 0);
+  EXPECT_EQ(engine::train_fields().options().str("workers"), "8");  // training's own, not the loader's 4
+  EXPECT_EQ(engine::train_fields().options().str("hsv_h"), "0.015");
+}
+
 TEST(TrainOptions, BadValuesNameTheirOption) {
   expect_user_error([] { settings({"time=-1"}); }, {"time"});
   expect_user_error([] { settings({"time=abc"}); }, {"time=abc"});

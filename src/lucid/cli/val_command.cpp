@@ -29,9 +29,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The settings of `lucid val`, each option declared once (config/fields.h).
+// The settings of `lucid val`, each option declared once (config/fields.h): a member's initializer,
+// or its component's, is its option's default.
 struct ValSettings {
-  std::string model, data, split, device, project, name;
+  std::string model, data, device, project;
+  std::string split = "val";
+  std::string name = "val";
   int64_t imgsz = 0;  // 0: the model file's, else 640
   int64_t batch = 16;
   int workers = 4;
@@ -39,7 +42,13 @@ struct ValSettings {
   bool rect = false, save_txt = false;  // the reference's keys: rect has no effect, save_txt is refused
   std::string classes;                  // the reference's key: checked, no effect (warned)
   data::IndexOptions index;
-  engine::ValidatorOptions validator;  // conf, iou, max_det, agnostic_nms, single_cls, nms, amp, verbose
+  // conf, iou, max_det, agnostic_nms, single_cls, nms, amp, verbose: per-class rows by default (the
+  // validator alone: none)
+  engine::ValidatorOptions validator = [] {
+    engine::ValidatorOptions o;
+    o.verbose = true;
+    return o;
+  }();
 };
 
 const config::FieldList<ValSettings>& val_fields() {
@@ -53,47 +62,44 @@ const config::FieldList<ValSettings>& val_fields() {
         .to(&S::model);
     f->text("data", "", "dataset YAML, folder or COCO JSON (default: the model file's data, else the synthetic set)")
         .to(&S::data);
-    f->choice("split", "val", "split to validate: val or test", {"val", "test"}).to(&S::split);
+    f->choice("split", "split to validate: val or test", {"val", "test"}).to(&S::split);
     f->integer("imgsz", "", "input size (default: the model file's imgsz, else 640)")
         .range(1, config::kMaxImgsz)
         .resolve([](const S&) { return 0LL; })
         .adjust([](const S&, long long v) { return v == 0 ? v : config::stride_multiple(v); })
         .to(&S::imgsz);
-    f->integer("batch", "16", "images per batch").range(1, config::kMaxBatch).to(&S::batch);
-    f->number("conf", "0.001", "confidence threshold").fraction().to(&S::validator, &ValidatorOptions::conf);
-    f->number("iou", "0.7", "NMS IoU threshold").fraction().to(&S::validator, &ValidatorOptions::iou);
-    f->integer("max_det", "300", "detections per image")
-        .range(1, 1 << 20)
-        .to(&S::validator, &ValidatorOptions::max_det);
-    f->flag("agnostic_nms", "False", "class-agnostic NMS").to(&S::validator, &ValidatorOptions::agnostic_nms);
-    f->flag("single_cls", "False", "treat all classes as one").to(&S::validator, &ValidatorOptions::single_cls);
+    f->integer("batch", "images per batch").range(1, config::kMaxBatch).to(&S::batch);
+    f->number("conf", "confidence threshold").fraction().to(&S::validator, &ValidatorOptions::conf);
+    f->number("iou", "NMS IoU threshold").fraction().to(&S::validator, &ValidatorOptions::iou);
+    f->integer("max_det", "detections per image").range(1, 1 << 20).to(&S::validator, &ValidatorOptions::max_det);
+    f->flag("agnostic_nms", "class-agnostic NMS").to(&S::validator, &ValidatorOptions::agnostic_nms);
+    f->flag("single_cls", "treat all classes as one").to(&S::validator, &ValidatorOptions::single_cls);
     f->value<std::optional<bool>>("nms", "None", config::kNmsHelp, config::read_nms, config::format_nms, {"maybe"})
         .to(&S::validator, &ValidatorOptions::nms);
     f->text("device", "", "cpu, 0, cuda:0 (default: the GPU when usable)").to(&S::device);
-    f->integer("workers", "4", "loader threads").range(0, std::numeric_limits<int>::max()).to(&S::workers);
-    f->flag("half", "True", "BF16 autocast on CUDA").to(&S::validator, &ValidatorOptions::amp);
-    f->flag("save_json", "False", "write predictions.json (COCO results: bbox, RLE segmentation)").to(&S::save_json);
-    f->flag("rect", "False", "no effect: validation batches are rectangular either way, as the reference's val")
-        .to(&S::rect);
+    f->integer("workers", "loader threads").range(0, std::numeric_limits<int>::max()).to(&S::workers);
+    f->flag("half", "BF16 autocast on CUDA").to(&S::validator, &ValidatorOptions::amp);
+    f->flag("save_json", "write predictions.json (COCO results: bbox, RLE segmentation)").to(&S::save_json);
+    f->flag("rect", "no effect: validation batches are rectangular either way, as the reference's val").to(&S::rect);
     f->text("classes", "", "no effect (a warning): the reference's segment validation does not filter classes either")
         .check([](const std::string& v) { return v.find_first_not_of("0123456789, ") == std::string::npos; },
                "expected class ids like 0,2", {"x"})
         .to(&S::classes);
-    f->flag("save_txt", "False", "label files of the predictions: not available in val (lucid predict save_txt=True)")
+    f->flag("save_txt", "label files of the predictions: not available in val (lucid predict save_txt=True)")
         .check([](const bool& v) { return !v; },
                "lucid val does not write label files; lucid predict save_txt=True writes them for the same images",
                {"True"})
         .to(&S::save_txt);
-    f->flag("plots", "True", "write curves, confusion matrices, val_batch images").to(&S::plots);
-    f->flag("verbose", "True", "per-class rows").to(&S::validator, &ValidatorOptions::verbose);
-    f->flag("allow_outside_images", "False",
+    f->flag("plots", "write curves, confusion matrices, val_batch images").to(&S::plots);
+    f->flag("verbose", "per-class rows").to(&S::validator, &ValidatorOptions::verbose);
+    f->flag("allow_outside_images",
             "follow COCO file_name paths that are absolute or lead out of the image folder (..)")
         .to(&S::index, &data::IndexOptions::allow_outside_images);
     f->text("project", "", "folder of runs (default: runs_dir/segment, see lucid settings)")
         .resolve([](const S&) { return config::default_project(); })
         .to(&S::project);
-    f->text("name", "val", "run name (val, val2, ...)").to(&S::name);
-    f->flag("exist_ok", "False", "reuse project/name if it exists").to(&S::exist_ok);
+    f->text("name", "run name (val, val2, ...)").to(&S::name);
+    f->flag("exist_ok", "reuse project/name if it exists").to(&S::exist_ok);
     return f;
   }();
   return *list;

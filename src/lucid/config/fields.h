@@ -47,6 +47,11 @@ bool read_flag(const std::string& key, const std::string& value);      // True/F
 std::string format_number(double v);
 inline std::string format_flag(bool v) { return v ? "True" : "False"; }
 
+// The default of a field declared without one: the value its first binding holds in a
+// default-constructed S, i.e. the component's own default (as LibTorch's TORCH_ARG(double, eps) =
+// 1e-5), written as the record writes it. Filled in by the field's first to().
+inline constexpr const char* kComponentDefault = "\x01(the component's default)";
+
 template <class S>
 struct Field {
   OptionSpec spec;  // key, default as written on the command line ("" where resolved at run time), help
@@ -93,6 +98,7 @@ class FieldBuilder {
       slot = static_cast<std::remove_reference_t<decltype(slot)>>(v);
     });
     if (!spec_->load) spec_->load = [=](const S& s) { return static_cast<V>(detail::member(s, path...)); };
+    if (field_.spec.default_value == kComponentDefault) field_.spec.default_value = field_.write(S{});
     return *this;
   }
   // A further place the value goes, computed from it (e.g. the layer list of freeze=).
@@ -188,6 +194,24 @@ class FieldList {
     f.write = [spec](const S& s) { return std::to_string(spec->load(s)); };
     return b;
   }
+  // The declarations without a default take the component's (kComponentDefault).
+  IntegerBuilder<S> integer(const std::string& key, const std::string& help) {
+    return integer(key, kComponentDefault, help);
+  }
+  NumberBuilder<S> number(const std::string& key, const std::string& help) {
+    return number(key, kComponentDefault, help);
+  }
+  FieldBuilder<S, bool> flag(const std::string& key, const std::string& help) {
+    return flag(key, kComponentDefault, help);
+  }
+  FieldBuilder<S, std::string> choice(const std::string& key, const std::string& help,
+                                      std::vector<std::string> choices) {
+    return choice(key, kComponentDefault, help, std::move(choices));
+  }
+  FieldBuilder<S, std::string> text(const std::string& key, const std::string& help) {
+    return text(key, kComponentDefault, help);
+  }
+
   NumberBuilder<S> number(const std::string& key, const std::string& def, const std::string& help) {
     auto& f = add(key, def, help, ValueKind::Number, {"nan", "inf", "x"});
     auto spec = std::make_shared<detail::Spec<S, double>>();
@@ -267,6 +291,8 @@ class FieldList {
   Options options() const {
     std::vector<OptionSpec> specs;
     for (const auto& f : fields_) {
+      if (f.spec.default_value == kComponentDefault)
+        throw std::logic_error("option " + f.spec.key + " takes its component's default but is bound to nothing");
       specs.push_back(f.spec);
       specs.back().boolean = f.kind == ValueKind::Flag;
     }

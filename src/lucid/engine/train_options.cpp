@@ -55,11 +55,11 @@ void declare_inputs(config::FieldList<S>& f) {
       .adjust([](const S&, std::string v) { return absolute_dataset(v); })
       .to(&S::data)
       .also([](S& s, const std::string& v) { s.synthetic = v == data::default_synth_yaml(); });
-  f.text("model", "yolo26n-seg.yaml",
+  f.text("model",
          "model YAML (scale letter picks the scale), or a weights file to start from: an Ultralytics .pt, "
          "lucid weights (.safetensors) or a lucid training checkpoint (its EMA weights, a new run)")
       .to(&S::model);
-  f.text("pretrained", "True",
+  f.text("pretrained",
          "a weights file (.pt, .safetensors) to transfer into model=YAML; False: the file given as model= "
          "gives only the architecture")
       .to(&S::pretrained);
@@ -102,34 +102,34 @@ void declare_inputs(config::FieldList<S>& f) {
         s.loader.batch = static_cast<int>(b.count);
         s.schedule.batch = b.count;
       });
-  f.text("fraction", "1.0",
+  f.text("fraction",
          "part of the training images to use, the first of the sorted list: a ratio in (0, 1], a count > 1, or "
          "[train,val] / [train,val,test] ratios or counts")
       .refuses({"0", "1.5", "x", "[0,0]"})
       .to(&S::fraction)
       .also([](S& s, const std::string& v) { s.index.fraction = data::DatasetFraction::parse(v); });
-  f.flag("single_cls", "False", "train every class as one class, 'item'")
+  f.flag("single_cls", "train every class as one class, 'item'")
       .to(&S::index, &data::IndexOptions::single_cls)
       .to(&S::validator, &ValidatorOptions::single_cls);
-  f.flag("rect", "False",
+  f.flag("rect",
          "rectangular training batches: images sorted by aspect ratio, each batch at its own shape; mosaic off "
          "and no shuffling")
       .to(&S::loader, &LoaderOptions::rect);
-  f.number("multi_scale", "0.0",
+  f.number("multi_scale",
            "per-batch random input size in [imgsz * (1 - m), imgsz * (1 + m)], a multiple of 32 (0: off)")
       .fraction()
       .to(&S::multi_scale);
-  f.integer("mask_ratio", "4", "mask target downsample ratio")
+  f.integer("mask_ratio", "mask target downsample ratio")
       .range(1, kInt)
       // Every batch shape (a multiple of the stride 32, also with rect and multi_scale) must divide into mask pixels.
       .check([](const long long& v) { return 32 % v == 0; }, "must divide the stride 32: 1, 2, 4, 8, 16 or 32", {"3"})
       .to(&S::loader, &LoaderOptions::mask_ratio);
-  f.number("cls_pw", "0.0",
+  f.number("cls_pw",
            "class-weight power: inverse class frequencies of the training labels raised to it weight the class "
            "loss (0: off, 1: full inverse frequency)")
       .fraction()
       .to(&S::cls_pw);
-  f.number("dropout", "0.0", "classification-head dropout (classify models only; accepted, no effect on segmentation)")
+  f.number("dropout", "classification-head dropout (classify models only; accepted, no effect on segmentation)")
       .fraction()
       .to(&S::dropout);
 }
@@ -145,24 +145,22 @@ void declare_devices_and_data(config::FieldList<S>& f) {
       .refuses({"gpu"})
       .role(Role::Adjustable)
       .to(&S::device);
-  f.integer("world", "1",
+  f.integer("world",
             "training processes on this host for device=cpu (data parallel over Gloo; batch is the global batch)")
       .range(1, 4096)
       .to(&S::world);
-  f.flag("sync_bn", "False", "data parallel: BatchNorm statistics over the global batch").to(&S::sync_bn);
-  f.integer("dist_timeout", "1800",
-            "data parallel: seconds any collective waits for the other ranks before the run stops")
+  f.flag("sync_bn", "data parallel: BatchNorm statistics over the global batch").to(&S::sync_bn);
+  f.integer("dist_timeout", "data parallel: seconds any collective waits for the other ranks before the run stops")
       .range(1, 7 * 24 * 3600)
       .role(Role::Execution)
       .to(&S::dist_timeout);
-  f.integer("workers", "8", "data loader worker threads (at most one per CPU and per image of a batch)")
+  f.integer("workers", "data loader worker threads (at most one per CPU and per image of a batch)")
       .range(0, kInt)
       .to(&S::loader, &LoaderOptions::workers);
-  f.choice("cache", "ram", "prepared-image cache: ram, disk or False", {"ram", "disk", "True", "False"}).to(&S::cache);
-  f.flag("allow_outside_images", "False",
-         "follow COCO file_name paths that are absolute or lead out of the image folder (..)")
+  f.choice("cache", "prepared-image cache: ram, disk or False", {"ram", "disk", "True", "False"}).to(&S::cache);
+  f.flag("allow_outside_images", "follow COCO file_name paths that are absolute or lead out of the image folder (..)")
       .to(&S::index, &data::IndexOptions::allow_outside_images);
-  f.flag("gpu_augment", "False",
+  f.flag("gpu_augment",
          "render the augmented training images (mosaic, perspective, flips) on the training device from the "
          "prepared images held in its memory (same bytes as the workers' CPU path)")
       .role(Role::Execution)
@@ -171,48 +169,46 @@ void declare_devices_and_data(config::FieldList<S>& f) {
 
 // The optimizer, its schedule and the loss gains.
 void declare_optimization(config::FieldList<S>& f) {
-  f.choice("optimizer", "auto", "auto, SGD, MuSGD, AdamW, Adam, Adamax, NAdam, RAdam or RMSprop",
+  f.choice("optimizer", "auto, SGD, MuSGD, AdamW, Adam, Adamax, NAdam, RAdam or RMSprop",
            {"auto", "SGD", "AdamW", "MuSGD", "Adam", "Adamax", "NAdam", "RAdam", "RMSprop"})
       .to(&S::optimizer, &OptimizerSettings::name);
-  f.integer("seed", "0", "random seed")
+  f.integer("seed", "random seed")
       .range(0, std::numeric_limits<long long>::max())
       .to(&S::seed)
       .to(&S::loader, &LoaderOptions::seed);
-  f.flag("deterministic", "True", "deterministic algorithms").to(&S::deterministic);
-  f.number("lr0", "0.01", "initial learning rate (ignored by optimizer=auto)")
+  f.flag("deterministic", "deterministic algorithms").to(&S::deterministic);
+  f.number("lr0", "initial learning rate (ignored by optimizer=auto)")
       .min(0, /*open=*/true)
       .max(1)
       .to(&S::optimizer, &OptimizerSettings::lr0);
-  f.number("lrf", "0.01", "final learning rate as a fraction of lr0")
+  f.number("lrf", "final learning rate as a fraction of lr0")
       .min(0, /*open=*/true)
       .max(1)
       .to(&S::schedule, &ScheduleOptions::lrf);
-  f.number("momentum", "0.937", "SGD momentum / Adam beta1 (ignored by optimizer=auto)")
+  f.number("momentum", "SGD momentum / Adam beta1 (ignored by optimizer=auto)")
       .min(0)
       .max(1, /*open=*/true)
       .to(&S::optimizer, &OptimizerSettings::momentum)
       .to(&S::schedule, &ScheduleOptions::momentum);
-  f.number("weight_decay", "0.0005", "weight decay at the nominal batch size")
+  f.number("weight_decay", "weight decay at the nominal batch size")
       .fraction()
       .to(&S::optimizer, &OptimizerSettings::weight_decay);
-  f.number("warmup_epochs", "3.0", "warmup epochs (fractions allowed)")
+  f.number("warmup_epochs", "warmup epochs (fractions allowed)")
       .min(0)
       .to(&S::schedule, &ScheduleOptions::warmup_epochs);
-  f.number("warmup_momentum", "0.8", "initial warmup momentum")
-      .fraction()
-      .to(&S::schedule, &ScheduleOptions::warmup_momentum);
-  f.number("warmup_bias_lr", "0.1", "initial warmup learning rate of biases")
+  f.number("warmup_momentum", "initial warmup momentum").fraction().to(&S::schedule, &ScheduleOptions::warmup_momentum);
+  f.number("warmup_bias_lr", "initial warmup learning rate of biases")
       .fraction()
       .to(&S::schedule, &ScheduleOptions::warmup_bias_lr);
-  f.flag("cos_lr", "False", "cosine learning-rate schedule").to(&S::schedule, &ScheduleOptions::cos_lr);
-  f.integer("nbs", "64", "nominal batch size (gradient accumulation)")
+  f.flag("cos_lr", "cosine learning-rate schedule").to(&S::schedule, &ScheduleOptions::cos_lr);
+  f.integer("nbs", "nominal batch size (gradient accumulation)")
       .range(1, config::kMaxBatch)
       .to(&S::optimizer, &OptimizerSettings::nbs)
       .to(&S::schedule, &ScheduleOptions::nbs);
-  f.number("box", "7.5", "box (and mask, semantic) loss gain").min(0).to(&S::loss, &LossOptions::box);
-  f.number("cls", "0.5", "class loss gain").min(0).to(&S::loss, &LossOptions::cls);
-  f.number("dfl", "1.5", "DFL / L1 loss gain").min(0).to(&S::loss, &LossOptions::dfl);
-  f.flag("overlap_mask", "True", "one overlap mask per image (False: one mask per instance)")
+  f.number("box", "box (and mask, semantic) loss gain").min(0).to(&S::loss, &LossOptions::box);
+  f.number("cls", "class loss gain").min(0).to(&S::loss, &LossOptions::cls);
+  f.number("dfl", "DFL / L1 loss gain").min(0).to(&S::loss, &LossOptions::dfl);
+  f.flag("overlap_mask", "one overlap mask per image (False: one mask per instance)")
       .to(&S::loader, &LoaderOptions::overlap_mask)
       .to(&S::loss, &LossOptions::overlap_mask)
       .to(&S::validator, &ValidatorOptions::overlap_mask);
@@ -220,48 +216,44 @@ void declare_optimization(config::FieldList<S>& f) {
 
 // The training images' augmentation and the frozen layers.
 void declare_augmentation(config::FieldList<S>& f) {
-  f.integer("close_mosaic", "10", "turn mosaic off for the last N epochs (epoch >= epochs - N)")
+  f.integer("close_mosaic", "turn mosaic off for the last N epochs (epoch >= epochs - N)")
       .range(0, kInt)
       .to(&S::close_mosaic);
-  f.number("mosaic", "1.0", "mosaic probability")
-      .fraction()
-      .to(&S::loader, &LoaderOptions::aug, &AugmentOptions::mosaic);
-  f.number("mixup", "0.0", "MixUp probability: blend with a second augmented image, weight Beta(32, 32)")
+  f.number("mosaic", "mosaic probability").fraction().to(&S::loader, &LoaderOptions::aug, &AugmentOptions::mosaic);
+  f.number("mixup", "MixUp probability: blend with a second augmented image, weight Beta(32, 32)")
       .fraction()
       .to(&S::loader, &LoaderOptions::aug, &AugmentOptions::mixup);
-  f.number("cutmix", "0.0", "CutMix probability: a rectangle free of boxes taken from a second augmented image")
+  f.number("cutmix", "CutMix probability: a rectangle free of boxes taken from a second augmented image")
       .fraction()
       .to(&S::loader, &LoaderOptions::aug, &AugmentOptions::cutmix);
-  f.number("copy_paste", "0.0", "fraction of the eligible instances pasted (mode mixup: also the probability)")
+  f.number("copy_paste", "fraction of the eligible instances pasted (mode mixup: also the probability)")
       .fraction()
       .to(&S::loader, &LoaderOptions::aug, &AugmentOptions::copy_paste);
-  f.choice("copy_paste_mode", "flip",
-           "copy_paste source: flip (the image's own instances mirrored) or mixup (another image's)", {"flip", "mixup"})
+  f.choice("copy_paste_mode", "copy_paste source: flip (the image's own instances mirrored) or mixup (another image's)",
+           {"flip", "mixup"})
       .to(&S::copy_paste_mode)
       .also([](S& s, const std::string& v) {
         s.loader.aug.copy_paste_mode = v == "mixup" ? data::CopyPasteMode::MixUp : data::CopyPasteMode::Flip;
       });
-  f.number("hsv_h", "0.015", "HSV hue gain").fraction().to(&S::loader, &LoaderOptions::aug, &AugmentOptions::hsv_h);
-  f.number("hsv_s", "0.7", "HSV saturation gain")
-      .fraction()
-      .to(&S::loader, &LoaderOptions::aug, &AugmentOptions::hsv_s);
-  f.number("hsv_v", "0.4", "HSV value gain").fraction().to(&S::loader, &LoaderOptions::aug, &AugmentOptions::hsv_v);
-  f.number("degrees", "0.0", "rotation (+/- degrees)").to(&S::loader, &LoaderOptions::aug, &AugmentOptions::degrees);
-  f.number("translate", "0.1", "translation (+/- fraction)")
+  f.number("hsv_h", "HSV hue gain").fraction().to(&S::loader, &LoaderOptions::aug, &AugmentOptions::hsv_h);
+  f.number("hsv_s", "HSV saturation gain").fraction().to(&S::loader, &LoaderOptions::aug, &AugmentOptions::hsv_s);
+  f.number("hsv_v", "HSV value gain").fraction().to(&S::loader, &LoaderOptions::aug, &AugmentOptions::hsv_v);
+  f.number("degrees", "rotation (+/- degrees)").to(&S::loader, &LoaderOptions::aug, &AugmentOptions::degrees);
+  f.number("translate", "translation (+/- fraction)")
       .fraction()
       .to(&S::loader, &LoaderOptions::aug, &AugmentOptions::translate);
-  f.number("scale", "0.5", "scale gain (+/-)").fraction().to(&S::loader, &LoaderOptions::aug, &AugmentOptions::scale);
-  f.number("shear", "0.0", "shear (+/- degrees)").to(&S::loader, &LoaderOptions::aug, &AugmentOptions::shear);
-  f.number("perspective", "0.0", "perspective (+/- fraction)")
+  f.number("scale", "scale gain (+/-)").fraction().to(&S::loader, &LoaderOptions::aug, &AugmentOptions::scale);
+  f.number("shear", "shear (+/- degrees)").to(&S::loader, &LoaderOptions::aug, &AugmentOptions::shear);
+  f.number("perspective", "perspective (+/- fraction)")
       .fraction()
       .to(&S::loader, &LoaderOptions::aug, &AugmentOptions::perspective);
-  f.number("flipud", "0.0", "vertical flip probability")
+  f.number("flipud", "vertical flip probability")
       .fraction()
       .to(&S::loader, &LoaderOptions::aug, &AugmentOptions::flipud);
-  f.number("fliplr", "0.5", "horizontal flip probability")
+  f.number("fliplr", "horizontal flip probability")
       .fraction()
       .to(&S::loader, &LoaderOptions::aug, &AugmentOptions::fliplr);
-  f.text("freeze", "None", "freeze the first N layers, or a comma-separated list of layer indices (None: no layer)")
+  f.text("freeze", "freeze the first N layers, or a comma-separated list of layer indices (None: no layer)")
       .resolve([](const S&) { return std::string("None"); })
       .refuses({"1,x", "1,"})
       .to(&S::freeze)
@@ -270,14 +262,14 @@ void declare_augmentation(config::FieldList<S>& f) {
 
 // How the steps execute (precision, recordings, clocks): never what they compute.
 void declare_execution(config::FieldList<S>& f) {
-  f.flag("amp", "True", "BF16 autocast on CUDA").to(&S::amp).to(&S::validator, &ValidatorOptions::amp);
-  f.flag("capture_network", "False", "replay the shared features (backbone + neck) as recorded CUDA graphs")
+  f.flag("amp", "BF16 autocast on CUDA").to(&S::amp).to(&S::validator, &ValidatorOptions::amp);
+  f.flag("capture_network", "replay the shared features (backbone + neck) as recorded CUDA graphs")
       .role(Role::Execution)
       .to(&S::execution, &ExecutionSettings::replay, &replay::ReplayOptions::network);
-  f.flag("capture_segment_heads", "False", "replay each head prediction as its own recorded CUDA graph")
+  f.flag("capture_segment_heads", "replay each head prediction as its own recorded CUDA graph")
       .role(Role::Execution)
       .to(&S::execution, &ExecutionSettings::replay, &replay::ReplayOptions::heads);
-  f.flag("capture_optimizer", "False", "replay the optimizer's update preparation and orthogonalisation")
+  f.flag("capture_optimizer", "replay the optimizer's update preparation and orthogonalisation")
       .role(Role::Execution)
       .to(&S::execution, &ExecutionSettings::replay, &replay::ReplayOptions::optimizer);
   // On by default: a fit on one CUDA device replays its whole step unless the user turns it off or
@@ -290,10 +282,10 @@ void declare_execution(config::FieldList<S>& f) {
       .resolve([](const S& s) { return !s.execution.replay.stages(); })
       .role(Role::Execution)
       .to(&S::execution, &ExecutionSettings::replay, &replay::ReplayOptions::step);
-  f.flag("stage_times", "False", "time every stage (host and device) over the fit; printed and in fit_report.json")
+  f.flag("stage_times", "time every stage (host and device) over the fit; printed and in fit_report.json")
       .role(Role::Execution)
       .to(&S::execution, &ExecutionSettings::stage_times);
-  f.integer("kernel_times", "0",
+  f.integer("kernel_times",
             "profile the CUDA kernels of this many training steps from the second epoch on (the first if only one) "
             "and charge their device time to the stages; printed and in fit_report.json")
       .range(0, 100000)
@@ -303,43 +295,40 @@ void declare_execution(config::FieldList<S>& f) {
 
 // Validation during the fit, early stopping, and what the run writes where.
 void declare_validation_and_outputs(config::FieldList<S>& f) {
-  f.flag("val", "True", "validate after every epoch").to(&S::val);
-  f.choice("split", "val", "split validated during and after training: val or test", {"val", "test"}).to(&S::split);
+  f.flag("val", "validate after every epoch").to(&S::val);
+  f.choice("split", "split validated during and after training: val or test", {"val", "test"}).to(&S::split);
   f.number("conf", "", "validation confidence threshold (default 0.001)")
       .fraction()
       .resolve([](const S&) { return 0.001; })
       .to(&S::validator, &ValidatorOptions::conf);
-  f.number("iou", "0.7", "validation NMS IoU threshold").fraction().to(&S::validator, &ValidatorOptions::iou);
-  f.integer("max_det", "300", "validation detections per image")
-      .range(1, kInt)
-      .to(&S::validator, &ValidatorOptions::max_det);
+  f.number("iou", "validation NMS IoU threshold").fraction().to(&S::validator, &ValidatorOptions::iou);
+  f.integer("max_det", "validation detections per image").range(1, kInt).to(&S::validator, &ValidatorOptions::max_det);
   f.value<std::optional<bool>>("nms", "None", std::string("validation during and after training: ") + config::kNmsHelp,
                                config::read_nms, config::format_nms, {"maybe"})
       .to(&S::validator, &ValidatorOptions::nms);
-  f.flag("save_json", "False", "the final validation writes predictions.json (COCO results) into the run folder")
+  f.flag("save_json", "the final validation writes predictions.json (COCO results) into the run folder")
       .to(&S::save_json);
-  f.flag("plots", "True", "write plots").to(&S::plots);
+  f.flag("plots", "write plots").to(&S::plots);
   f.flag("tensorboard", "",
          "write TensorBoard events into the run folder: per epoch the results.csv values, at the end the plots "
          "(default: the settings file's tensorboard, False; see lucid settings)")
       .resolve([](const S&) { return config::load_user_settings().tensorboard; })
       .role(Role::Execution)
       .to(&S::tensorboard);
-  f.integer("patience", "100", "epochs without fitness improvement before stopping (0: never stop early)")
+  f.integer("patience", "epochs without fitness improvement before stopping (0: never stop early)")
       .range(0, kInt)
       .to(&S::patience);
-  f.flag("save", "True",
-         "write checkpoints every epoch; False: only in the epoch the fit ends with (no resume before it)")
+  f.flag("save", "write checkpoints every epoch; False: only in the epoch the fit ends with (no resume before it)")
       .to(&S::save);
-  f.integer("save_period", "-1", "also keep a checkpoint every N epochs").range(-1, kInt).to(&S::save_period);
-  f.flag("verbose", "True", "the final validation prints a row per class").role(Role::Execution).to(&S::verbose);
-  f.flag("profile", "False", "the reference's ONNX and TensorRT speed profiling for loggers: not available")
+  f.integer("save_period", "also keep a checkpoint every N epochs").range(-1, kInt).to(&S::save_period);
+  f.flag("verbose", "the final validation prints a row per class").role(Role::Execution).to(&S::verbose);
+  f.flag("profile", "the reference's ONNX and TensorRT speed profiling for loggers: not available")
       .check([](const bool& v) { return !v; },
              "the reference profiles ONNX and TensorRT exports for its loggers, which lucid does not do; "
              "stage_times=True and kernel_times=N time lucid's own stages",
              {"True"})
       .to(&S::profile);
-  f.flag("compile", "False", "torch.compile of the model: not available (capture_* record CUDA graphs instead)")
+  f.flag("compile", "torch.compile of the model: not available (capture_* record CUDA graphs instead)")
       .check([](const bool& v) { return !v; },
              "torch.compile is a Python compiler that LibTorch does not have; capture_step=True records the whole "
              "step as CUDA graphs instead",
@@ -350,13 +339,13 @@ void declare_validation_and_outputs(config::FieldList<S>& f) {
       .resolve([](const S&) { return config::default_project(); })
       .role(Role::Location)
       .to(&S::project);
-  f.text("name", "train", "run folder name, one folder inside project (numbered if it exists)")
+  f.text("name", "run folder name, one folder inside project (numbered if it exists)")
       .role(Role::Location)
       .to(&S::name);
-  f.flag("exist_ok", "False", "reuse an existing run folder (one training at a time writes into a folder)")
+  f.flag("exist_ok", "reuse an existing run folder (one training at a time writes into a folder)")
       .role(Role::Location)
       .to(&S::exist_ok);
-  f.text("resume", "False", "continue a run from its weights/last checkpoint (path, or True for the newest run)")
+  f.text("resume", "continue a run from its weights/last checkpoint (path, or True for the newest run)")
       .resolve([](const S&) { return std::string("False"); })
       .role(Role::Location)
       .to(&S::resume);

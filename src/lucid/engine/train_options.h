@@ -41,34 +41,45 @@ struct BatchOption {
   double autobatch_fraction = 0;  // 0 for a count
 };
 
+// A run's settings, resolved. Each member's initializer is its option's default (the table in
+// train_options.cpp reads them; config/fields.h kComponentDefault), where the component's own
+// default is not the training's (workers) or the member is the command's own.
 // A run's settings, resolved: `epochs`, `imgsz`, `batch`, `device` and `data` hold the values the
 // run uses (data as an absolute path; the synthetic dataset's YAML when data= is not given).
 struct TrainSettings {
-  std::string data, model, pretrained, device, cache, freeze;
-  std::string copy_paste_mode;  // as given (flip or mixup); loader.aug holds it as data::CopyPasteMode
-  bool synthetic = false;       // data is the embedded synthetic dataset
-  std::vector<int> frozen;      // the layers freeze names
-  int64_t epochs = 0, seed = 0, patience = 0, save_period = 0, close_mosaic = 0;
+  std::string data, device;
+  std::string model = "yolo26n-seg.yaml";
+  std::string pretrained = "True";
+  std::string cache = "ram";
+  std::string freeze = "None";
+  std::string copy_paste_mode = "flip";  // as given (flip or mixup); loader.aug holds it as data::CopyPasteMode
+  bool synthetic = false;                // data is the embedded synthetic dataset
+  std::vector<int> frozen;               // the layers freeze names
+  int64_t epochs = 0, seed = 0, patience = 100, save_period = -1, close_mosaic = 10;
   bool deterministic = true, amp = true, val = true, plots = true;
   bool tensorboard = false;               // TensorBoard events in the run folder (report/run_events.h)
   bool save = true;                       // checkpoints every epoch (False: only the epoch the fit ends with)
   bool verbose = true;                    // the final validation's per-class rows
   bool profile = false, compile = false;  // the reference's keys; only False is available (train_options.cpp)
-  std::string project, name, resume;
+  std::string project, name = "train", resume = "False";
   bool exist_ok = false;
-  int64_t world = 1;            // processes started for device=cpu (dist/launcher.h)
-  bool sync_bn = false;         // data parallel: global BatchNorm statistics
-  int64_t dist_timeout = 1800;  // seconds, every collective
-  std::string cfg;              // the options file the command line was completed from (config/cfg_file.h)
-  double time = 0;              // hours; > 0 overrides epochs (engine/time_budget.h)
-  BatchOption batch_option;     // as given; loader.batch and schedule.batch hold its count
-  std::string fraction;         // as given; index.fraction holds it as data::DatasetFraction
+  int64_t world = 1;             // processes started for device=cpu (dist/launcher.h)
+  bool sync_bn = false;          // data parallel: global BatchNorm statistics
+  int64_t dist_timeout = 1800;   // seconds, every collective
+  std::string cfg;               // the options file the command line was completed from (config/cfg_file.h)
+  double time = 0;               // hours; > 0 overrides epochs (engine/time_budget.h)
+  BatchOption batch_option;      // as given; loader.batch and schedule.batch hold its count
+  std::string fraction = "1.0";  // as given; index.fraction holds it as data::DatasetFraction
   double multi_scale = 0, cls_pw = 0, dropout = 0;
-  std::string split;       // the split validated during and after the fit: val or test
-  bool save_json = false;  // the final validation writes predictions.json
+  std::string split = "val";  // the split validated during and after the fit: val or test
+  bool save_json = false;     // the final validation writes predictions.json
 
-  data::IndexOptions index;     // allow_outside_images, fraction, single_cls
-  data::LoaderOptions loader;   // imgsz, batch, workers, seed, overlap_mask, rect, mask_ratio, aug (mosaic, hsv_*, ...)
+  data::IndexOptions index;          // allow_outside_images, fraction, single_cls
+  data::LoaderOptions loader = [] {  // training loads with 8 workers (the loader alone: 4)
+    data::LoaderOptions o;
+    o.workers = 8;
+    return o;
+  }();                          // imgsz, batch, workers, seed, overlap_mask, rect, mask_ratio, aug (mosaic, hsv_*, ...)
   loss::LossOptions loss;       // box, cls, dfl, overlap_mask, epochs
   OptimizerSettings optimizer;  // optimizer, lr0, momentum, weight_decay, nbs
   optim::ScheduleOptions schedule;  // epochs, lrf, cos_lr, warmup_*, momentum, nbs, batch
