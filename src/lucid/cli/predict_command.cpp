@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -18,6 +19,8 @@
 
 #include "lucid/cli/commands.h"
 #include "lucid/cli/outcome.h"
+#include "lucid/config/fields.h"
+#include "lucid/config/nms_fields.h"
 #include "lucid/config/nms_option.h"
 #include "lucid/config/user_settings.h"
 #include "lucid/data/dataset.h"
@@ -41,50 +44,6 @@ namespace lucid::cli {
 namespace fs = std::filesystem;
 
 namespace {
-
-config::Options predict_options() {
-  return config::Options(
-      "predict",
-      {{"model", "",
-        "weights: a lucid train checkpoint (weights/best.safetensors), lucid weights (.safetensors), "
-        "an Ultralytics .pt, a compiled package (.pt2, lucid export format=aoti) or a TorchScript file (.torchscript, "
-        "lucid export format=torchscript)"},
-       {"source", "",
-        "an image or video file, a folder, a glob ('imgs/*.jpg', 'data/**/*.png') or a list file (.txt: "
-        "a path a line; .csv: comma-separated); URLs and cameras are not supported"},
-       {"imgsz", "", "input size (long side, padded to a multiple of 32; default: the model file's, else 640)"},
-       {"conf", "0.25", "confidence threshold"},
-       {"iou", "0.7", "NMS IoU threshold"},
-       {"classes", "", "keep only these class ids, e.g. 0,2"},
-       {"max_det", "300", "detections per image"},
-       {"batch", "1", "images (or video frames) per forward"},
-       {"vid_stride", "1", "predict every N-th video frame"},
-       {"agnostic_nms", "False", "class-agnostic NMS"},
-       {"nms", "None", std::string(config::kNmsHelp) + "; a compiled package runs the head it was compiled with"},
-       {"retina_masks", "False", "masks at the original image resolution"},
-       {"device", "", "cpu, 0, cuda:0 (default: the GPU when usable)"},
-       {"half", "True", "BF16 autocast on CUDA"},
-       {"save", "True", "write the annotated images and videos (<name>.avi, Motion JPEG)"},
-       {"save_frames", "False", "also write each annotated video frame, <name>_frames/<name>_<frame>.jpg"},
-       {"save_txt", "False",
-        "write labels/<name>.txt, <name>_<frame>.txt for videos (class and normalised mask outline)"},
-       {"save_conf", "False", "append the score to each save_txt line"},
-       {"save_json", "False", "write predictions.json (COCO results)"},
-       {"save_crop", "False", "write crops/<class>/<name>.jpg: each detection's box cut from the image"},
-       {"show_labels", "True", "draw the class tags"},
-       {"show_conf", "True", "put the score in the tags"},
-       {"show_boxes", "True", "draw the boxes and their tags (False: masks only)"},
-       {"line_width", "", "box line width in pixels (default: from the image size)"},
-       {"project", "", "folder of runs (default: runs_dir/segment, see lucid settings)"},
-       {"name", "predict", "run name (predict, predict2, ...)"},
-       {"exist_ok", "False", "reuse project/name if it exists"},
-       {"verbose", "True", "print a line per image and the speed"},
-       {"stream", "False", "the reference's Python generator of results; the command streams its sources either way"},
-       {"show", "False", "a display window: not available (a warning; save=True writes the images)"},
-       {"augment", "False",
-        "test-time augmentation: segmentation models predict at one scale (a warning), as the reference"},
-       {"visualize", "False", "the feature maps of every layer: not available"}});
-}
 
 std::vector<int64_t> parse_classes(const std::string& spec) {
   std::vector<int64_t> out;
@@ -210,55 +169,95 @@ std::string detections_summary(const engine::Prediction& p, const std::vector<st
   return summary.empty() ? "(no detections), " : summary;
 }
 
-long long positive(const config::Options& options, const std::string& key, long long hi) {
-  return options.integer(key, 1, hi);
+// The settings of `lucid predict`, each option declared once (config/fields.h): a member's
+// initializer, or its component's, is its option's default.
+struct PredictSettings {
+  std::string model, source, device, project;
+  std::string name = "predict";
+  int64_t imgsz = 0;    // 0: the model file's, else 640
+  std::string classes;  // as given; po.classes holds the ids
+  int64_t batch = 1;    // images (or video frames) per forward
+  int64_t vid_stride = 1;
+  bool save = true, verbose = true, exist_ok = false;
+  bool stream = false, show = false, augment = false, visualize = false;  // the reference's keys
+  engine::PredictOptions po;  // conf, iou, max_det, nms, agnostic_nms, retina_masks, amp
+  Outputs outputs;            // what is written and how it is drawn
+};
+
+const config::FieldList<PredictSettings>& predict_fields() {
+  using S = PredictSettings;
+  using engine::PredictOptions;
+  static const auto* list = [] {
+    auto* f = new config::FieldList<S>("predict");
+    f->text("model", "",
+            "weights: a lucid train checkpoint (weights/best.safetensors), lucid weights (.safetensors), an "
+            "Ultralytics .pt, a compiled package (.pt2, lucid export format=aoti) or a TorchScript file "
+            "(.torchscript, lucid export format=torchscript)")
+        .to(&S::model);
+    f->text("source", "",
+            "an image or video file, a folder, a glob ('imgs/*.jpg', 'data/**/*.png') or a list file (.txt: a path a "
+            "line; .csv: comma-separated); URLs and cameras are not supported")
+        .to(&S::source);
+    f->integer("imgsz", "", "input size (long side, padded to a multiple of 32; default: the model file's, else 640)")
+        .range(1, config::kMaxImgsz)
+        .resolve([](const S&) { return 0LL; })
+        .adjust([](const S&, long long v) { return v == 0 ? v : config::stride_multiple(v); })
+        .to(&S::imgsz);
+    f->number("conf", "confidence threshold").fraction().to(&S::po, &PredictOptions::conf);
+    config::declare_nms_fields<PredictOptions>(*f, "", std::numeric_limits<int64_t>::max(), &S::po);
+    f->text("classes", "keep only these class ids, e.g. 0,2").to(&S::classes).also([](S& s, const std::string& v) {
+      s.po.classes = parse_classes(v);
+    });
+    f->integer("batch", "images (or video frames) per forward").range(1, 1024).to(&S::batch);
+    f->integer("vid_stride", "predict every N-th video frame").range(1, 1 << 20).to(&S::vid_stride);
+    f->flag("agnostic_nms", "class-agnostic NMS").to(&S::po, &PredictOptions::agnostic_nms);
+    f->flag("retina_masks", "masks at the original image resolution").to(&S::po, &PredictOptions::retina_masks);
+    f->text("device", "", "cpu, 0, cuda:0 (default: the GPU when usable)").to(&S::device);
+    f->flag("half", "BF16 autocast on CUDA").to(&S::po, &PredictOptions::amp);
+    f->flag("save", "write the annotated images and videos (<name>.avi, Motion JPEG)").to(&S::save);
+    f->flag("save_frames", "also write each annotated video frame, <name>_frames/<name>_<frame>.jpg")
+        .to(&S::outputs, &Outputs::save_frames);
+    f->flag("save_txt", "write labels/<name>.txt, <name>_<frame>.txt for videos (class and normalised mask outline)")
+        .to(&S::outputs, &Outputs::save_txt);
+    f->flag("save_conf", "append the score to each save_txt line").to(&S::outputs, &Outputs::save_conf);
+    f->flag("save_json", "write predictions.json (COCO results)").to(&S::outputs, &Outputs::save_json);
+    f->flag("save_crop", "write crops/<class>/<name>.jpg: each detection's box cut from the image")
+        .to(&S::outputs, &Outputs::save_crop);
+    f->flag("show_labels", "draw the class tags").to(&S::outputs, &Outputs::style, &plot::DrawStyle::labels);
+    f->flag("show_conf", "put the score in the tags").to(&S::outputs, &Outputs::style, &plot::DrawStyle::conf);
+    f->flag("show_boxes", "draw the boxes and their tags (False: masks only)")
+        .to(&S::outputs, &Outputs::style, &plot::DrawStyle::boxes);
+    f->number("line_width", "", "box line width in pixels (default or 0: from the image size)")
+        .min(0)
+        .resolve([](const S&) { return 0.0; })
+        .to(&S::outputs, &Outputs::line_width);
+    f->text("project", "", "folder of runs (default: runs_dir/segment, see lucid settings)")
+        .resolve([](const S&) { return config::default_project(); })
+        .to(&S::project);
+    f->text("name", "run name (predict, predict2, ...)").to(&S::name);
+    f->flag("exist_ok", "reuse project/name if it exists").to(&S::exist_ok);
+    f->flag("verbose", "print a line per image and the speed").to(&S::verbose);
+    f->flag("stream", "the reference's Python generator of results; the command streams its sources either way")
+        .to(&S::stream);
+    f->flag("show", "a display window: not available (a warning; save=True writes the images)").to(&S::show);
+    f->flag("augment", "test-time augmentation: segmentation models predict at one scale (a warning), as the reference")
+        .to(&S::augment);
+    f->flag("visualize", "the feature maps of every layer: not available")
+        .check([](const bool& v) { return !v; }, "writing the feature maps of every layer is not available in lucid",
+               {"True"})
+        .to(&S::visualize);
+    return f;
+  }();
+  return *list;
 }
 
-// The prediction options: thresholds, classes, mask resolution, precision.
-engine::PredictOptions read_predict_options(const config::Options& options) {
-  engine::PredictOptions po;
-  if (!options.str("imgsz").empty())
-    po.imgsz = static_cast<int>(config::stride_multiple(options.integer("imgsz", 1, config::kMaxImgsz)));
-  po.conf = options.number("conf");
-  if (po.conf < 0 || po.conf > 1) throw UserError("option conf=" + options.str("conf") + ": expected 0..1");
-  po.iou = options.number("iou");
-  if (po.iou < 0 || po.iou > 1) throw UserError("option iou=" + options.str("iou") + ": expected 0..1");
-  po.max_det = options.integer("max_det");
-  if (po.max_det < 1) throw UserError("option max_det=" + options.str("max_det") + ": expected a positive integer");
-  po.agnostic_nms = options.flag("agnostic_nms");
-  po.nms = config::read_nms("nms", options.str("nms"));
-  po.classes = parse_classes(options.str("classes"));
-  po.retina_masks = options.flag("retina_masks");
-  po.amp = options.flag("half");
-  return po;
-}
-
-// What is written (the run folder is made later, where anything is) and how it is drawn.
-Outputs read_outputs(const config::Options& options) {
-  Outputs o;
-  o.save_txt = options.flag("save_txt");
-  o.save_conf = options.flag("save_conf");
-  o.save_json = options.flag("save_json");
-  o.save_crop = options.flag("save_crop");
-  o.save_frames = options.flag("save_frames");
-  options.flag("stream");  // checked; the command streams its sources either way
-  if (options.flag("visualize"))
-    throw UserError("option visualize=True: writing the feature maps of every layer is not available in lucid");
-  // As the reference on a machine without a display (check_imshow) and for segmentation heads
-  // (_predict_augment): a warning, and the prediction goes on.
-  if (options.flag("show"))
+// As the reference on a machine without a display (check_imshow) and for segmentation heads
+// (_predict_augment): a warning, and the prediction goes on.
+void warn_unavailable(const PredictSettings& s) {
+  if (s.show)
     std::fprintf(stderr, "warning: show=True: lucid has no display window; save=True writes the annotated images\n");
-  if (options.flag("augment"))
+  if (s.augment)
     std::fprintf(stderr, "warning: Model does not support 'augment=True', reverting to single-scale prediction.\n");
-  o.style.labels = options.flag("show_labels");
-  o.style.conf = options.flag("show_conf");
-  o.style.boxes = options.flag("show_boxes");
-  if (!options.str("line_width").empty()) {
-    o.line_width = options.number("line_width");
-    if (o.line_width <= 0)
-      throw UserError("option line_width=" + options.str("line_width") + ": expected a positive number");
-  }
-  return o;
 }
 
 // The annotated video of one source at a time: closed when its frames end.
@@ -337,24 +336,26 @@ int predict_command(const std::vector<std::string>& args) { return predict_run(a
 
 CommandOutcome predict_run(const std::vector<std::string>& command_line, const PredictSink& sink) {
   const auto args = config::map_deprecated_end2end(command_line);
-  auto options = predict_options();
+  auto options = predict_fields().options();
   if (!options.parse_or_help(args)) return {};
-  const auto checkpoint = options.str("model");
+  const auto settings = predict_fields().read(options);
+  const auto& checkpoint = settings.model;
   if (checkpoint.empty()) throw UserError("option model= is required (a weights file: .safetensors or .pt)");
-  engine::PredictOptions po = read_predict_options(options);
-  const auto batch = static_cast<size_t>(positive(options, "batch", 1024));
-  const int vid_stride = static_cast<int>(positive(options, "vid_stride", 1 << 20));
-  const bool save = options.flag("save");
-  Outputs o = read_outputs(options);
-  const bool verbose = options.flag("verbose");
-  const auto listed = engine::list_predict_sources(options.str("source"));
+  warn_unavailable(settings);
+  engine::PredictOptions po = settings.po;
+  const auto batch = static_cast<size_t>(settings.batch);
+  const int vid_stride = static_cast<int>(settings.vid_stride);
+  const bool save = settings.save;
+  Outputs o = settings.outputs;
+  const bool verbose = settings.verbose;
+  const auto listed = engine::list_predict_sources(settings.source);
   if (!listed.videos.empty() && !data::video::available())
-    throw UserError("source=" + options.str("source") + ": " + listed.videos.front() + " is a video and " +
+    throw UserError("source=" + settings.source + ": " + listed.videos.front() + " is a video and " +
                     data::video::unavailable_message());
   engine::PredictStream stream(listed.images, listed.videos, vid_stride);
   const auto& sources = stream.paths();
   const auto out_names = output_names(sources);
-  const torch::Device device = util::parse_device(options.str("device"));
+  const torch::Device device = util::parse_device(settings.device);
   if (device.is_cpu()) util::use_reference_cpu_threads();
   auto loaded = engine::load_network("model", checkpoint, device, po.amp, po.nms);
   if (loaded.model)
@@ -362,21 +363,22 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
   else if (options.given("nms") && loaded.network->end2end() != (po.nms == std::optional<bool>(false)))
     std::fprintf(stderr, "warning: nms=%s: %s is exported with its %s, which it runs\n", options.str("nms").c_str(),
                  checkpoint.c_str(), loaded.network->end2end() ? "one-to-one head" : "one-to-many head for NMS");
-  if (options.str("imgsz").empty()) po.imgsz = loaded.imgsz > 0 ? static_cast<int>(loaded.imgsz) : 640;
+  po.imgsz = settings.imgsz > 0 ? static_cast<int>(settings.imgsz)
+             : loaded.imgsz > 0 ? static_cast<int>(loaded.imgsz)
+                                : 640;
   if (loaded.fixed_imgsz && po.imgsz != loaded.imgsz)
     throw UserError("option imgsz=" + options.str("imgsz") + ": model=" + checkpoint +
                     " is compiled for imgsz=" + std::to_string(loaded.imgsz) + " only");
   const auto& names = loaded.names;  // the file's, else the reference's placeholders
   for (auto c : po.classes)
     if (c >= static_cast<int64_t>(names.size()))
-      throw UserError("option classes=" + options.str("classes") + ": class " + std::to_string(c) +
-                      " is not in the model (" + std::to_string(names.size()) + " classes)");
+      throw UserError("option classes=" + settings.classes + ": class " + std::to_string(c) + " is not in the model (" +
+                      std::to_string(names.size()) + " classes)");
 
   // A run folder only where something is written into it (the reference's save, save_txt, save_crop).
   const bool writes = save || o.save_txt || o.save_crop || o.save_json;
   if (writes) {
-    const auto project = options.given("project") ? options.str("project") : config::default_project();
-    o.run_dir = engine::make_run_dir(project, options.str("name"), options.flag("exist_ok"));
+    o.run_dir = engine::make_run_dir(settings.project, settings.name, settings.exist_ok);
     fs::remove(o.run_dir / "weights");  // an empty folder from make_run_dir; prediction writes no weights
   }
   if (o.save_txt) fs::create_directories(o.run_dir / "labels");
@@ -436,7 +438,7 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
   if (stream.incomplete())
     std::printf("%lld video(s) cut short by a decoding error (see the warnings)\n",
                 static_cast<long long>(stream.incomplete()));
-  if (predicted == 0) throw UserError("source=" + options.str("source") + ": no image or video frame could be read");
+  if (predicted == 0) throw UserError("source=" + settings.source + ": no image or video frame could be read");
   if (o.save_json)
     util::write_atomically((o.run_dir / "predictions.json").string(),
                            [&](std::ostream& out) { out << results.dump(); });

@@ -10,6 +10,7 @@
 #include "lucid/cli/commands.h"
 #include "lucid/cli/outcome.h"
 #include "lucid/config/fields.h"
+#include "lucid/config/nms_fields.h"
 #include "lucid/config/nms_option.h"
 #include "lucid/config/user_settings.h"
 #include "lucid/data/loader.h"
@@ -70,12 +71,9 @@ const config::FieldList<ValSettings>& val_fields() {
         .to(&S::imgsz);
     f->integer("batch", "images per batch").range(1, config::kMaxBatch).to(&S::batch);
     f->number("conf", "confidence threshold").fraction().to(&S::validator, &ValidatorOptions::conf);
-    f->number("iou", "NMS IoU threshold").fraction().to(&S::validator, &ValidatorOptions::iou);
-    f->integer("max_det", "detections per image").range(1, 1 << 20).to(&S::validator, &ValidatorOptions::max_det);
+    config::declare_nms_fields<ValidatorOptions>(*f, "", 1 << 20, &S::validator);
     f->flag("agnostic_nms", "class-agnostic NMS").to(&S::validator, &ValidatorOptions::agnostic_nms);
     f->flag("single_cls", "treat all classes as one").to(&S::validator, &ValidatorOptions::single_cls);
-    f->value<std::optional<bool>>("nms", "None", config::kNmsHelp, config::read_nms, config::format_nms, {"maybe"})
-        .to(&S::validator, &ValidatorOptions::nms);
     f->text("device", "", "cpu, 0, cuda:0 (default: the GPU when usable)").to(&S::device);
     f->integer("workers", "loader threads").range(0, std::numeric_limits<int>::max()).to(&S::workers);
     f->flag("half", "BF16 autocast on CUDA").to(&S::validator, &ValidatorOptions::amp);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "lucid/config/nms_fields.h"
 #include "lucid/config/nms_option.h"
 #include "lucid/config/user_settings.h"
 #include "lucid/data/fraction.h"
@@ -301,11 +302,7 @@ void declare_validation_and_outputs(config::FieldList<S>& f) {
       .fraction()
       .resolve([](const S&) { return 0.001; })
       .to(&S::validator, &ValidatorOptions::conf);
-  f.number("iou", "validation NMS IoU threshold").fraction().to(&S::validator, &ValidatorOptions::iou);
-  f.integer("max_det", "validation detections per image").range(1, kInt).to(&S::validator, &ValidatorOptions::max_det);
-  f.value<std::optional<bool>>("nms", "None", std::string("validation during and after training: ") + config::kNmsHelp,
-                               config::read_nms, config::format_nms, {"maybe"})
-      .to(&S::validator, &ValidatorOptions::nms);
+  config::declare_nms_fields<ValidatorOptions>(f, "validation: ", kInt, &S::validator);
   f.flag("save_json", "the final validation writes predictions.json (COCO results) into the run folder")
       .to(&S::save_json);
   f.flag("plots", "write plots").to(&S::plots);
