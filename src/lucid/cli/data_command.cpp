@@ -3,8 +3,10 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 
 #include "lucid/cli/commands.h"
+#include "lucid/config/fields.h"
 #include "lucid/config/options.h"
 #include "lucid/data/convert.h"
 #include "lucid/data/dataset.h"
@@ -16,47 +18,72 @@ namespace lucid::cli {
 
 namespace {
 
-config::Options data_options(const std::string& action) {
-  if (action == "check")
-    return config::Options("data check",
-                           {
-                               {"data", "", "dataset YAML, folder, or COCO instances JSON"},
-                               {"images", "", "image folder of a COCO JSON given as data="},
-                               {"allow_outside_images", "False",
-                                "follow COCO file_name paths that are absolute or lead out of the image folder (..)"},
-                               {"decode", "True", "decode every image fully (catches corrupt pixel data)"},
-                           });
-  if (action == "synth")
-    return config::Options("data synth", {
-                                             {"out", "", "folder to write (created)"},
-                                             {"n_train", "64", "training images"},
-                                             {"n_val", "16", "validation images"},
-                                             {"imgsz", "256", "longest image side in pixels"},
-                                             {"seed", "0", "random seed (same seed, same dataset)"},
-                                             {"quality", "92", "JPEG quality"},
-                                         });
-  if (action == "prepare")
-    return config::Options("data prepare",
-                           {
-                               {"data", "", "dataset YAML, folder, or COCO instances JSON"},
-                               {"images", "", "image folder of a COCO JSON given as data="},
-                               {"allow_outside_images", "False",
-                                "follow COCO file_name paths that are absolute or lead out of the image folder (..)"},
-                               {"imgsz", "640", "long side of the prepared images"},
-                               {"cache", "disk", "disk (memory-mapped file, reused) or ram"},
-                               {"cache_dir", "", "cache folder (default $LUCID_CACHE_DIR or ~/.cache/lucid)"},
-                               {"split", "", "only this split (default: all)"},
-                           });
-  return config::Options("data convert",
-                         {
-                             {"data", "", "dataset YAML, folder, or COCO instances JSON"},
-                             {"images", "", "image folder of a COCO JSON given as data="},
-                             {"allow_outside_images", "False",
-                              "follow COCO file_name paths that are absolute or lead out of the image folder (..)"},
-                             {"out", "", "folder to write (created)"},
-                             {"to", "", "coco or yolo (default: the other format)"},
-                         });
+// The settings of `lucid data check|synth|convert|prepare`, each option declared once
+// (config/fields.h): a member's initializer, or its component's, is its option's default.
+struct DataSettings {
+  std::string data, to, cache_dir, split, out;
+  data::IndexOptions index;  // coco_images (images=), allow_outside_images, decode
+  data::SynthOptions synth;  // n_train, n_val, imgsz, seed, quality
+  int64_t imgsz = 640;       // prepare: the long side of the prepared images
+  std::string cache = "disk";
+  bool decode = true;  // check: decode every image fully
+};
+
+// The dataset a check, convert or prepare reads.
+void dataset_fields(config::FieldList<DataSettings>& f) {
+  using S = DataSettings;
+  f.text("data", "dataset YAML, folder, or COCO instances JSON").to(&S::data);
+  f.text("images", "image folder of a COCO JSON given as data=").to(&S::index, &data::IndexOptions::coco_images);
+  f.flag("allow_outside_images", "follow COCO file_name paths that are absolute or lead out of the image folder (..)")
+      .to(&S::index, &data::IndexOptions::allow_outside_images);
 }
+
+const config::FieldList<DataSettings>& data_fields(const std::string& action) {
+  using S = DataSettings;
+  using data::SynthOptions;
+  static const auto* check = [] {
+    auto* f = new config::FieldList<S>("data check");
+    dataset_fields(*f);
+    f->flag("decode", "decode every image fully (catches corrupt pixel data)").to(&S::decode);
+    return f;
+  }();
+  static const auto* synth = [] {
+    auto* f = new config::FieldList<S>("data synth");
+    f->text("out", "folder to write (created)").to(&S::synth, &SynthOptions::out);
+    f->integer("n_train", "training images").range(0, 1000000).to(&S::synth, &SynthOptions::n_train);
+    f->integer("n_val", "validation images").range(0, 1000000).to(&S::synth, &SynthOptions::n_val);
+    f->integer("imgsz", "longest image side in pixels")
+        .range(32, config::kMaxImgsz)
+        .to(&S::synth, &SynthOptions::imgsz);
+    f->integer("seed", "random seed (same seed, same dataset)")
+        .range(0, std::numeric_limits<long long>::max())
+        .to(&S::synth, &SynthOptions::seed);
+    f->integer("quality", "JPEG quality").range(1, 100).to(&S::synth, &SynthOptions::quality);
+    return f;
+  }();
+  static const auto* prepare = [] {
+    auto* f = new config::FieldList<S>("data prepare");
+    dataset_fields(*f);
+    f->integer("imgsz", "long side of the prepared images").range(1, config::kMaxImgsz).to(&S::imgsz);
+    f->choice("cache", "disk (memory-mapped file, reused) or ram", {"disk", "ram"}).to(&S::cache);
+    f->text("cache_dir", "cache folder (default $LUCID_CACHE_DIR or ~/.cache/lucid)").to(&S::cache_dir);
+    f->text("split", "only this split (default: all)").to(&S::split);
+    return f;
+  }();
+  static const auto* convert = [] {
+    auto* f = new config::FieldList<S>("data convert");
+    dataset_fields(*f);
+    f->text("out", "folder to write (created)").to(&S::out);
+    f->text("to", "coco or yolo (default: the other format)")
+        .check([](const std::string& v) { return v.empty() || v == "coco" || v == "yolo"; }, "expected coco or yolo",
+               {"voc"})
+        .to(&S::to);
+    return f;
+  }();
+  return action == "check" ? *check : action == "synth" ? *synth : action == "prepare" ? *prepare : *convert;
+}
+
+void warn_problem(const data::Problem& p) { std::cerr << "warning: " << p.str() << "\n"; }
 
 std::string counts_line(const data::SplitCounts& c) {
   std::string s = std::to_string(c.images) + " images, " + std::to_string(c.instances) + " instances, " +
@@ -70,13 +97,11 @@ std::string counts_line(const data::SplitCounts& c) {
 
 const char* format_label(data::DatasetFormat f) { return f == data::DatasetFormat::Coco ? "COCO" : "Ultralytics"; }
 
-int check(const config::Options& o) {
-  data::IndexOptions io;
-  io.decode = o.flag("decode");
+int check(const DataSettings& o) {
+  data::IndexOptions io = o.index;
+  io.decode = o.decode;
   io.require_images = false;
-  io.coco_images = o.str("images");
-  io.allow_outside_images = o.flag("allow_outside_images");
-  const auto index = data::build_index(o.str("data"), io);
+  const auto index = data::build_index(o.data, io);
   std::cout << "dataset " << index.source << ": " << format_label(index.format) << ", " << index.nc() << " classes\n";
   data::SplitCounts total;
   std::string empty;
@@ -90,14 +115,8 @@ int check(const config::Options& o) {
   return 0;
 }
 
-int synth(const config::Options& o) {
-  data::SynthOptions so;
-  so.out = o.str("out");
-  so.n_train = int(o.integer("n_train", 0, 1000000));
-  so.n_val = int(o.integer("n_val", 0, 1000000));
-  so.imgsz = int(o.integer("imgsz", 32, config::kMaxImgsz));
-  so.seed = uint64_t(o.integer("seed"));
-  so.quality = int(o.integer("quality", 1, 100));
+int synth(const DataSettings& o) {
+  const auto& so = o.synth;
   const auto r = data::write_synth_dataset(so);
   std::cout << "wrote " << so.out << ": " << r.images << " images (" << so.n_train << " train, " << so.n_val
             << " val), " << r.instances << " instances, " << r.backgrounds
@@ -105,44 +124,37 @@ int synth(const config::Options& o) {
   return 0;
 }
 
-int convert(const config::Options& o) {
-  if (o.str("out").empty()) throw UserError("data convert: out=DIR is required");
-  data::IndexOptions io;
-  io.coco_images = o.str("images");
-  io.allow_outside_images = o.flag("allow_outside_images");
-  io.on_problem = [](const data::Problem& p) { std::cerr << "warning: " << p.str() << "\n"; };
-  const auto index = data::build_index(o.str("data"), io);
-  std::string to = o.str("to");
+int convert(const DataSettings& o) {
+  if (o.out.empty()) throw UserError("data convert: out=DIR is required");
+  data::IndexOptions io = o.index;
+  io.on_problem = warn_problem;
+  const auto index = data::build_index(o.data, io);
+  std::string to = o.to;
   if (to.empty()) to = index.format == data::DatasetFormat::Coco ? "yolo" : "coco";
-  if (to != "coco" && to != "yolo") throw UserError("option to=" + to + ": expected coco or yolo");
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (fs::equivalent(fs::path(o.str("out")), fs::path(index.source).parent_path(), ec) ||
-      fs::equivalent(fs::path(o.str("out")), fs::path(index.source), ec))
+  if (fs::equivalent(fs::path(o.out), fs::path(index.source).parent_path(), ec) ||
+      fs::equivalent(fs::path(o.out), fs::path(index.source), ec))
     throw UserError("data convert: out= must not be the source dataset's folder");
-  const auto r = to == "coco" ? data::write_coco(index, o.str("out")) : data::write_ultralytics(index, o.str("out"));
-  std::cout << "wrote " << o.str("out") << " (" << (to == "coco" ? "COCO" : "Ultralytics") << "): " << r.images
-            << " images, " << r.instances << " instances\n";
+  const auto r = to == "coco" ? data::write_coco(index, o.out) : data::write_ultralytics(index, o.out);
+  std::cout << "wrote " << o.out << " (" << (to == "coco" ? "COCO" : "Ultralytics") << "): " << r.images << " images, "
+            << r.instances << " instances\n";
   for (const auto& n : r.notes) std::cout << "note: " << n << "\n";
   return 0;
 }
 
-int prepare(const config::Options& o) {
-  data::IndexOptions io;
-  io.coco_images = o.str("images");
-  io.allow_outside_images = o.flag("allow_outside_images");
-  io.on_problem = [](const data::Problem& p) { std::cerr << "warning: " << p.str() << "\n"; };
-  const auto index = data::build_index(o.str("data"), io);
+int prepare(const DataSettings& o) {
+  data::IndexOptions io = o.index;
+  io.on_problem = warn_problem;
+  const auto index = data::build_index(o.data, io);
   data::PreparedOptions po;
-  po.imgsz = int(o.integer("imgsz", 1, config::kMaxImgsz));
-  po.cache_dir = o.str("cache_dir");
-  const std::string store = o.str("cache");
-  if (store != "disk" && store != "ram") throw UserError("option cache=" + store + ": expected disk or ram");
-  po.store = store == "ram" ? data::PreparedStore::Ram : data::PreparedStore::Disk;
+  po.imgsz = static_cast<int>(o.imgsz);
+  po.cache_dir = o.cache_dir;
+  po.store = o.cache == "ram" ? data::PreparedStore::Ram : data::PreparedStore::Disk;
   po.on_problem = io.on_problem;
   bool any = false;
   for (const auto& s : index.splits) {
-    if (!o.str("split").empty() && s.name != o.str("split")) continue;
+    if (!o.split.empty() && s.name != o.split) continue;
     any = true;
     const auto t0 = std::chrono::steady_clock::now();
     const auto p = data::PreparedImages::build(s, po);
@@ -154,7 +166,7 @@ int prepare(const config::Options& o) {
                   p.size(), po.imgsz, double(p.bytes()) / 1e6, p.from_cache() ? "mapped from cache" : "decoded", sec);
     std::cout << line << (p.cache_path().empty() ? std::string() : " (" + p.cache_path() + ")") << "\n";
   }
-  if (!any) throw UserError("no split named '" + o.str("split") + "'");
+  if (!any) throw UserError("no split named '" + o.split + "'");
   return 0;
 }
 
@@ -174,13 +186,10 @@ int data_command(const std::vector<std::string>& args) {
   const auto& action = args[0];
   if (action != "check" && action != "synth" && action != "convert" && action != "prepare")
     throw UserError("unknown data action '" + action + "'\n" + usage);
-  auto o = data_options(action);
-  std::vector<std::string> rest(args.begin() + 1, args.end());
-  if (!rest.empty() && (rest[0] == "--help" || rest[0] == "-h")) {
-    std::cout << o.help();
-    return 0;
-  }
-  o.parse(rest);
+  const auto& fields = data_fields(action);
+  auto options = fields.options();
+  if (!options.parse_or_help(std::vector<std::string>(args.begin() + 1, args.end()))) return 0;
+  const auto o = fields.read(options);
   if (action == "check") return check(o);
   if (action == "synth") return synth(o);
   if (action == "prepare") return prepare(o);

@@ -15,6 +15,7 @@
 
 #include "lucid/cli/commands.h"
 #include "lucid/cli/export_formats.h"
+#include "lucid/config/fields.h"
 #include "lucid/config/options.h"
 #include "lucid/engine/compiled_model.h"
 #include "lucid/engine/model_source.h"
@@ -28,33 +29,70 @@ namespace fs = std::filesystem;
 
 namespace {
 
-config::Options export_options() {
-  return config::Options(
-      "export",
-      {{"model", "", "weights: a lucid train checkpoint (its EMA weights), lucid weights (.safetensors) or a .pt"},
-       {"format", "safetensors",
-        "safetensors, pt, onnx, aoti (a compiled package, .pt2), torchscript, openvino, tflite, executorch, coreml "
-        "or engine (TensorRT); docs/deploy.md"},
-       {"half", "", "FP16 (default: True for safetensors and pt, else False; aoti and torchscript need a CUDA device)"},
-       {"int8", "False", "openvino: INT8 by NNCF calibration on the validation images of data="},
-       {"data", "", "openvino int8=True: the dataset YAML whose validation images calibrate"},
-       {"fraction", "1.0", "openvino int8=True: the share of those images used"},
-       {"imgsz", "",
-        "image size recorded with the weights, or the input size of the deployed file (default: the model file's, else "
-        "640)"},
-       {"batch", "1", "deployed formats: the batch size of the fixed input (the largest with dynamic=True)"},
-       {"dynamic", "False", "onnx, torchscript, openvino, engine: dynamic batch, height and width"},
-       {"simplify", "True", "onnx: simplify the graph with onnxslim (as the reference)"},
-       {"nms", "False",
-        "onnx, torchscript, openvino, coreml: NMS inside the file (the reference's nms=True) over the one-to-many "
-        "head"},
-       {"conf", "0.25", "nms=True: the confidence threshold inside the file"},
-       {"iou", "0.7", "nms=True: the IoU threshold inside the file"},
-       {"opset", "", "onnx: the ONNX opset (default: the exporter's choice for this torch)"},
-       {"workspace", "", "engine: TensorRT's workspace in GiB (default: TensorRT's)"},
-       {"device", "cpu",
-        "onnx, aoti, torchscript, engine: cpu or a CUDA device (0, cuda:0); an aoti package runs only on its kind"},
-       {"out", "", "output file or folder (default: next to model, <stem> with the format's suffix, docs/deploy.md)"}});
+// The settings of `lucid export`, each option declared once (config/fields.h): a member's initializer
+// is its option's default. Values are checked here whatever the format; which options a format
+// takes is export_formats.h's check.
+struct ExportSettings {
+  std::string model, data, workspace, out;
+  std::string format = "safetensors";
+  std::string device = "cpu";
+  bool half = false;  // default: the format's (True for safetensors and pt)
+  bool int8 = false, dynamic = false, simplify = true, nms = false;
+  double fraction = 1.0, conf = 0.25, iou = 0.7;
+  int64_t imgsz = 0;  // 0: the model file's, else 640
+  int64_t batch = 1;
+  int64_t opset = 0;  // 0: the exporter's choice
+};
+
+const config::FieldList<ExportSettings>& export_fields() {
+  using S = ExportSettings;
+  static const auto* list = [] {
+    auto* f = new config::FieldList<S>("export");
+    f->text("model", "weights: a lucid train checkpoint (its EMA weights), lucid weights (.safetensors) or a .pt")
+        .to(&S::model);
+    f->text("format",
+            "safetensors, pt, onnx, aoti (a compiled package, .pt2), torchscript, openvino, tflite, executorch, coreml "
+            "or engine (TensorRT); docs/deploy.md")
+        .check([](const std::string& v) { return (find_export_format(v), true); }, "a supported format", {"paddle"})
+        .to(&S::format);
+    f->flag("half", "",
+            "FP16 (default: True for safetensors and pt, else False; aoti and torchscript need a CUDA device)")
+        .resolve([](const S& s) { return find_export_format(s.format).half_default; })
+        .to(&S::half);
+    f->flag("int8", "openvino: INT8 by NNCF calibration on the validation images of data=").to(&S::int8);
+    f->text("data", "openvino int8=True: the dataset YAML whose validation images calibrate").to(&S::data);
+    f->number("fraction", "openvino int8=True: the share of those images used").min(0, true).max(1).to(&S::fraction);
+    f->integer("imgsz", "",
+               "image size recorded with the weights, or the input size of the deployed file (default: the model "
+               "file's, else 640)")
+        .range(1, config::kMaxImgsz)
+        .resolve([](const S&) { return 0LL; })
+        .adjust([](const S&, long long v) { return v == 0 ? v : config::stride_multiple(v); })
+        .to(&S::imgsz);
+    f->integer("batch", "deployed formats: the batch size of the fixed input (the largest with dynamic=True)")
+        .range(1, 1024)
+        .to(&S::batch);
+    f->flag("dynamic", "onnx, torchscript, openvino, engine: dynamic batch, height and width").to(&S::dynamic);
+    f->flag("simplify", "onnx: simplify the graph with onnxslim (as the reference)").to(&S::simplify);
+    f->flag("nms",
+            "onnx, torchscript, openvino, coreml: NMS inside the file (the reference's nms=True) over the one-to-many "
+            "head")
+        .to(&S::nms);
+    f->number("conf", "nms=True: the confidence threshold inside the file").fraction().to(&S::conf);
+    f->number("iou", "nms=True: the IoU threshold inside the file").fraction().to(&S::iou);
+    f->integer("opset", "", "onnx: the ONNX opset (default: the exporter's choice for this torch)")
+        .range(7, 30)
+        .resolve([](const S&) { return 0LL; })
+        .to(&S::opset);
+    f->text("workspace", "engine: TensorRT's workspace in GiB (default: TensorRT's)").to(&S::workspace);
+    f->text("device",
+            "onnx, aoti, torchscript, engine: cpu or a CUDA device (0, cuda:0); an aoti package runs only on its kind")
+        .to(&S::device);
+    f->text("out", "output file or folder (default: next to model, <stem> with the format's suffix, docs/deploy.md)")
+        .to(&S::out);
+    return f;
+  }();
+  return *list;
 }
 
 // The Python the build was configured with (CMake's LUCID_PYTHON), unless LUCID_PYTHON says otherwise.
@@ -122,14 +160,15 @@ std::string export_device(const std::string& spec) {
 }  // namespace
 
 int export_command(const std::vector<std::string>& args) {
-  auto options = export_options();
+  auto options = export_fields().options();
   if (!options.parse_or_help(args)) return 0;
-  const auto model = options.str("model");
+  const auto settings = export_fields().read(options);
+  const auto& model = settings.model;
   if (model.empty()) throw UserError("option model= is required (a weights file: .safetensors or .pt)");
-  const auto& format = find_export_format(options.str("format"));
+  const auto& format = find_export_format(settings.format);
   check_format_options(format, options);
-  const bool half = options.str("half").empty() ? format.half_default : options.flag("half");
-  const auto device = export_device(options.str("device"));
+  const bool half = settings.half;
+  const auto device = export_device(settings.device);
   if (format.name == "aoti" && half && device == "cpu")
     throw UserError(
         "option half=True: format=aoti compiles FP16 only for a CUDA device (device=0); on the CPU use half=False");
@@ -137,12 +176,9 @@ int export_command(const std::vector<std::string>& args) {
     throw UserError(
         "option half=True: format=torchscript traces in FP16 only on a CUDA device (device=0), as the reference");
   auto m = engine::load_inference_model("model", model, torch::kCPU);
-  int64_t imgsz = m.source.imgsz;
-  if (!options.str("imgsz").empty()) {
-    imgsz = config::stride_multiple(options.integer("imgsz", 1, config::kMaxImgsz));
-  }
+  int64_t imgsz = settings.imgsz > 0 ? settings.imgsz : m.source.imgsz;
   if (format.python && imgsz <= 0) imgsz = 640;
-  fs::path out = options.str("out");
+  fs::path out = settings.out;
   if (out.empty()) {
     const fs::path in(model);
     out = in.parent_path() / (in.stem().string() + format.suffix);
@@ -165,7 +201,7 @@ int export_command(const std::vector<std::string>& args) {
     args.insert(args.end(), rest.begin(), rest.end());
     run_python_export(m, format.name, imgsz, out.string(), "deploy_export.py", args);
   }
-  const char* precision = options.values().count("int8") && options.flag("int8") ? "INT8" : half ? "FP16" : "FP32";
+  const char* precision = settings.int8 ? "INT8" : half ? "FP16" : "FP32";
   std::printf("exported %s (%s) -> %s (%s, %s)\n", model.c_str(), engine::kind_name(m.source.kind).c_str(),
               out.string().c_str(), format.name.c_str(), precision);
   return 0;

@@ -1,6 +1,9 @@
 #include <iostream>
+#include <limits>
+#include <optional>
 
 #include "lucid/cli/commands.h"
+#include "lucid/config/fields.h"
 #include "lucid/config/options.h"
 #include "lucid/engine/model_source.h"
 #include "lucid/model/model.h"
@@ -11,18 +14,41 @@ namespace lucid::cli {
 
 namespace {
 
-config::Options model_options(const std::string& action) {
-  std::vector<config::OptionSpec> specs{
-      {"model", "yolo26n-seg.yaml",
-       "model YAML (scale letter picks the scale, e.g. yolo26n-seg.yaml) or a weights file (.pt, .safetensors)"},
-      {"nc", "", "number of classes (default: the weights' nc, else the model file's)"},
-      {"weights", "",
-       "weights to load (.pt, .safetensors, a lucid checkpoint's EMA); its architecture unless model= is given"},
-      {"imgsz", "640", "image size for the GFLOPs figure"},
-      {"seed", "0", "random seed for the initial weights"},
+// The settings of `lucid model info|save`, each option declared once (config/fields.h): a member's
+// initializer is its option's default.
+struct ModelSettings {
+  std::string model = "yolo26n-seg.yaml";
+  std::string weights, out;
+  int64_t nc = 0;  // 0: the weights' nc, else the model file's
+  int64_t imgsz = 640;
+  int64_t seed = 0;
+};
+
+// The options of `model info`, and of `model save` (with out=).
+const config::FieldList<ModelSettings>& model_fields(bool save) {
+  using S = ModelSettings;
+  auto declare = [](bool with_out) {
+    auto* f = new config::FieldList<S>(with_out ? "model save" : "model info");
+    f->text("model",
+            "model YAML (scale letter picks the scale, e.g. yolo26n-seg.yaml) or a weights file (.pt, .safetensors)")
+        .to(&S::model);
+    f->integer("nc", "", "number of classes (default: the weights' nc, else the model file's)")
+        .range(1, config::kMaxClasses)
+        .resolve([](const S&) { return 0LL; })
+        .to(&S::nc);
+    f->text("weights",
+            "weights to load (.pt, .safetensors, a lucid checkpoint's EMA); its architecture unless model= is given")
+        .to(&S::weights);
+    f->integer("imgsz", "image size for the GFLOPs figure").range(32, config::kMaxImgsz).to(&S::imgsz);
+    f->integer("seed", "random seed for the initial weights")
+        .range(0, std::numeric_limits<int64_t>::max())
+        .to(&S::seed);
+    if (with_out) f->text("out", "output .safetensors file").to(&S::out);
+    return f;
   };
-  if (action == "save") specs.push_back({"out", "", "output .safetensors file"});
-  return config::Options("model " + action, specs);
+  static const auto* info = declare(false);
+  static const auto* saving = declare(true);
+  return save ? *saving : *info;
 }
 
 struct Built {
@@ -33,17 +59,17 @@ struct Built {
 
 // The architecture of model= (or of weights= when model= is not given and the file has one), with
 // the weights of weights= (or of model= when it is a weights file).
-Built build(const config::Options& o) {
-  torch::manual_seed(static_cast<uint64_t>(o.integer("seed")));
-  int nc = o.str("nc").empty() ? -1 : static_cast<int>(o.integer("nc", 1, config::kMaxClasses));
+Built build(const ModelSettings& s, bool model_given) {
+  torch::manual_seed(static_cast<uint64_t>(s.seed));
+  int nc = s.nc > 0 ? static_cast<int>(s.nc) : -1;
   std::optional<engine::ModelSource> weights;
-  if (!o.str("weights").empty()) {
-    weights = engine::read_model_source("weights", o.str("weights"));
-    if (!weights->has_weights()) throw UserError("weights=" + o.str("weights") + ": a model YAML holds no weights");
+  if (!s.weights.empty()) {
+    weights = engine::read_model_source("weights", s.weights);
+    if (!weights->has_weights()) throw UserError("weights=" + s.weights + ": a model YAML holds no weights");
     if (nc < 0 && weights->spec) nc = weights->spec->nc;  // the classes the weights were trained for
   }
-  const bool architecture_from_weights = weights && weights->spec && !o.given("model");
-  auto source = architecture_from_weights ? std::move(*weights) : engine::read_model_source("model", o.str("model"));
+  const bool architecture_from_weights = weights && weights->spec && !model_given;
+  auto source = architecture_from_weights ? std::move(*weights) : engine::read_model_source("model", s.model);
   if (architecture_from_weights) weights.reset();
   Built b;
   b.model = model::SegmentationModel(source.spec_for_classes(nc));
@@ -67,23 +93,20 @@ int model_command(const std::vector<std::string>& args) {
   }
   const auto& action = args[0];
   if (action != "info" && action != "save") throw UserError("unknown model action '" + action + "'\n" + usage);
-  auto o = model_options(action);
-  std::vector<std::string> rest(args.begin() + 1, args.end());
-  if (!rest.empty() && (rest[0] == "--help" || rest[0] == "-h")) {
-    std::cout << o.help();
-    return 0;
-  }
-  o.parse(rest);
-  auto built = build(o);
+  const auto& fields = model_fields(action == "save");
+  auto o = fields.options();
+  if (!o.parse_or_help(std::vector<std::string>(args.begin() + 1, args.end()))) return 0;
+  const auto s = fields.read(o);
+  auto built = build(s, o.given("model"));
   auto& m = built.model;
   if (action == "info") {
     std::cout << model::format_layer_table(*m);
-    std::cout << model::format_summary(*m, m->summary(o.integer("imgsz", 32, config::kMaxImgsz))) << "\n";
+    std::cout << model::format_summary(*m, m->summary(s.imgsz)) << "\n";
     return 0;
   }
-  if (o.str("out").empty()) throw UserError("model save: option out=FILE is required");
-  engine::write_weights_file(o.str("out"), *m, built.names, built.imgsz, /*half=*/false);
-  std::cout << "saved " << o.str("out") << "\n";
+  if (s.out.empty()) throw UserError("model save: option out=FILE is required");
+  engine::write_weights_file(s.out, *m, built.names, built.imgsz, /*half=*/false);
+  std::cout << "saved " << s.out << "\n";
   return 0;
 }
 

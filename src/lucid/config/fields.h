@@ -4,8 +4,11 @@
 // nearest-key suggestion), the typed settings and the run record (args.yaml, checkpoint metadata)
 // are all generated from that one list:
 //
-//   fields.number("hsv_h", "0.015", "HSV hue gain").fraction().to(&S::loader, &LoaderOptions::aug,
+//   fields.number("hsv_h", "HSV hue gain").fraction().to(&S::loader, &LoaderOptions::aug,
 //   &AugmentOptions::hsv_h);
+//
+// takes its default, 0.015, from AugmentOptions::hsv_h (kComponentDefault); a default given as text
+// is for a value resolved at run time ("") or one no component holds.
 //
 // A field reads its text into S (parse, check, resolve a run-time default, store into every
 // binding; errors name `key=value`), and writes back the value it resolved (the first binding),
