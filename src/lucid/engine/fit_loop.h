@@ -72,7 +72,7 @@ struct FitLoop {
   FitLoop(FitRun run, const optim::ScheduleOptions& schedule);
   ~FitLoop();
   double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
-  const std::filesystem::path last_checkpoint() const { return run.run_dir / "weights" / "last.safetensors"; }
+  std::filesystem::path last_checkpoint() const { return run.run_dir / "weights" / "last.safetensors"; }
 
   FitRun run;
   // The fit, from the first epoch this process trains to the last.

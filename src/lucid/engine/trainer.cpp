@@ -3,19 +3,14 @@
 #include <cmath>
 #include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "lucid/dist/data_parallel.h"
 #include "lucid/dist/sync_batch_norm.h"
 #include "lucid/engine/early_stopping.h"
-#include "lucid/engine/fit_events.h"
-#include "lucid/engine/fit_report.h"
 #include "lucid/engine/freeze.h"
 #include "lucid/engine/multi_scale.h"
-#include "lucid/engine/progress.h"
 #include "lucid/engine/resume.h"
 #include "lucid/engine/run_folder.h"
-#include "lucid/engine/time_budget.h"
 #include "lucid/engine/training_step.h"
 #include "lucid/loss/class_weights.h"
 #include "lucid/model/batch_norm_forward.h"
@@ -25,9 +20,6 @@
 #include "lucid/util/cpu_threads.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
-#include "lucid/util/files.h"
-#include "lucid/util/kernel_times.h"
-#include "lucid/util/loader_wait.h"
 #include "lucid/util/trace.h"
 
 namespace lucid::engine {
