@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "lucid/config/options.h"
 #include "lucid/model/safetensors.h"
 #include "lucid/model/ultralytics_pt.h"
 #include "lucid/util/error.h"
