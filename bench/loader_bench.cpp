@@ -27,7 +27,7 @@
 #include "lucid/data/loader.h"
 #include "lucid/data/masks.h"
 #include "lucid/data/polygon.h"
-#include "lucid/engine/training_data.h"
+#include "lucid/feed/training_data.h"
 #include "lucid/util/device.h"
 #include "lucid/util/stats.h"
 

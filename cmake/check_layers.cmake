@@ -4,7 +4,8 @@
 #   cmake -DSOURCE_DIR=<src/lucid> [-DSTAMP=<file written when the rule holds>] -P check_layers.cmake
 # Files directly under SOURCE_DIR (the installed API, lucid.h/lucid.cpp) stand above every layer.
 cmake_minimum_required(VERSION 3.20)
-set(LAYERS util structures config metrics model loss optim data dist replay plot report engine cli)
+set(LAYERS util structures config metrics model loss optim data dist replay plot report weights feed inference
+    evaluate train deploy predict cli)
 set(MAY_INCLUDE_util "")
 set(MAY_INCLUDE_structures util)
 set(MAY_INCLUDE_config util)
@@ -17,7 +18,15 @@ set(MAY_INCLUDE_dist util model loss)  # the seams act in the BatchNorm forward 
 set(MAY_INCLUDE_replay util model loss optim)
 set(MAY_INCLUDE_plot util structures data metrics)
 set(MAY_INCLUDE_report util structures data metrics plot)
-set(MAY_INCLUDE_engine util structures config metrics model loss optim data dist replay plot report)
+# The model files (checkpoints, model_source, the run record's model values); the default dataset and
+# loader options resolve a record's data= and overlap_mask=.
+set(MAY_INCLUDE_weights util config model optim data)
+set(MAY_INCLUDE_feed util data loss)  # prepared splits into the loader, the fit's BatchSource
+set(MAY_INCLUDE_inference util structures model)  # the Network interface, the eager network, postprocess
+set(MAY_INCLUDE_evaluate util metrics model loss data plot feed inference)
+set(MAY_INCLUDE_train util config model loss optim data dist replay plot report weights feed evaluate)
+set(MAY_INCLUDE_deploy util model weights inference)  # exported files' networks, load_network
+set(MAY_INCLUDE_predict util structures data model inference)
 set(MAY_INCLUDE_cli ${LAYERS})
 
 if(NOT SOURCE_DIR)

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import torch
 
-# The events a fit raises, in order (engine/fit_events.h); the reference's other trainer events are
+# The events a fit raises, in order (train/fit_events.h); the reference's other trainer events are
 # accepted by add_callback but never raised.
 FIT_EVENTS = ("on_train_start", "on_train_epoch_start", "on_train_batch_end", "on_train_epoch_end",
               "on_model_save", "on_fit_epoch_end", "on_train_end")

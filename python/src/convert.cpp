@@ -2,7 +2,7 @@
 
 #include <pybind11/stl.h>
 
-#include "lucid/engine/predictor.h"
+#include "lucid/predict/predictor.h"
 
 namespace py = pybind11;
 

@@ -4,7 +4,7 @@
 #include <pybind11/pybind11.h>
 
 #include "lucid/cli/outcome.h"
-#include "lucid/engine/fit_events.h"
+#include "lucid/train/fit_events.h"
 
 namespace lucid::python {
 

@@ -5,7 +5,7 @@
 #pragma once
 #include <pybind11/pybind11.h>
 
-#include "lucid/engine/fit_events.h"
+#include "lucid/train/fit_events.h"
 #include "python_errors.h"
 
 namespace lucid::python {

@@ -13,9 +13,9 @@
 #include "fit_observer.h"
 #include "lucid/cli/commands.h"
 #include "lucid/cli/outcome.h"
-#include "lucid/engine/model_source.h"
 #include "lucid/lucid.h"
 #include "lucid/util/error.h"
+#include "lucid/weights/model_source.h"
 #include "plot_result.h"
 #include "python_errors.h"
 

@@ -10,10 +10,11 @@
 
 #include "lucid/config/options.h"
 #include "lucid/data/image_io.h"
-#include "lucid/engine/network.h"
-#include "lucid/engine/predictor.h"
+#include "lucid/deploy/load_network.h"
+#include "lucid/inference/network.h"
 #include "lucid/plot/annotate.h"
 #include "lucid/plot/canvas.h"
+#include "lucid/predict/predictor.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
 

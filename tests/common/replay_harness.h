@@ -9,7 +9,7 @@
 #include <cstring>
 #include <optional>
 
-#include "lucid/engine/training_step.h"
+#include "lucid/train/training_step.h"
 
 namespace lucid::replay_harness {
 
@@ -99,7 +99,7 @@ struct FitSetup {
   std::optional<engine::StepLossFns> loss;  // none: the segmentation loss
 };
 
-// A fit through the training-step unit (engine/training_step.h), as Trainer::fit() runs it.
+// A fit through the training-step unit (train/training_step.h), as Trainer::fit() runs it.
 class Fit {
  public:
   Fit(std::optional<ReplayOptions> replay, optim::Kind kind = optim::Kind::MuSGD, const std::string& freeze = "",

@@ -10,8 +10,8 @@
 #include <iostream>
 #include <sstream>
 
-#include "lucid/engine/postprocess.h"
-#include "lucid/engine/validator.h"
+#include "lucid/evaluate/validator.h"
+#include "lucid/inference/postprocess.h"
 #include "lucid/model/model.h"
 
 using namespace lucid;

@@ -1,5 +1,5 @@
 // Runs a network as `lucid predict` loads it (any weights file, or a compiled package .pt2) on given
-// letterboxed inputs and writes its outputs in the export layout (engine/network.h), for the export
+// letterboxed inputs and writes its outputs in the export layout (inference/network.h), for the export
 // oracle tests to hold against onnxruntime and the compiled package.
 //   deploy_oracle_tool MODEL INPUTS OUT [NMS]
 // INPUTS holds x0, x1, ... (B, 3, H, W) FP32 in [0, 1]; OUT gets <k>.pred and <k>.proto (max_det 300).
@@ -8,7 +8,7 @@
 #include <iostream>
 
 #include "lucid/config/nms_option.h"
-#include "lucid/engine/network.h"
+#include "lucid/deploy/load_network.h"
 #include "lucid/model/safetensors.h"
 
 using namespace lucid;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Early-stopping oracle: lucid's validation, best and early-stop decisions (engine/early_stopping.h,
+"""Early-stopping oracle: lucid's validation, best and early-stop decisions (train/early_stopping.h,
 through train_oracle_tool stop) against the reference's on the same per-epoch fitness.
 
 - Real reference trainings (tiny dataset, CPU) whose validator is replaced by one returning scripted

@@ -3,7 +3,7 @@
 reference package.
 
 - time: a real reference training (tiny dataset, CPU) whose trainer clock is replaced by one that
-  advances by scripted epoch durations, batch by batch; lucid's time decisions (engine/time_budget.h)
+  advances by scripted epoch durations, batch by batch; lucid's time decisions (train/time_budget.h)
   and schedule on the same durations must give the same per-epoch lf, batches trained, re-estimated
   epochs and stop, including a stop inside an epoch.
 - fraction and single_cls: the reference dataset's image list and classes (YOLODataset with fraction

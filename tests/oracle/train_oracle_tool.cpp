@@ -1,10 +1,10 @@
 // The lucid side of the train-options oracle (test_train_options_oracle.py).
 //   train_oracle_tool time HOURS EPOCHS BATCHES_PER_EPOCH LRF SECONDS_PER_EPOCH...
-//     the fit's time= decisions (engine/time_budget.h) and schedule (optim::Schedule), one optimizer
+//     the fit's time= decisions (train/time_budget.h) and schedule (optim::Schedule), one optimizer
 //     step per batch, with epoch e taking SECONDS[e] spread evenly over its batches (the last value
 //     repeats): per epoch "epoch lf(epoch) batches_trained epochs_after stop".
 //   train_oracle_tool stop PATIENCE EPOCHS VAL FITNESS...
-//     the fit's validation, best and early-stop decisions (engine/early_stopping.h) with epoch e's
+//     the fit's validation, best and early-stop decisions (train/early_stopping.h) with epoch e's
 //     validation giving FITNESS[e]: per epoch "epoch validated best stop", then "end EPOCHS_TRAINED
 //     BEST_EPOCH".
 //   train_oracle_tool autobatch TOTAL_GIB AVAILABLE_GIB FRACTION DATASET_SIZE GIB...
@@ -23,11 +23,11 @@
 #include "lucid/config/options.h"
 #include "lucid/data/dataset.h"
 #include "lucid/data/loader.h"
-#include "lucid/engine/autobatch.h"
-#include "lucid/engine/early_stopping.h"
-#include "lucid/engine/time_budget.h"
-#include "lucid/engine/training_data.h"
+#include "lucid/feed/training_data.h"
 #include "lucid/optim/schedule.h"
+#include "lucid/train/autobatch.h"
+#include "lucid/train/early_stopping.h"
+#include "lucid/train/time_budget.h"
 
 using namespace lucid;
 

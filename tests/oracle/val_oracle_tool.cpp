@@ -18,10 +18,10 @@
 
 #include "lucid/config/model_yaml.h"
 #include "lucid/config/nms_option.h"
-#include "lucid/engine/validator.h"
+#include "lucid/evaluate/validator.h"
 #include "lucid/model/model.h"
 
-#include "lucid/engine/postprocess.h"
+#include "lucid/inference/postprocess.h"
 #include "lucid/metrics/detection_metrics.h"
 #include "lucid/model/safetensors.h"
 

@@ -8,7 +8,7 @@
 #include "lucid/cli/commands.h"
 #include "lucid/data/dataset.h"
 #include "lucid/data/labels.h"
-#include "lucid/engine/training_data.h"
+#include "lucid/feed/training_data.h"
 
 using namespace lucid;
 using namespace lucid::data;

@@ -1,4 +1,4 @@
-// Best selection and early stopping (engine/early_stopping.h) as a table: fitness per epoch in,
+// Best selection and early stopping (train/early_stopping.h) as a table: fitness per epoch in,
 // (best written, stop) per epoch out. The same rules against the reference's own code are in
 // tests/oracle/test_early_stopping_oracle.py.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "lucid/engine/early_stopping.h"
+#include "lucid/train/early_stopping.h"
 
 namespace {
 

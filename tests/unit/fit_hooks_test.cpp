@@ -1,13 +1,13 @@
-// The fit loop's hooks (engine/fit_hooks.h): their order, which pins the order of the epoch's
+// The fit loop's hooks (train/fit_hooks.h): their order, which pins the order of the epoch's
 // writes, and the stop rules as a table of facts in, a named reason out.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "lucid/engine/fit_events.h"
-#include "lucid/engine/fit_hooks.h"
-#include "lucid/engine/stop_rules.h"
+#include "lucid/train/fit_events.h"
+#include "lucid/train/fit_hooks.h"
+#include "lucid/train/stop_rules.h"
 
 namespace {
 

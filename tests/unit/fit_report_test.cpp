@@ -1,4 +1,4 @@
-#include "lucid/engine/fit_report.h"
+#include "lucid/train/fit_report.h"
 
 #include <gtest/gtest.h>
 

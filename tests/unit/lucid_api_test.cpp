@@ -8,10 +8,10 @@
 
 #include "data_test_util.h"
 #include "lucid/config/model_yaml.h"
-#include "lucid/engine/model_source.h"
-#include "lucid/engine/predictor.h"
 #include "lucid/lucid.h"
 #include "lucid/plot/canvas.h"
+#include "lucid/predict/predictor.h"
+#include "lucid/weights/model_source.h"
 
 using namespace lucid;
 

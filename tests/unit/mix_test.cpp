@@ -8,7 +8,7 @@
 #include "lucid/data/loader.h"
 #include "lucid/data/masks.h"
 #include "lucid/data/mix.h"
-#include "lucid/engine/train_options.h"
+#include "lucid/train/train_options.h"
 #include "lucid/util/error.h"
 
 using namespace lucid::data;

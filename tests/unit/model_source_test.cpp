@@ -1,4 +1,4 @@
-// Model files of every kind (engine/model_source.h): told apart by content, wrong kinds refused with
+// Model files of every kind (weights/model_source.h): told apart by content, wrong kinds refused with
 // one clear error, exported weights and training checkpoints loading back; the model dict round
 // trip; weight transfer across class counts; frozen layers' BatchNorm; resume's option refusal.
 #include <gtest/gtest.h>
@@ -7,14 +7,16 @@
 #include <fstream>
 
 #include "data_test_util.h"
-#include "lucid/engine/checkpoint.h"
-#include "lucid/engine/compiled_model.h"
-#include "lucid/engine/freeze.h"
-#include "lucid/engine/model_source.h"
-#include "lucid/engine/train_options.h"
+#include "lucid/deploy/compiled_model.h"
+#include "lucid/deploy/load_network.h"
 #include "lucid/model/safetensors.h"
 #include "lucid/model/transfer.h"
+#include "lucid/train/freeze.h"
+#include "lucid/train/train_options.h"
 #include "lucid/util/error.h"
+#include "lucid/weights/checkpoint.h"
+#include "lucid/weights/model_source.h"
+#include "lucid/weights/run_record.h"
 
 using namespace lucid;
 using lucid::testing::TempDir;
@@ -176,6 +178,32 @@ TEST(ModelFile, ExportedWeightsLoadBack) {
   auto bare = engine::read_model_source("pretrained", dir.str("bare.safetensors"));
   EXPECT_FALSE(bare.spec);
   EXPECT_THROW(bare.require_spec(), UserError);
+}
+
+// Model loading reads a run record's imgsz, data, overlap_mask and model itself (weights/run_record.h),
+// without the training's options: the values must be those `lucid train` resolves from the record.
+TEST(RunRecord, ModelValuesAreThoseTheTrainingResolves) {
+  using Record = nlohmann::ordered_json;
+  const std::vector<Record> records = {
+      Record::object(),
+      {{"data", ""}, {"imgsz", ""}, {"model", "yolo26n-seg.yaml"}},
+      {{"model", "yolov8s-seg.yaml"}, {"imgsz", "96"}, {"data", "d/data.yaml"}, {"overlap_mask", "False"}},
+      {{"imgsz", "650"}, {"data", "d/data.yaml"}, {"overlap_mask", "true"}},
+      {{"no_longer_declared", "x"}, {"imgsz", "64"}, {"resume", "True"}},
+  };
+  for (const auto& record : records) {
+    const auto run = engine::read_run_record(record, "ckpt");
+    const auto settings = engine::settings_from_record(record, "ckpt");
+    EXPECT_EQ(run.imgsz, settings.imgsz()) << record.dump();
+    EXPECT_EQ(run.data, settings.data) << record.dump();
+    EXPECT_EQ(run.overlap_mask, settings.loader.overlap_mask) << record.dump();
+    EXPECT_EQ(run.model, settings.model) << record.dump();
+  }
+  // Refused by both, naming the file: a value that is not text, an imgsz out of range, a flag that is none.
+  for (const Record& bad : {Record{{"seed", 0}}, Record{{"imgsz", "0"}}, Record{{"overlap_mask", "maybe"}}}) {
+    EXPECT_THROW(engine::read_run_record(bad, "ckpt"), UserError) << bad.dump();
+    EXPECT_THROW(engine::settings_from_record(bad, "ckpt"), UserError) << bad.dump();
+  }
 }
 
 TEST(ModelFile, TrainingCheckpointsGiveTheirEmaAndRunSettings) {

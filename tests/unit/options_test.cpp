@@ -9,8 +9,8 @@
 #include "lucid/config/reference_keys.h"
 
 #include "lucid/data/synth.h"
-#include "lucid/engine/run_folder.h"
-#include "lucid/engine/train_options.h"
+#include "lucid/train/run_folder.h"
+#include "lucid/train/train_options.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
 

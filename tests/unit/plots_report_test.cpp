@@ -9,12 +9,12 @@
 #include <regex>
 #include <set>
 
-#include "lucid/engine/predictor.h"
 #include "lucid/metrics/confusion_matrix.h"
 #include "lucid/metrics/detection_metrics.h"
 #include "lucid/plot/annotate.h"
 #include "lucid/plot/canvas.h"
 #include "lucid/plot/charts.h"
+#include "lucid/predict/predictor.h"
 #include "lucid/report/run_report.h"
 
 using namespace lucid;

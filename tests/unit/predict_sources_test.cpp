@@ -1,4 +1,4 @@
-// `lucid predict source=` listing (engine/predict_sources.h) against what the reference's
+// `lucid predict source=` listing (predict/predict_sources.h) against what the reference's
 // LoadImagesAndVideos lists for the same tree (Python's glob with recursive=True; the expectations
 // below are its output): folders, globs with * ? [..] and **, hidden names, list files with paths
 // relative to the working folder or to the list, and the errors naming the source or the line.
@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "data_test_util.h"
-#include "lucid/engine/predict_sources.h"
+#include "lucid/predict/predict_sources.h"
 
 namespace {
 

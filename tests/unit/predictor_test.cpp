@@ -8,9 +8,9 @@
 
 #include "data_test_util.h"
 #include "lucid/config/model_yaml.h"
-#include "lucid/engine/predictor.h"
 #include "lucid/metrics/rle.h"
 #include "lucid/model/model.h"
+#include "lucid/predict/predictor.h"
 #include "lucid/util/error.h"
 
 using namespace lucid;

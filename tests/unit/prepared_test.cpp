@@ -7,7 +7,7 @@
 #include "lucid/data/prepared.h"
 #include "lucid/data/resize.h"
 #include "lucid/data/synth.h"
-#include "lucid/engine/training_data.h"
+#include "lucid/feed/training_data.h"
 #include "lucid/util/error.h"
 
 using namespace lucid;

@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "data_test_util.h"
-#include "lucid/engine/run_folder.h"
+#include "lucid/train/run_folder.h"
 #include "lucid/util/error.h"
 #include "lucid/util/files.h"
 

@@ -12,12 +12,12 @@
 #include "lucid/data/fraction.h"
 #include "lucid/data/image_io.h"
 #include "lucid/data/loader.h"
-#include "lucid/engine/autobatch.h"
-#include "lucid/engine/multi_scale.h"
-#include "lucid/engine/time_budget.h"
-#include "lucid/engine/train_options.h"
 #include "lucid/loss/class_weights.h"
 #include "lucid/optim/schedule.h"
+#include "lucid/train/autobatch.h"
+#include "lucid/train/multi_scale.h"
+#include "lucid/train/time_budget.h"
+#include "lucid/train/train_options.h"
 #include "lucid/util/error.h"
 
 using lucid::UserError;

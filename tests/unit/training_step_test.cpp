@@ -6,7 +6,7 @@
 // counts, an empty batch, a partial batch and accumulation.
 #include <gtest/gtest.h>
 
-#include "lucid/engine/train_options.h"
+#include "lucid/train/train_options.h"
 #include "replay_harness.h"
 
 using namespace lucid;

@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "lucid/config/model_yaml.h"
-#include "lucid/engine/postprocess.h"
-#include "lucid/engine/validator.h"
+#include "lucid/evaluate/validator.h"
+#include "lucid/inference/postprocess.h"
 #include "lucid/metrics/detection_metrics.h"
 #include "lucid/model/model.h"
 

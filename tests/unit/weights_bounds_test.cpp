@@ -10,12 +10,12 @@
 #include "lucid/config/model_yaml.h"
 #include "lucid/config/yaml_bounds.h"
 #include "lucid/data/dataset.h"
-#include "lucid/engine/model_source.h"
-#include "lucid/engine/predictor.h"
 #include "lucid/model/model.h"
 #include "lucid/model/torch_zip.h"
 #include "lucid/model/ultralytics_pt.h"
+#include "lucid/predict/predictor.h"
 #include "lucid/util/error.h"
+#include "lucid/weights/model_source.h"
 #include "pt_archive.h"
 
 using namespace lucid;

@@ -24,8 +24,8 @@
 
 #include "lucid/cli/commands.h"
 #include "lucid/config/options.h"
-#include "lucid/engine/fit_report.h"
-#include "lucid/engine/train_options.h"
+#include "lucid/train/fit_report.h"
+#include "lucid/train/train_options.h"
 #include "lucid/util/error.h"
 #include "lucid/util/files.h"
 #include "lucid/util/stats.h"

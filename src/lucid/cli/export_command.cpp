@@ -17,9 +17,9 @@
 #include "lucid/cli/export_formats.h"
 #include "lucid/config/fields.h"
 #include "lucid/config/options.h"
-#include "lucid/engine/compiled_model.h"
-#include "lucid/engine/model_source.h"
+#include "lucid/deploy/compiled_model.h"
 #include "lucid/util/error.h"
+#include "lucid/weights/model_source.h"
 
 extern char** environ;
 

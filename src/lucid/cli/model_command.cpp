@@ -5,10 +5,10 @@
 #include "lucid/cli/commands.h"
 #include "lucid/config/fields.h"
 #include "lucid/config/options.h"
-#include "lucid/engine/model_source.h"
 #include "lucid/model/model.h"
 #include "lucid/model/safetensors.h"
 #include "lucid/util/error.h"
+#include "lucid/weights/model_source.h"
 
 namespace lucid::cli {
 

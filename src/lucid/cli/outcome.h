@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "lucid/data/image_io.h"
-#include "lucid/engine/predictor.h"
-#include "lucid/engine/validator.h"
+#include "lucid/evaluate/validator.h"
+#include "lucid/predict/predictor.h"
 
 namespace lucid::cli {
 

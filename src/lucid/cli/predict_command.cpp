@@ -1,6 +1,6 @@
 // `lucid predict`: runs a weights file (a lucid checkpoint's EMA weights, lucid weights, an
-// Ultralytics .pt; engine/model_source.h) on images and videos (a file, a folder, a glob or a list
-// file: engine/predict_sources.h), `batch` images per forward, and writes runs/segment/predictN/:
+// Ultralytics .pt; weights/model_source.h) on images and videos (a file, a folder, a glob or a list
+// file: predict/predict_sources.h), `batch` images per forward, and writes runs/segment/predictN/:
 // the images with masks, boxes and "name 0.87" tags drawn and each video's annotated frames as
 // <name>.avi (save), labels/<name>.txt in YOLO segmentation format, <name>_<frame>.txt for a video's
 // frames (save_txt: class and the normalised outline of each mask, save_conf appends the score),
@@ -25,19 +25,19 @@
 #include "lucid/config/user_settings.h"
 #include "lucid/data/dataset.h"
 #include "lucid/data/video.h"
-#include "lucid/engine/detection_crop.h"
-#include "lucid/engine/model_source.h"
-#include "lucid/engine/network.h"
-#include "lucid/engine/predict_sources.h"
-#include "lucid/engine/predict_stream.h"
-#include "lucid/engine/predictor.h"
-#include "lucid/engine/trainer.h"
+#include "lucid/deploy/load_network.h"
 #include "lucid/metrics/rle.h"
 #include "lucid/plot/annotate.h"
+#include "lucid/predict/detection_crop.h"
+#include "lucid/predict/predict_sources.h"
+#include "lucid/predict/predict_stream.h"
+#include "lucid/predict/predictor.h"
+#include "lucid/train/trainer.h"
 #include "lucid/util/cpu_threads.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
 #include "lucid/util/files.h"
+#include "lucid/weights/model_source.h"
 
 namespace lucid::cli {
 

@@ -1,4 +1,4 @@
-// `lucid train`: the model (a YAML or any weights file, engine/model_source.h), dataset (or the
+// `lucid train`: the model (a YAML or any weights file, weights/model_source.h), dataset (or the
 // embedded synthetic one), prepared images, loaders, validator and the fit. `resume=` continues a
 // run from its weights/last checkpoint with the run's own options. Model, weights and device options
 // are checked before any dataset work.
@@ -16,22 +16,22 @@
 #include "lucid/data/synth.h"
 #include "lucid/dist/launcher.h"
 #include "lucid/dist/process_group.h"
-#include "lucid/engine/autobatch.h"
-#include "lucid/engine/checkpoint.h"
-#include "lucid/engine/evaluate.h"
-#include "lucid/engine/fit_events.h"
-#include "lucid/engine/model_source.h"
-#include "lucid/engine/resume.h"
-#include "lucid/engine/run_folder.h"
-#include "lucid/engine/trainer.h"
-#include "lucid/engine/training_data.h"
-#include "lucid/engine/validator.h"
+#include "lucid/evaluate/evaluate.h"
+#include "lucid/evaluate/validator.h"
+#include "lucid/feed/training_data.h"
 #include "lucid/plot/canvas.h"
 #include "lucid/plot/charts.h"
 #include "lucid/report/run_events.h"
 #include "lucid/report/run_report.h"
+#include "lucid/train/autobatch.h"
+#include "lucid/train/fit_events.h"
+#include "lucid/train/resume.h"
+#include "lucid/train/run_folder.h"
+#include "lucid/train/trainer.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
+#include "lucid/weights/checkpoint.h"
+#include "lucid/weights/model_source.h"
 
 namespace lucid::cli {
 

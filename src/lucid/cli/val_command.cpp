@@ -1,5 +1,5 @@
 // `lucid val`: validates a weights file (a lucid checkpoint's EMA weights, an Ultralytics .pt, lucid
-// weights; engine/model_source.h) on a dataset split; data, imgsz and names come from the file
+// weights; weights/model_source.h) on a dataset split; data, imgsz and names come from the file
 // where it has them, else from the options,
 // prints the reference's table with per-class rows and the speed line, and writes the run folder
 // (runs/segment/valN): plots, predictions.json with save_json, report.html.
@@ -15,14 +15,14 @@
 #include "lucid/config/user_settings.h"
 #include "lucid/data/loader.h"
 #include "lucid/data/synth.h"
-#include "lucid/engine/evaluate.h"
-#include "lucid/engine/model_source.h"
-#include "lucid/engine/train_options.h"
-#include "lucid/engine/trainer.h"
+#include "lucid/evaluate/evaluate.h"
 #include "lucid/report/run_report.h"
+#include "lucid/train/train_options.h"
+#include "lucid/train/trainer.h"
 #include "lucid/util/cpu_threads.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
+#include "lucid/weights/model_source.h"
 
 namespace lucid::cli {
 

@@ -92,7 +92,7 @@ enum class Purpose : uint32_t {
   CopyPaste = 6,
   MixUp = 7,
   CutMix = 8,
-  MultiScale = 16,  // per batch (the index is the batch number): engine/multi_scale.h
+  MultiScale = 16,  // per batch (the index is the batch number): train/multi_scale.h
   Test = 255,
 };
 

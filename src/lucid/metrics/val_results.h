@@ -1,6 +1,6 @@
 // What one validation gives: the reference's box and mask metrics, the mean validation losses, the
 // box confusion matrix and the time per image of each phase. A value type, below the validator that
-// fills it (engine/validator.h) and the reports that show it (report/).
+// fills it (evaluate/validator.h) and the reports that show it (report/).
 #pragma once
 #include <array>
 #include <cstdint>

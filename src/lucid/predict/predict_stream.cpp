@@ -1,0 +1,67 @@
+#include "lucid/predict/predict_stream.h"
+
+#include <cstdio>
+
+#include "lucid/util/error.h"
+
+namespace lucid::engine {
+
+PredictStream::PredictStream(const std::vector<std::string>& images, const std::vector<std::string>& videos,
+                             int vid_stride)
+    : images_(images.size()), vid_stride_(vid_stride) {
+  if (vid_stride < 1) throw std::invalid_argument("PredictStream: vid_stride < 1");
+  paths_ = images;
+  paths_.insert(paths_.end(), videos.begin(), videos.end());
+}
+
+PredictStream::~PredictStream() = default;
+
+bool PredictStream::next(PredictItem& item) {
+  const bool only = paths_.size() == 1;  // the one source asked for: its error is the command's
+  for (;;) {
+    if (reader_) {
+      try {
+        bool ok = true;
+        for (int k = 1; ok && k < vid_stride_; ++k) ok = reader_->skip();
+        if (ok) ok = reader_->read(item.image);
+        if (ok) {
+          item.source = reader_source_;
+          item.video = true;
+          item.frame = ++frame_;
+          item.frames = frames_;
+          item.fps = reader_->fps();
+          return true;
+        }
+      } catch (const UserError& e) {
+        if (only && frame_ == 0) throw;
+        std::fprintf(stderr, "warning: %s; the rest of the video is skipped\n", e.what());
+        ++incomplete_;
+      }
+      reader_.reset();
+      continue;
+    }
+    if (next_ >= paths_.size()) return false;
+    const size_t k = next_++;
+    const auto& path = paths_[k];
+    try {
+      if (k < images_) {
+        item.image = data::decode_image(path);
+        item.source = k;
+        item.video = false;
+        item.frame = item.frames = 0;
+        item.fps = 0;
+        return true;
+      }
+      reader_ = std::make_unique<data::VideoReader>(path);
+      reader_source_ = k;
+      frame_ = 0;
+      frames_ = reader_->frame_count() / vid_stride_;
+    } catch (const UserError& e) {
+      if (only) throw;
+      std::fprintf(stderr, "warning: %s; %s skipped\n", e.what(), k < images_ ? "image" : "video");
+      ++skipped_;
+    }
+  }
+}
+
+}  // namespace lucid::engine

@@ -1,0 +1,251 @@
+#include "lucid/predict/predictor.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "lucid/data/resize.h"
+#include "lucid/inference/network.h"
+#include "lucid/model/model.h"
+#include "lucid/util/device.h"
+#include "lucid/util/error.h"
+#include "lucid/util/memory.h"
+
+namespace lucid::engine {
+
+PredictLetterbox predict_letterbox(int orig_h, int orig_w, int imgsz, int stride) {
+  PredictLetterbox lb;
+  lb.ratio = std::min(static_cast<double>(imgsz) / orig_h, static_cast<double>(imgsz) / orig_w);
+  lb.resized_w = std::max(static_cast<int>(std::nearbyint(orig_w * lb.ratio)), 1);
+  lb.resized_h = std::max(static_cast<int>(std::nearbyint(orig_h * lb.ratio)), 1);
+  lb.pad_w = static_cast<double>((imgsz - lb.resized_w) % stride) / 2;
+  lb.pad_h = static_cast<double>((imgsz - lb.resized_h) % stride) / 2;
+  const int top = static_cast<int>(std::nearbyint(lb.pad_h - 0.1)),
+            bottom = static_cast<int>(std::nearbyint(lb.pad_h + 0.1));
+  const int left = static_cast<int>(std::nearbyint(lb.pad_w - 0.1)),
+            right = static_cast<int>(std::nearbyint(lb.pad_w + 0.1));
+  lb.height = lb.resized_h + top + bottom;
+  lb.width = lb.resized_w + left + right;
+  return lb;
+}
+
+namespace {
+
+// The letterboxed input of one image (H, W, 3) uint8: bilinear resize to the resized size, placed
+// at the rounded padding on 114 grey.
+Tensor letterboxed_input(const data::Image& image, const PredictLetterbox& lb) {
+  const int uw = lb.resized_w, uh = lb.resized_h;
+  const data::Image resized = (uw != image.width || uh != image.height) ? data::resize_linear(image, uw, uh) : image;
+  const int top = static_cast<int>(std::nearbyint(lb.pad_h - 0.1)),
+            left = static_cast<int>(std::nearbyint(lb.pad_w - 0.1));
+  auto input = torch::full({lb.height, lb.width, 3}, 114, torch::kUInt8);
+  auto src = torch::from_blob(const_cast<uint8_t*>(resized.pixels.data()), {uh, uw, resized.channels}, torch::kUInt8);
+  input.narrow(0, top, uh).narrow(1, left, uw).copy_(src.narrow(2, 0, 3));
+  return input;
+}
+
+// The prediction of one image from its detections `det` (rows of postprocess) and prototypes.
+// The masks of n detections hold at worst n float planes of the input size (of the prototypes with
+// retina_masks) and n windows as large as the image: with conf=0 and a huge max_det that is
+// thousands of planes. Refused before anything is allocated when it passes the memory available.
+void require_memory_for_masks(int64_t n, int64_t plane_pixels, int64_t image_pixels, const PredictOptions& o) {
+  const uint64_t need =
+      static_cast<uint64_t>(n) * (static_cast<uint64_t>(plane_pixels) * 4 + static_cast<uint64_t>(image_pixels));
+  const uint64_t available = util::available_memory_bytes();
+  if (available == 0 || need <= available) return;
+  char conf[32];
+  std::snprintf(conf, sizeof conf, "%g", o.conf);
+  throw UserError("predict: the " + std::to_string(n) + " detections kept at conf=" + conf + " max_det=" +
+                  std::to_string(o.max_det) + " need up to " + std::to_string(need) + " bytes for their masks, but " +
+                  std::to_string(available) + " bytes are available; raise conf= or lower max_det=");
+}
+
+Prediction image_prediction(const Tensor& det, const Tensor& proto, const PredictLetterbox& lb, int h0, int w0,
+                            const PredictOptions& o) {
+  const std::array<int64_t, 2> input{lb.height, lb.width}, orig{h0, w0};
+  // The reference maps boxes and masks back without a ratio_pad: the letterbox of the original size
+  // in the input's, each side rounded on its own.
+  const structures::RatioPad back = fitted_letterbox(input, orig);
+  auto boxes_in = det.narrow(1, 0, 4);
+  auto coefs = det.narrow(1, 6, det.size(1) - 6);
+  auto boxes = scale_boxes(boxes_in, back, orig);
+  const int64_t n = det.size(0);
+  require_memory_for_masks(n, o.retina_masks ? proto.size(1) * proto.size(2) : int64_t(lb.height) * lb.width,
+                           int64_t(h0) * w0, o);
+  // retina_masks: the mask logits at prototype resolution, brought to the original image by
+  // native_masks. Otherwise the masks at input resolution, all detections at once (the input is at
+  // most imgsz square), then scaled back as the reference draws them.
+  Tensor logits, in_masks;
+  if (o.retina_masks && n > 0) {
+    const int64_t c = proto.size(0), mh = proto.size(1), mw = proto.size(2);
+    logits = coefs.to(torch::kFloat32).matmul(proto.to(torch::kFloat32).view({c, -1})).view({-1, mh, mw});
+  }
+  if (!o.retina_masks) in_masks = process_mask_upsampled(proto, coefs, boxes_in, input);
+  // At the original resolution a chunk of detections at a time, each mask kept as its window; every
+  // mask is computed on its own, so the chunk size does not change a pixel.
+  const int64_t chunk = std::max<int64_t>(1, o.mask_chunk_pixels / std::max<int64_t>(int64_t(h0) * w0, 1));
+  std::vector<structures::MaskWindow> windows;
+  windows.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; i += chunk) {
+    const int64_t k = std::min(chunk, n - i);
+    Tensor masks = o.retina_masks ? native_masks(logits.narrow(0, i, k), boxes.narrow(0, i, k), orig)
+                                  : scale_masks(in_masks.narrow(0, i, k), back, orig).gt(0.5).to(torch::kUInt8);
+    for (auto& w : structures::mask_windows(masks)) windows.push_back(std::move(w));
+  }
+  // Detections whose mask is empty are dropped, as in the reference.
+  std::vector<int64_t> kept;
+  Prediction p;
+  p.orig_h = h0;
+  p.orig_w = w0;
+  for (int64_t i = 0; i < n; ++i)
+    if (!windows[static_cast<size_t>(i)].empty()) {
+      kept.push_back(i);
+      p.masks.push_back(std::move(windows[static_cast<size_t>(i)]));
+    }
+  auto keep = torch::tensor(kept, torch::kInt64).to(det.device());
+  p.boxes = boxes.index_select(0, keep).to(torch::kCPU);
+  p.conf = det.select(1, 4).index_select(0, keep).to(torch::kCPU);
+  p.cls = det.select(1, 5).index_select(0, keep).to(torch::kCPU, torch::kInt64);
+  return p;
+}
+
+}  // namespace
+
+std::vector<Prediction> predict_images(Network& network, std::span<const data::Image> images, const PredictOptions& o) {
+  torch::NoGradGuard no_grad;
+  const int multiple = network.pad_multiple(o.imgsz);
+  std::vector<PredictLetterbox> lbs;
+  lbs.reserve(images.size());
+  for (const auto& image : images) lbs.push_back(predict_letterbox(image.height, image.width, o.imgsz, multiple));
+  // Groups of images with the same input size, in order of first appearance.
+  std::vector<std::vector<size_t>> groups;
+  for (size_t i = 0; i < images.size(); ++i) {
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const std::vector<size_t>& members) {
+      return lbs[members[0]].height == lbs[i].height && lbs[members[0]].width == lbs[i].width;
+    });
+    if (g == groups.end())
+      groups.push_back({i});
+    else
+      g->push_back(i);
+  }
+  NmsOptions nms;
+  nms.conf = o.conf;
+  nms.iou = o.iou;
+  nms.max_det = o.max_det;
+  nms.agnostic = o.agnostic_nms;
+  nms.multi_label = false;  // the predictor's default
+  nms.classes = o.classes;
+  std::vector<Prediction> predictions(images.size());
+  for (const auto& members : groups) {
+    std::vector<Tensor> inputs;
+    inputs.reserve(members.size());
+    for (size_t i : members) inputs.push_back(letterboxed_input(images[i], lbs[i]));
+    auto x = torch::stack(inputs).permute({0, 3, 1, 2}).to(network.device()).to(torch::kFloat32).div_(255);
+    inputs.clear();
+    // The one-to-one head's top-k keeps at least 300 candidates, as the reference's predictor sets it, so
+    // that classes= filters before the max_det cut.
+    const auto out = network.run(x, std::max<int64_t>(o.max_det, 300), o.agnostic_nms);
+    // A candidate is a row of pred (end-to-end: (B, K, 6 + nm); else (B, 4 + nc + nm, A)).
+    const auto finite_rows = torch::isfinite(out.pred).all(network.end2end() ? -1 : 1);
+    if (!finite_rows.any().item<bool>()) throw NonFiniteOutputs();
+    const auto dets = network_detections(network, out, nms);
+    for (size_t k = 0; k < members.size(); ++k) {
+      const size_t i = members[k];
+      predictions[i] =
+          image_prediction(dets[k], out.proto[static_cast<int64_t>(k)], lbs[i], images[i].height, images[i].width, o);
+    }
+  }
+  return predictions;
+}
+
+std::vector<Prediction> predict_images(model::SegmentationModelImpl& model, const torch::Device& device,
+                                       std::span<const data::Image> images, const PredictOptions& o) {
+  EagerNetwork network(model, device, o.amp, o.nms);
+  return predict_images(network, images, o);
+}
+
+Prediction predict_image(Network& network, const data::Image& image, const PredictOptions& o) {
+  return std::move(predict_images(network, std::span<const data::Image>(&image, 1), o)[0]);
+}
+
+Prediction predict_image(model::SegmentationModelImpl& model, const torch::Device& device, const data::Image& image,
+                         const PredictOptions& o) {
+  EagerNetwork network(model, device, o.amp, o.nms);
+  return predict_image(network, image, o);
+}
+
+std::vector<float> mask_outline(const uint8_t* mask, int h, int w) {
+  // Largest 8-connected region (by pixel count).
+  std::vector<int> label(static_cast<size_t>(h) * w, 0);
+  int best = 0, best_label = 0, next = 0, best_start = -1;
+  std::vector<int> stack;
+  for (int i = 0; i < h * w; ++i) {
+    if (!mask[i] || label[i]) continue;
+    ++next;
+    int count = 0;
+    stack.push_back(i);
+    label[i] = next;
+    while (!stack.empty()) {
+      const int p = stack.back();
+      stack.pop_back();
+      ++count;
+      const int py = p / w, px = p % w;
+      for (int dy = -1; dy <= 1; ++dy)
+        for (int dx = -1; dx <= 1; ++dx) {
+          const int qy = py + dy, qx = px + dx;
+          if (qy < 0 || qy >= h || qx < 0 || qx >= w) continue;
+          const int q = qy * w + qx;
+          if (mask[q] && !label[q]) {
+            label[q] = next;
+            stack.push_back(q);
+          }
+        }
+    }
+    if (count > best) {
+      best = count;
+      best_label = next;
+      best_start = i;  // first pixel in raster order: top-most, then left-most
+    }
+  }
+  if (best_start < 0) return {};
+  // Moore-neighbour boundary following (counter-clockwise chain codes 0 = E, 1 = NE, ..., 7 = SE;
+  // y grows downwards), stopping when the start pixel is left again in the first direction.
+  static const int DX[8] = {1, 1, 0, -1, -1, -1, 0, 1}, DY[8] = {0, -1, -1, -1, 0, 1, 1, 1};
+  auto inside = [&](int x, int y) { return x >= 0 && x < w && y >= 0 && y < h && label[y * w + x] == best_label; };
+  const int sx = best_start % w, sy = best_start / w;
+  std::vector<std::pair<int, int>> pts{{sx, sy}};
+  std::vector<int> dirs;
+  int x = sx, y = sy, dir = 7, first_dir = -1;
+  for (size_t guard = 0; guard < static_cast<size_t>(4) * h * w + 8; ++guard) {
+    const int start = dir % 2 == 0 ? (dir + 7) % 8 : (dir + 6) % 8;
+    int found = -1;
+    for (int k = 0; k < 8; ++k) {
+      const int d = (start + k) % 8;
+      if (inside(x + DX[d], y + DY[d])) {
+        found = d;
+        break;
+      }
+    }
+    if (found < 0) break;  // a single pixel
+    if (x == sx && y == sy && first_dir >= 0 && found == first_dir) break;
+    if (first_dir < 0) first_dir = found;
+    x += DX[found];
+    y += DY[found];
+    dir = found;
+    dirs.push_back(found);
+    pts.emplace_back(x, y);
+  }
+  if (pts.size() > 1) pts.pop_back();  // back at the start
+  // Keep the points where the chain direction changes.
+  std::vector<float> out;
+  const size_t n = pts.size();
+  for (size_t i = 0; i < n; ++i) {
+    const int in_dir = dirs.empty() ? -1 : dirs[(i + n - 1) % n];
+    const int out_dir = dirs.empty() ? -1 : dirs[i % dirs.size()];
+    if (n > 2 && in_dir == out_dir) continue;
+    out.push_back(static_cast<float>(pts[i].first));
+    out.push_back(static_cast<float>(pts[i].second));
+  }
+  return out;
+}
+
+}  // namespace lucid::engine

@@ -1,0 +1,98 @@
+// Prediction on images (one or a batch) as the reference's predictor does it (8.4.190): letterbox to
+// imgsz with the minimal padding to a multiple of the stride (auto, 114 grey, bilinear resize), the
+// model's detections (NMS over the one-to-many head by default, the one-to-one head's top-k with
+// nms=False; conf 0.25 by default), boxes mapped back to the original image with the gain of each
+// axis (scale_boxes without ratio_pad), and masks either from prototype logits upsampled to the
+// input, cropped there and scaled back as the reference draws them (scale_masks, > 0.5), or with
+// retina_masks at the original resolution (process_mask_native). Detections whose mask is empty are
+// dropped, as in the reference.
+#pragma once
+#include <torch/torch.h>
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lucid/data/image_io.h"
+#include "lucid/inference/postprocess.h"
+#include "lucid/structures/mask_window.h"
+#include "lucid/util/error.h"
+
+namespace lucid::model {
+class SegmentationModelImpl;
+}
+
+namespace lucid::engine {
+
+struct PredictOptions {
+  int imgsz = 640;
+  double conf = 0.25;
+  double iou = 0.7;
+  int64_t max_det = 300;
+  bool agnostic_nms = false;
+  std::vector<int64_t> classes;  // keep only these (empty: all)
+  bool retina_masks = false;
+  bool amp = true;  // BF16 autocast on CUDA
+  // The reference's nms (uses_one_to_one): unset or true, the one-to-many head and NMS; false, the
+  // one-to-one head of an end-to-end model.
+  std::optional<bool> nms;
+  // Masks are brought to the original resolution a chunk of detections at a time, each chunk at
+  // most this many pixels (one detection per chunk for images larger than it), so that memory
+  // follows the image size, not detections x image size.
+  int64_t mask_chunk_pixels = int64_t(1) << 25;
+};
+
+struct Prediction {
+  int orig_h = 0, orig_w = 0;
+  Tensor boxes;                               // (n, 4) xyxy in original-image pixels, FP32, CPU
+  Tensor conf;                                // (n)
+  Tensor cls;                                 // (n) int64
+  std::vector<structures::MaskWindow> masks;  // n windows of the original image, none empty
+};
+
+// Letterbox of one image for prediction: the padded size (multiples of `stride` around the resized
+// image), the ratio, the resized size and the padding of each side (halves of the total; the left
+// and top sides get round(pad - 0.1) pixels).
+struct PredictLetterbox {
+  int height = 0, width = 0;
+  double ratio = 1.0;
+  int resized_h = 0, resized_w = 0;
+  double pad_w = 0.0, pad_h = 0.0;
+};
+PredictLetterbox predict_letterbox(int orig_h, int orig_w, int imgsz, int stride = 32);
+
+Prediction predict_image(model::SegmentationModelImpl& model, const torch::Device& device, const data::Image& image,
+                         const PredictOptions& options);
+// The same on any network (inference/network.h: the eager model or a compiled package); options.amp and
+// options.nms are the network's own.
+class Network;
+Prediction predict_image(Network& network, const data::Image& image, const PredictOptions& options);
+
+// Predictions of several images, in their order, each image letterboxed as predict_image does it:
+// one forward for each group of images whose inputs have the same size (all of them for a video's
+// frames or a camera's images). Images of other sizes are not padded to a common size, which would
+// change what the network sees near their borders; so each result is predict_image's on that image.
+std::vector<Prediction> predict_images(model::SegmentationModelImpl& model, const torch::Device& device,
+                                       std::span<const data::Image> images, const PredictOptions& options);
+std::vector<Prediction> predict_images(Network& network, std::span<const data::Image> images,
+                                       const PredictOptions& options);
+
+// Thrown by predict_images when every candidate the network outputs for a batch holds a NaN or
+// infinite value (weights
+// that pass the checks on their values, yet overflow in float32): nothing could be detected, and
+// an empty result would say there is nothing to detect. The caller names the model file.
+class NonFiniteOutputs : public UserError {
+ public:
+  NonFiniteOutputs()
+      : UserError(
+            "every candidate the network outputs holds NaN or infinite values (its weights overflow in "
+            "float32); nothing can be predicted") {}
+};
+
+// The outline of the largest 8-connected region of a binary mask (h x w, nonzero = inside) as the
+// pixel coordinates x0, y0, x1, y1, ... of its boundary pixels with straight runs reduced to their
+// end points (as OpenCV's CHAIN_APPROX_SIMPLE). Empty when the mask is empty.
+std::vector<float> mask_outline(const uint8_t* mask, int h, int w);
+
+}  // namespace lucid::engine
