@@ -2,12 +2,15 @@
 its YAML) forward and backward under BF16 autocast, channels_last, deterministic algorithms, timed
 for each shape's first pass and for a repeat, in one process per setting:
 
-    python bench/first_pass.py [cudnn|nocudnn|nondet|thread|convs|parallel|dwnchw] [label]   (default cudnn)
+    python bench/first_pass.py [cudnn|nocudnn|nondet|thread|convs|parallel|dwnchw|signatures|signatures-dwnchw]
+        [label]   (default cudnn)
 
 cudnn: as a fit runs; nocudnn: torch.backends.cudnn.enabled = False (convolutions without cuDNN);
 nondet: cuDNN without deterministic algorithms; thread: the batch-4 pass first in another thread,
 then on this one (whether what a first pass sets up is shared across threads); convs: the first
-forward of every convolution timed on its own (which convolutions the set-up cost sits in). The
+forward of every convolution timed on its own (which convolutions the set-up cost sits in);
+signatures: the first forward and backward of every distinct convolution timed on its own, then the
+whole network's first pass (signatures-dwnchw: the depthwise ones on contiguous tensors). The
 cuDNN environment (TORCH_CUDNN_V8_API_DISABLED, TORCH_CUDNN_USE_HEURISTIC_MODE_B, CUDA_CACHE_PATH)
 is the caller's; label names it in the output. Prints one line per pass: the shape, and its seconds
 (device synchronised)."""
@@ -47,6 +50,8 @@ def main():
             _timed_pass(model, batch, label)
             _timed_pass(model, batch, label)
         return
+    if setting in ("signatures", "signatures-dwnchw"):
+        return _time_signatures(model, label, setting == "signatures-dwnchw")
     if setting == "dwnchw":
         _depthwise_in_nchw(model)
     if setting == "thread":
@@ -58,6 +63,9 @@ def main():
     steady = sorted(_timed_pass(model, 64, None) for _ in range(15))
     print(f"{label}: batch 64 steady: median {steady[7] * 1000:.1f} ms ({steady[0] * 1000:.1f}-"
           f"{steady[-1] * 1000:.1f})", flush=True)
+    with open("/proc/self/maps") as f:
+        libs = sorted({line.split()[-1] for line in f if "cudnn_engines" in line or "nvrtc.so" in line})
+    print(f"{label}: loaded {libs}", flush=True)
 
 
 def _depthwise_in_nchw(model):
@@ -130,12 +138,35 @@ def _warm_in_threads(convs, batch, threads):
             torch.autograd.grad(y, inputs, torch.ones_like(y))
         torch.cuda.synchronize()
 
+    if threads == 0:  # on this thread
+        return warm(convs)
     parts = [convs[i::threads] for i in range(threads)]
     workers = [threading.Thread(target=warm, args=(part,)) for part in parts]
     for w in workers:
         w.start()
     for w in workers:
         w.join()
+
+
+def _time_signatures(model, label, depthwise_nchw):
+    """The first forward and backward of every distinct convolution at batch 4 on this thread, each
+    timed on its own, then the whole network's first pass at batch 4 (what the warm-up left)."""
+    convs = _conv_signatures(model)
+    if depthwise_nchw:  # those run on ATen's kernels: nothing of cuDNN's to set up
+        _depthwise_in_nchw(model)
+        convs = [sig for sig in convs if not (sig[5] > 1 and sig[5] == sig[0][0])]
+    times = []
+    for sig in convs:
+        t = time.perf_counter()
+        _warm_in_threads([sig], 4, 0)
+        times.append((time.perf_counter() - t, sig))
+    dw = [t for t, sig in times if sig[5] > 1 and sig[5] == sig[0][0]]
+    print(f"{label}: {len(convs)} signatures set up in {sum(t for t, _ in times):.2f} s, of which "
+          f"{len(dw)} depthwise {sum(dw):.2f} s", flush=True)
+    for t, sig in sorted(times, key=lambda ts: -ts[0])[:12]:
+        print(f"{label}: {t * 1000:7.1f} ms  {sig}", flush=True)
+    _timed_pass(model, 4, f"{label} whole network after")
+    _timed_pass(model, 4, f"{label} whole network again")
 
 
 def _time_convs(model, label):

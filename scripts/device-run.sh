@@ -18,7 +18,8 @@
 #   option, i.e. capture_step on by default: the Ultralytics package from the
 #   wheels in .whl/ when present (ultralytics, ultralytics_thop, ultralytics_platform, and polars with
 #   polars_runtime_32, which its trainer imports), lucid native (capture_step=False), lucid with the three
-#   stage recordings, lucid with capture_step=True); logs and a summary in OUT_DIR/screens.
+#   stage recordings, lucid with capture_step=True; dwkernels and dwnative: default and native with
+#   lucid's depthwise kernels, LUCID_DEPTHWISE_KERNELS=1); logs and a summary in OUT_DIR/screens.
 # scale: the scale workload (bench/scale_workload.sh: LUCID_SCALE_IMAGES training files, default 20000,
 #   under /tmp/lucid-scale) trained for LUCID_SCALE_EPOCHS (default 1) at batch 64, 640 px, 16 workers, one
 #   fresh process per arm in LUCID_SCALE_ARMS (default "ram disk none gpu ultralytics": lucid with
@@ -193,12 +194,16 @@ for b in "${benches[@]}"; do
                               --data "$work/data.yaml" --out /tmp/peer-runs --name "$sc" --epochs "$epochs" --batch "$batch" \
                               --workers "$workers" > "$log" 2>&1 || status=1
                             echo "$sc ultralytics: $(tail -1 "$log")" ;;
-               native|default|stages|step)
-                 # native: capture_step=False; default: no capture option (capture_step on by default).
+               native|default|stages|step|dwkernels|dwnative)
+                 # native: capture_step=False; default: no capture option (capture_step on by default);
+                 # dwkernels, dwnative: default and native with lucid's depthwise convolution kernels
+                 # (LUCID_DEPTHWISE_KERNELS=1, model/depthwise.h) instead of cuDNN's.
                  extra=(); [ $arm = native ] && extra=(capture_step=False)
+                 [ $arm = dwnative ] && extra=(capture_step=False)
+                 dw=0; [ ${arm#dw} != $arm ] && dw=1
                  [ $arm = stages ] && extra=(capture_network=True capture_segment_heads=True capture_optimizer=True)
                  [ $arm = step ] && extra=(capture_step=True)
-                 LUCID_SHARED=${LUCID_SHARED:-$root/shared} LUCID_RUNS=/tmp/lucid-screens-$sc-$arm \
+                 LUCID_DEPTHWISE_KERNELS=$dw LUCID_SHARED=${LUCID_SHARED:-$root/shared} LUCID_RUNS=/tmp/lucid-screens-$sc-$arm \
                    "$root/bench/fit_workload.sh" "$LUCID_BUILD_DIR/lucid" "$work" /tmp/lucid-screens-out/$sc-$arm 1 \
                    batch="$batch" epochs="$epochs" workers="$workers" "${extra[@]}" > "$log" 2>&1 || status=1
                  cat /tmp/lucid-screens-out/$sc-$arm/fit-1.log >> "$log"

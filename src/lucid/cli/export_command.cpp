@@ -17,6 +17,7 @@
 #include "lucid/cli/export_formats.h"
 #include "lucid/config/fields.h"
 #include "lucid/config/options.h"
+#include "lucid/config/weights_fields.h"
 #include "lucid/deploy/compiled_model.h"
 #include "lucid/util/error.h"
 #include "lucid/weights/model_source.h"
@@ -62,13 +63,10 @@ const config::FieldList<ExportSettings>& export_fields() {
     f->flag("int8", "openvino: INT8 by NNCF calibration on the validation images of data=").to(&S::int8);
     f->text("data", "openvino int8=True: the dataset YAML whose validation images calibrate").to(&S::data);
     f->number("fraction", "openvino int8=True: the share of those images used").min(0, true).max(1).to(&S::fraction);
-    f->integer("imgsz", "",
-               "image size recorded with the weights, or the input size of the deployed file (default: the model "
-               "file's, else 640)")
-        .range(1, config::kMaxImgsz)
-        .resolve([](const S&) { return 0LL; })
-        .adjust([](const S&, long long v) { return v == 0 ? v : config::stride_multiple(v); })
-        .to(&S::imgsz);
+    config::declare_weights_imgsz(*f,
+                                  "image size recorded with the weights, or the input size of the deployed file "
+                                  "(default: the model file's, else 640)",
+                                  &S::imgsz);
     f->integer("batch", "deployed formats: the batch size of the fixed input (the largest with dynamic=True)")
         .range(1, 1024)
         .to(&S::batch);

@@ -23,6 +23,7 @@
 #include "lucid/config/nms_fields.h"
 #include "lucid/config/nms_option.h"
 #include "lucid/config/user_settings.h"
+#include "lucid/config/weights_fields.h"
 #include "lucid/data/dataset.h"
 #include "lucid/data/video.h"
 #include "lucid/deploy/load_network.h"
@@ -198,11 +199,8 @@ const config::FieldList<PredictSettings>& predict_fields() {
             "an image or video file, a folder, a glob ('imgs/*.jpg', 'data/**/*.png') or a list file (.txt: a path a "
             "line; .csv: comma-separated); URLs and cameras are not supported")
         .to(&S::source);
-    f->integer("imgsz", "", "input size (long side, padded to a multiple of 32; default: the model file's, else 640)")
-        .range(1, config::kMaxImgsz)
-        .resolve([](const S&) { return 0LL; })
-        .adjust([](const S&, long long v) { return v == 0 ? v : config::stride_multiple(v); })
-        .to(&S::imgsz);
+    config::declare_weights_imgsz(
+        *f, "input size (long side, padded to a multiple of 32; default: the model file's, else 640)", &S::imgsz);
     f->number("conf", "confidence threshold").fraction().to(&S::po, &PredictOptions::conf);
     config::declare_nms_fields<PredictOptions>(*f, "", std::numeric_limits<int64_t>::max(), &S::po);
     f->text("classes", "keep only these class ids, e.g. 0,2").to(&S::classes).also([](S& s, const std::string& v) {
@@ -231,11 +229,7 @@ const config::FieldList<PredictSettings>& predict_fields() {
         .min(0)
         .resolve([](const S&) { return 0.0; })
         .to(&S::outputs, &Outputs::line_width);
-    f->text("project", "", "folder of runs (default: runs_dir/segment, see lucid settings)")
-        .resolve([](const S&) { return config::default_project(); })
-        .to(&S::project);
-    f->text("name", "run name (predict, predict2, ...)").to(&S::name);
-    f->flag("exist_ok", "reuse project/name if it exists").to(&S::exist_ok);
+    config::declare_run_folder(*f, "run name (predict, predict2, ...)", &S::project, &S::name, &S::exist_ok);
     f->flag("verbose", "print a line per image and the speed").to(&S::verbose);
     f->flag("stream", "the reference's Python generator of results; the command streams its sources either way")
         .to(&S::stream);

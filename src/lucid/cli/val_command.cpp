@@ -13,6 +13,7 @@
 #include "lucid/config/nms_fields.h"
 #include "lucid/config/nms_option.h"
 #include "lucid/config/user_settings.h"
+#include "lucid/config/weights_fields.h"
 #include "lucid/data/loader.h"
 #include "lucid/data/synth.h"
 #include "lucid/evaluate/evaluate.h"
@@ -64,11 +65,7 @@ const config::FieldList<ValSettings>& val_fields() {
     f->text("data", "", "dataset YAML, folder or COCO JSON (default: the model file's data, else the synthetic set)")
         .to(&S::data);
     f->choice("split", "split to validate: val or test", {"val", "test"}).to(&S::split);
-    f->integer("imgsz", "", "input size (default: the model file's imgsz, else 640)")
-        .range(1, config::kMaxImgsz)
-        .resolve([](const S&) { return 0LL; })
-        .adjust([](const S&, long long v) { return v == 0 ? v : config::stride_multiple(v); })
-        .to(&S::imgsz);
+    config::declare_weights_imgsz(*f, "input size (default: the model file's imgsz, else 640)", &S::imgsz);
     f->integer("batch", "images per batch").range(1, config::kMaxBatch).to(&S::batch);
     f->number("conf", "confidence threshold").fraction().to(&S::validator, &ValidatorOptions::conf);
     config::declare_nms_fields<ValidatorOptions>(*f, "", 1 << 20, &S::validator);
@@ -93,11 +90,7 @@ const config::FieldList<ValSettings>& val_fields() {
     f->flag("allow_outside_images",
             "follow COCO file_name paths that are absolute or lead out of the image folder (..)")
         .to(&S::index, &data::IndexOptions::allow_outside_images);
-    f->text("project", "", "folder of runs (default: runs_dir/segment, see lucid settings)")
-        .resolve([](const S&) { return config::default_project(); })
-        .to(&S::project);
-    f->text("name", "run name (val, val2, ...)").to(&S::name);
-    f->flag("exist_ok", "reuse project/name if it exists").to(&S::exist_ok);
+    config::declare_run_folder(*f, "run name (val, val2, ...)", &S::project, &S::name, &S::exist_ok);
     return f;
   }();
   return *list;

@@ -1,5 +1,6 @@
 #include "lucid/model/blocks.h"
 #include "lucid/model/batch_norm_forward.h"
+#include "lucid/model/depthwise.h"
 
 #include <numeric>
 
@@ -57,7 +58,7 @@ void set_batch_norm_forward(BatchNormForward forward) { batch_norm_override() = 
 const BatchNormForward& batch_norm_forward() { return batch_norm_override(); }
 
 Tensor ConvImpl::forward(const Tensor& x) {
-  auto c = conv(x);
+  auto c = takes_depthwise_kernel(*conv, x) ? depthwise_forward(*conv, x) : conv(x);
   const auto& replaced = batch_norm_override();
   auto y = replaced && bn->is_training() ? replaced(*bn, c) : bn(c);
   if (FlopScope::active()) {

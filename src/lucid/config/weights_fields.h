@@ -1,0 +1,36 @@
+// Options that the commands reading a weights file (val, predict, export) share, declared once:
+// the input size, whose default is the one the weights file records (resolved after it is read,
+// so 0 here), and the run folder of val and predict (project, name, exist_ok).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "lucid/config/fields.h"
+#include "lucid/config/options.h"
+#include "lucid/config/user_settings.h"
+
+namespace lucid::config {
+
+// imgsz: 0 (the weights file's, else 640) or an input size, rounded up to a multiple of 32.
+template <class S>
+void declare_weights_imgsz(FieldList<S>& f, const std::string& help, int64_t S::*imgsz) {
+  f.integer("imgsz", "", help)
+      .range(1, kMaxImgsz)
+      .resolve([](const S&) { return 0LL; })
+      .adjust([](const S&, long long v) { return v == 0 ? v : stride_multiple(v); })
+      .to(imgsz);
+}
+
+// project (default: runs_dir/segment of the user settings), name (its default: the member's
+// initializer, e.g. "val") and exist_ok.
+template <class S>
+void declare_run_folder(FieldList<S>& f, const std::string& name_help, std::string S::*project, std::string S::*name,
+                        bool S::*exist_ok) {
+  f.text("project", "", "folder of runs (default: runs_dir/segment, see lucid settings)")
+      .resolve([](const S&) { return default_project(); })
+      .to(project);
+  f.text("name", name_help).to(name);
+  f.flag("exist_ok", "reuse project/name if it exists").to(exist_ok);
+}
+
+}  // namespace lucid::config

@@ -1,0 +1,177 @@
+#include <ATen/Dispatch.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "lucid/model/depthwise_cuda.h"
+
+namespace lucid::model::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kWeightGradBlocks = 1024;  // row blocks of the weight gradient's first pass
+
+struct Shape {
+  int64_t n, c, h, w;
+};
+
+// Calls visit(tap, offset) for each tap (a, b) of a K x K window centred on (n, h, col) that falls
+// inside the image: tap = a * K + b, offset = the channels_last offset of that input pixel's first
+// channel. Taps outside are the zero padding and add nothing.
+template <int K, typename Visit>
+__device__ __forceinline__ void for_each_tap(int64_t n, int64_t h, int64_t col, const Shape& s, Visit&& visit) {
+#pragma unroll
+  for (int a = 0; a < K; ++a) {
+    const int64_t hi = h + a - K / 2;
+    if (hi < 0 || hi >= s.h) continue;
+#pragma unroll
+    for (int b = 0; b < K; ++b) {
+      const int64_t wi = col + b - K / 2;
+      if (wi < 0 || wi >= s.w) continue;
+      visit(a * K + b, ((n * s.h + hi) * s.w + wi) * s.c);
+    }
+  }
+}
+
+// One output element (n, h, w, c) per thread; neighbouring threads take neighbouring channels, so
+// every tap's loads are coalesced in the channels_last layout.
+template <typename T, int K>
+__global__ void depthwise_conv_kernel(const T* __restrict__ x, const T* __restrict__ wt, T* __restrict__ y, Shape s,
+                                      bool flipped) {
+  const int64_t total = s.n * s.h * s.w * s.c;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    const int64_t c = i % s.c, pixel = i / s.c;
+    const int64_t col = pixel % s.w, row = pixel / s.w, h = row % s.h, n = row / s.h;
+    const T* wc = wt + c * K * K;
+    float acc = 0.f;
+    for_each_tap<K>(n, h, col, s, [&](int tap, int64_t pixel_at) {
+      const int w_tap = flipped ? K * K - 1 - tap : tap;  // (K-1-a, K-1-b) for (a, b)
+      acc += static_cast<float>(x[pixel_at + c]) * static_cast<float>(wc[w_tap]);
+    });
+    y[i] = static_cast<T>(acc);
+  }
+}
+
+// First pass of the weight gradient: block p sums rows [p * rows_per_block, ...) of the (N * H)
+// image rows for every channel and tap into partial[p][c][tap].
+template <typename T, int K>
+__global__ void depthwise_weight_partial_kernel(const T* __restrict__ x, const T* __restrict__ gy,
+                                                float* __restrict__ partial, Shape s, int64_t rows_per_block) {
+  const int64_t rows = s.n * s.h, r0 = blockIdx.x * rows_per_block;
+  const int64_t r1 = r0 + rows_per_block < rows ? r0 + rows_per_block : rows;
+  for (int64_t c = threadIdx.x; c < s.c; c += blockDim.x) {
+    float acc[K * K];
+#pragma unroll
+    for (int t = 0; t < K * K; ++t) acc[t] = 0.f;
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t h = r % s.h, n = r / s.h;
+      for (int64_t col = 0; col < s.w; ++col) {
+        const float g = static_cast<float>(gy[(r * s.w + col) * s.c + c]);
+        for_each_tap<K>(n, h, col, s,
+                        [&](int tap, int64_t pixel_at) { acc[tap] += static_cast<float>(x[pixel_at + c]) * g; });
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < K * K; ++t) partial[(blockIdx.x * s.c + c) * K * K + t] = acc[t];
+  }
+}
+
+// Second pass: each (channel, tap) sums its blocks' partial sums in block order.
+__global__ void depthwise_weight_sum_kernel(const float* __restrict__ partial, float* __restrict__ grad, int64_t blocks,
+                                            int64_t per_block) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= per_block) return;
+  float sum = 0.f;
+  for (int64_t p = 0; p < blocks; ++p) sum += partial[p * per_block + i];
+  grad[i] = sum;
+}
+
+Shape shape_of(const Tensor& x) { return {x.size(0), x.size(1), x.size(2), x.size(3)}; }
+
+void check(const Tensor& x, const Tensor& other, const char* what) {
+  if (!x.is_cuda() || x.dim() != 4 || !x.is_contiguous(at::MemoryFormat::ChannelsLast) ||
+      other.scalar_type() != x.scalar_type() || other.device() != x.device())
+    throw std::invalid_argument(std::string("depthwise kernel: ") + what +
+                                " needs channels_last CUDA tensors of one dtype and device");
+}
+
+unsigned grid_for(int64_t total) {
+  return static_cast<unsigned>(std::clamp<int64_t>((total + kThreads - 1) / kThreads, 1, 65535L * 8));
+}
+
+template <typename Launch>
+void with_kernel_size(int64_t k, Launch&& launch) {
+  switch (k) {
+    case 1:
+      return launch(std::integral_constant<int, 1>{});
+    case 3:
+      return launch(std::integral_constant<int, 3>{});
+    case 5:
+      return launch(std::integral_constant<int, 5>{});
+    case 7:
+      return launch(std::integral_constant<int, 7>{});
+    default:
+      throw std::invalid_argument("depthwise kernel: kernel size " + std::to_string(k) + " not built");
+  }
+}
+
+}  // namespace
+
+bool depthwise_available(const Tensor& x, int64_t k) {
+  const auto t = x.scalar_type();
+  return x.is_cuda() && x.dim() == 4 && (k == 1 || k == 3 || k == 5 || k == 7) &&
+         (t == at::kFloat || t == at::kHalf || t == at::kBFloat16);
+}
+
+Tensor depthwise_conv(const Tensor& x, const Tensor& w, bool flipped) {
+  check(x, w, "the convolution");
+  if (!w.is_contiguous() || w.dim() != 4 || w.size(0) != x.size(1) || w.size(1) != 1 || w.size(2) != w.size(3))
+    throw std::invalid_argument("depthwise kernel: the weight must be a contiguous (C, 1, k, k) tensor");
+  const c10::cuda::CUDAGuard guard(x.device());
+  auto y = at::empty_like(x, at::MemoryFormat::ChannelsLast);
+  if (x.numel() == 0) return y;
+  const Shape s = shape_of(x);
+  auto stream = at::cuda::getCurrentCUDAStream();
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "depthwise_conv", [&] {
+    with_kernel_size(w.size(2), [&](auto k) {
+      depthwise_conv_kernel<scalar_t, decltype(k)::value><<<grid_for(x.numel()), kThreads, 0, stream>>>(
+          x.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), s, flipped);
+    });
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return y;
+}
+
+Tensor depthwise_weight_grad(const Tensor& x, const Tensor& gy, int64_t k) {
+  check(x, gy, "the weight gradient");
+  if (gy.sizes() != x.sizes()) throw std::invalid_argument("depthwise kernel: gradient and input shapes differ");
+  const c10::cuda::CUDAGuard guard(x.device());
+  const Shape s = shape_of(x);
+  const int64_t rows = s.n * s.h, per_block = s.c * k * k;
+  const int64_t rows_per_block = std::max<int64_t>(1, (rows + kWeightGradBlocks - 1) / kWeightGradBlocks);
+  const int64_t blocks = std::max<int64_t>(1, (rows + rows_per_block - 1) / rows_per_block);
+  auto f32 = x.options().dtype(at::kFloat).memory_format(at::MemoryFormat::Contiguous);
+  auto partial = at::zeros({blocks, per_block}, f32);
+  auto grad = at::empty({s.c, 1, k, k}, f32);
+  auto stream = at::cuda::getCurrentCUDAStream();
+  const int threads = static_cast<int>(std::min<int64_t>(kThreads, (s.c + 31) / 32 * 32));
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "depthwise_weight_grad", [&] {
+    with_kernel_size(k, [&](auto kk) {
+      if (rows > 0)
+        depthwise_weight_partial_kernel<scalar_t, decltype(kk)::value>
+            <<<static_cast<unsigned>(blocks), threads, 0, stream>>>(x.data_ptr<scalar_t>(), gy.data_ptr<scalar_t>(),
+                                                                    partial.data_ptr<float>(), s, rows_per_block);
+    });
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  depthwise_weight_sum_kernel<<<grid_for(per_block), kThreads, 0, stream>>>(partial.data_ptr<float>(),
+                                                                            grad.data_ptr<float>(), blocks, per_block);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return grad.to(x.scalar_type());
+}
+
+}  // namespace lucid::model::cuda
