@@ -164,3 +164,29 @@ TEST(TrainingStep, EpochLossWeightsReplayWithoutReRecordingAndStayIdentical) {
 }
 
 }  // namespace
+
+// The step owns the accumulation boundary: with 2 micro-steps per update and the last optimizer step
+// at -1 (a fresh run), iterations 1, 3 and 5 close an accumulation (ni - last_opt_step >= 2, the
+// reference's rule), step the optimizer and move last_opt_step; the others only accumulate, leaving
+// the parameters as they were.
+TEST(TrainingStep, TheStepOwnsTheAccumulationBoundary) {
+  FitSetup setup;
+  setup.loss = simple_loss_fns();
+  Fit fit(std::nullopt, optim::Kind::SGD, "", setup);
+  const auto batches = schedule();
+  int64_t last_opt_step = -1;
+  for (int64_t ni = 0; ni < 6; ++ni) {
+    const auto& b = batches[static_cast<size_t>(ni) % batches.size()];
+    std::vector<Tensor> before;
+    for (const auto& p : fit.model()->parameters()) before.push_back(p.detach().clone());
+    const auto it = fit.step().train(b.x, b.targets, ni, {2, true, last_opt_step});
+    const bool boundary = ni % 2 == 1;
+    EXPECT_EQ(it.optimizer_stepped, boundary) << "iteration " << ni;
+    EXPECT_EQ(last_opt_step, boundary ? ni : ni - 1) << "iteration " << ni;
+    EXPECT_TRUE(it.loss.items.defined());
+    bool unchanged = true;
+    size_t i = 0;
+    for (const auto& p : fit.model()->parameters()) unchanged = unchanged && torch::equal(p, before[i++]);
+    EXPECT_EQ(unchanged, !boundary) << "iteration " << ni;
+  }
+}

@@ -27,6 +27,7 @@ FitLoop::FitLoop(FitRun r, const optim::ScheduleOptions& schedule)
       if (p.requires_grad()) trainable.push_back(p);
     gradient_sync = r.parallel->gradient_sync(trainable, /*overlap=*/!step_settings.replay.any());
     step_settings.reduce_gradients = [sync = gradient_sync.get()] { sync->reduce(); };
+    step_settings.before_micro_step = [sync = gradient_sync.get()](bool final) { sync->set_final_micro_step(final); };
   }
   step = std::make_unique<TrainingStep>(r.model, r.loss, r.optimizer, &r.ema, step_settings);
 }

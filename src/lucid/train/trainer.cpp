@@ -302,17 +302,11 @@ std::pair<torch::Tensor, int64_t> Trainer::train_step(FitLoop& f, const TrainBat
     x = multi_scale_resize(
         x, multi_scale_size(s_.imgsz(), s_.multi_scale, 32, static_cast<uint64_t>(s_.seed), epoch, i), 32);
   // Warmup still changes the accumulation count; the stage recordings start once it is fixed.
-  f.step->set_accumulation_fixed(f.sched.accumulation_fixed(ni));
-  const bool update = ni - state_.last_opt_step >= f.sched.accumulate();
-  if (f.gradient_sync) f.gradient_sync->set_final_micro_step(update);
-  auto items = f.step->micro_step(x, batch.targets).items;
-  if (parallel_) items = parallel_->global_items(items);
-  if (update) {
-    f.step->optimizer_step();
-    state_.last_opt_step = ni;
-    // time= ran out after an optimizer step: the rest of the epoch is not trained.
-    f.time_up = f.budget.time_up(f.elapsed());
-  }
+  const auto it =
+      f.step->train(x, batch.targets, ni, {f.sched.accumulate(), f.sched.accumulation_fixed(ni), state_.last_opt_step});
+  // time= ran out after an optimizer step: the rest of the epoch is not trained.
+  if (it.optimizer_stepped) f.time_up = f.budget.time_up(f.elapsed());
+  auto items = parallel_ ? parallel_->global_items(it.loss.items) : it.loss.items;
   return {items, x.size(3)};
 }
 

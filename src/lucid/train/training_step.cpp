@@ -47,6 +47,20 @@ torch::Tensor TrainingStep::input(const torch::Tensor& images, const torch::Tens
   return data::network_input(loss::upload(images, s_.device), s_.hsv ? hsv_gains : torch::Tensor());
 }
 
+TrainingStep::Iteration TrainingStep::train(const torch::Tensor& x, const loss::SegTargets& targets, int64_t ni,
+                                            Accumulation acc) {
+  set_accumulation_fixed(acc.fixed);
+  Iteration it;
+  it.optimizer_stepped = ni - acc.last_opt_step >= acc.accumulate;
+  if (s_.before_micro_step) s_.before_micro_step(it.optimizer_stepped);
+  it.loss = micro_step(x, targets);
+  if (it.optimizer_stepped) {
+    optimizer_step();
+    acc.last_opt_step = ni;
+  }
+  return it;
+}
+
 void TrainingStep::set_accumulation_fixed(bool fixed) {
   if (stages_) stages_->set_accumulation_fixed(fixed);
 }

@@ -39,6 +39,18 @@ struct StepSettings {
   // Data parallel: the gradient all-reduce, run first at every optimizer step (before clipping;
   // inside the update's recording under capture_step).
   std::function<void()> reduce_gradients;
+  // Data parallel: told before each micro-step whether the optimizer step follows it (the overlapped
+  // all-reduce runs in that micro-step's backward only).
+  std::function<void(bool final_micro_step)> before_micro_step;
+};
+
+// Where a training iteration stands in gradient accumulation: the schedule's count (the warmup
+// ramps it), whether it is fixed yet, and the iteration of the last optimizer step (the run state,
+// checkpointed).
+struct Accumulation {
+  int64_t accumulate = 1;
+  bool fixed = true;
+  int64_t& last_opt_step;
 };
 
 struct StepLoss {
@@ -69,6 +81,14 @@ class TrainingStep {
   // The network input of a batch: uint8 (B, 3, H, W) host images uploaded, device HSV with the
   // batch's gains (when on and given), scaled to [0, 1], channels_last on CUDA.
   torch::Tensor input(const torch::Tensor& images, const torch::Tensor& hsv_gains) const;
+
+  // One training iteration ni: a micro-step and, at the accumulation boundary (ni - last_opt_step
+  // >= accumulate, the reference's rule), the optimizer step, which moves last_opt_step to ni.
+  struct Iteration {
+    StepLoss loss;
+    bool optimizer_stepped = false;
+  };
+  Iteration train(const torch::Tensor& x, const loss::SegTargets& targets, int64_t ni, Accumulation acc);
 
   // Whether the accumulation count is fixed (warmup over): the stage recordings wait for it.
   void set_accumulation_fixed(bool fixed);
