@@ -70,9 +70,22 @@ Trainer::Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart 
   // leave it out, so runs that differ only in those write the same bytes (args.yaml keeps
   // everything).
   args_ = train_record(s_, RecordScope::Checkpoint);
-  const auto* world = dist::world();
   primary_ = dist::primary();
+  const auto* world = dist::world();
   device_ = world ? world->device() : util::parse_device(s_.device);
+  use_determinism();
+  build_model(start, resumed != nullptr);
+  build_loss();
+  const auto choice = build_optimizer(resumed);
+  if (resumed)
+    resume(*resumed, choice);
+  else if (primary_)
+    open_run_folder();
+  open_event_file();
+  if (parallel_) run_dir_ = parallel_->from_primary("run_dir", run_dir_.string());
+}
+
+void Trainer::use_determinism() {
   if (device_.is_cpu()) util::use_reference_cpu_threads();
   if (s_.deterministic) {
     at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
@@ -84,21 +97,25 @@ Trainer::Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart 
     at::globalContext().setBenchmarkCuDNN(false);
   }
   torch::manual_seed(static_cast<uint64_t>(s_.seed));
+}
+
+void Trainer::build_model(const ModelStart& start, bool resuming) {
   if (start.spec.nc != dataset_.nc) throw std::invalid_argument("Trainer: the model's nc differs from the dataset's");
   model_ = model::SegmentationModel(start.spec);
-  const std::string resume_from = resumed ? resumed->checkpoint : "";
-  if (start.weights && !resumed) {
+  if (start.weights && !resuming) {
     const auto r = model::transfer_weights(*model_, *start.weights);
     std::printf("Transferred %lld/%lld items from pretrained weights\n", static_cast<long long>(r.transferred),
                 static_cast<long long>(r.total));
   }
   model_->to(device_);
   if (device_.is_cuda()) model::use_channels_last(*model_);
-  if (world) parallel_ = std::make_unique<dist::DataParallel>(*dist::world(), *model_, s_.sync_bn);
+  if (dist::world()) parallel_ = std::make_unique<dist::DataParallel>(*dist::world(), *model_, s_.sync_bn);
   // sync_bn computes BatchNorm the same way in one process, so worlds of every size compare.
-  if (!world && s_.sync_bn) dist::use_sync_batch_norm(nullptr);
+  if (!parallel_ && s_.sync_bn) dist::use_sync_batch_norm(nullptr);
   freeze_layers(*model_, s_.frozen);
+}
 
+void Trainer::build_loss() {
   loss::LossOptions lo = s_.loss;
   if (s_.cls_pw > 0) lo.class_weights = loss::class_weights(dataset_.class_counts, s_.cls_pw);
   loss_ = std::make_unique<loss::SegmentationLoss>(loss::loss_options_for(*model_, lo));
@@ -108,7 +125,9 @@ Trainer::Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart 
     for (double v : lo.class_weights) std::snprintf(buf, sizeof buf, "%s%.3f", w.empty() ? "" : " ", v), w += buf;
     std::printf("Class weights: [%s]\n", w.c_str());
   }
+}
 
+optim::OptimizerChoice Trainer::build_optimizer(const ResumedRun* resumed) {
   const auto& o = s_.optimizer;
   const int64_t batch = s_.batch();
   const int64_t accumulate = std::max<int64_t>(std::llround(static_cast<double>(o.nbs) / batch), 1);
@@ -117,7 +136,7 @@ Trainer::Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart 
   const auto& recorded = resumed ? resumed->state.optimizer : nlohmann::ordered_json();
   auto choice = recorded.is_null()
                     ? optim::choose_optimizer(o.name, o.lr0, o.momentum, dataset_.nc, per_epoch * s_.epochs)
-                    : choice_from_record(recorded, resume_from);
+                    : choice_from_record(recorded, resumed->checkpoint);
   schedule_ = s_.schedule;
   schedule_.timed = s_.time > 0;
   if (choice.auto_chosen) schedule_.warmup_bias_lr = 0.0;  // as the reference's auto (the record keeps the option)
@@ -132,40 +151,45 @@ Trainer::Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart 
   state_.optimizer = choice_record(choice);
   std::printf("optimizer: %s(lr=%g, momentum=%g) with %zu parameter groups, weight_decay=%g\n",
               optim::kind_name(choice.kind).c_str(), choice.lr, choice.momentum, optimizer_->groups().size(), decay);
+  return choice;
+}
 
-  if (resumed) {
-    state_ = load_checkpoint(resume_from, *model_, &*ema_->model(), optimizer_.get());
-    run_dir_ = resumed->run_dir;  // by the checkpoint's own record
-    state_.args = args_;          // the run's options, in their declared order, with a new epochs or device
-    state_.optimizer = choice_record(choice);
-    if (parallel_) parallel_->keep_primary_gradients(model_->parameters());
-    ema_->set_updates(state_.ema_updates);
-    if (primary_) {
-      lock_ = std::make_unique<RunFolderLock>(run_dir_);
-      remove_interrupted_writes(run_dir_);
-      restore_logs(resume_from);
-      // args.yaml follows the record where a resume changed it (epochs, device); otherwise it is kept.
-      if (update_args_yaml(run_dir_, args_))
-        std::printf("%s: updated to %s\n", (run_dir_ / "args.yaml").string().c_str(), args_.dump().c_str());
-    }
-    std::printf("resuming %s from epoch %lld of %lld\n", resume_from.c_str(), static_cast<long long>(state_.epoch + 1),
-                static_cast<long long>(s_.epochs));
-  } else if (primary_) {
-    run_dir_ = make_run_dir(s_.project, s_.name, s_.exist_ok);
+void Trainer::resume(const ResumedRun& resumed, const optim::OptimizerChoice& choice) {
+  const std::string& from = resumed.checkpoint;
+  state_ = load_checkpoint(from, *model_, &*ema_->model(), optimizer_.get());
+  run_dir_ = resumed.run_dir;  // by the checkpoint's own record
+  state_.args = args_;         // the run's options, in their declared order, with a new epochs or device
+  state_.optimizer = choice_record(choice);
+  if (parallel_) parallel_->keep_primary_gradients(model_->parameters());
+  ema_->set_updates(state_.ema_updates);
+  if (primary_) {
     lock_ = std::make_unique<RunFolderLock>(run_dir_);
     remove_interrupted_writes(run_dir_);
-    write_args_yaml(run_dir_, train_record(s_, RecordScope::ArgsYaml));
+    restore_logs(from);
+    // args.yaml follows the record where a resume changed it (epochs, device); otherwise it is kept.
+    if (update_args_yaml(run_dir_, args_))
+      std::printf("%s: updated to %s\n", (run_dir_ / "args.yaml").string().c_str(), args_.dump().c_str());
   }
-  // TensorBoard events: a new file per process, as the reference's writer; the session start at this
-  // fit's first epoch makes TensorBoard drop what an earlier file logged from there on (the epochs an
-  // interrupted run trained past its checkpoint, or an earlier run in a reused folder).
-  if (primary_ && s_.tensorboard) {
-    events_ = std::make_unique<report::EventFile>(run_dir_);
-    events_->session_start(state_.epoch + 1);
-    std::printf("TensorBoard: Start with 'tensorboard --logdir %s', view at http://localhost:6006/\n",
-                run_dir_.string().c_str());
-  }
-  if (parallel_) run_dir_ = parallel_->from_primary("run_dir", run_dir_.string());
+  std::printf("resuming %s from epoch %lld of %lld\n", from.c_str(), static_cast<long long>(state_.epoch + 1),
+              static_cast<long long>(s_.epochs));
+}
+
+void Trainer::open_run_folder() {
+  run_dir_ = make_run_dir(s_.project, s_.name, s_.exist_ok);
+  lock_ = std::make_unique<RunFolderLock>(run_dir_);
+  remove_interrupted_writes(run_dir_);
+  write_args_yaml(run_dir_, train_record(s_, RecordScope::ArgsYaml));
+}
+
+// TensorBoard events: a new file per process, as the reference's writer; the session start at this
+// fit's first epoch makes TensorBoard drop what an earlier file logged from there on (the epochs an
+// interrupted run trained past its checkpoint, or an earlier run in a reused folder).
+void Trainer::open_event_file() {
+  if (!primary_ || !s_.tensorboard) return;
+  events_ = std::make_unique<report::EventFile>(run_dir_);
+  events_->session_start(state_.epoch + 1);
+  std::printf("TensorBoard: Start with 'tensorboard --logdir %s', view at http://localhost:6006/\n",
+              run_dir_.string().c_str());
 }
 
 Trainer::~Trainer() {

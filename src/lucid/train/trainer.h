@@ -77,6 +77,18 @@ class Trainer {
   void set_fit_start(std::chrono::steady_clock::time_point t) { fit_start_ = t; }
 
  private:
+  // The construction in its order: determinism and the seed, the model (weights, device, layout,
+  // data parallel, sync BatchNorm, frozen layers), the loss, the optimizer with its schedule and EMA
+  // (returns the choice, recorded in checkpoints), then the resumed run's state or a new run folder,
+  // and the TensorBoard file.
+  void use_determinism();
+  void build_model(const ModelStart& start, bool resuming);
+  void build_loss();
+  optim::OptimizerChoice build_optimizer(const ResumedRun* resumed);
+  void resume(const ResumedRun& resumed, const optim::OptimizerChoice& choice);
+  void open_run_folder();
+  void open_event_file();
+
   // The loop's own parts (fit_loop.h): an epoch's start, its steps, and one step.
   FitRun fit_run();
   void begin_epoch(FitLoop& f);
