@@ -12,8 +12,8 @@ namespace lucid::model::cuda {
 
 using at::Tensor;
 
-// Whether the kernels take a k x k kernel (odd k up to 7) on this 4-D tensor's device and dtype
-// (CUDA FP32, FP16 or BF16).
+// Whether the kernels take a k x k kernel (odd k up to 7) on this 4-D tensor: CUDA FP32, FP16 or
+// BF16, fewer than 2^30 elements (32-bit indices).
 bool depthwise_available(const Tensor& x, int64_t k);
 
 // x (N, C, H, W) channels_last, w (C, 1, k, k) contiguous, same dtype: the stride-1 convolution
