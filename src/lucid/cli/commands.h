@@ -1,5 +1,6 @@
 // Subcommands of the `lucid` command; each takes the tokens after its name and returns an exit code.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,13 @@ int export_command(const std::vector<std::string>& args);
 int checks_command(const std::vector<std::string>& args);         // versions, devices, optional parts
 int settings_command(const std::vector<std::string>& args);       // the user's settings file
 int predict_bench_command(const std::vector<std::string>& args);  // `lucid bench predict`
+
+// The action of `lucid COMMAND ACTION [key=value ...]` (data, model): none after printing the usage
+// for no words (exit code 2) or --help / -h (0); a word not among `actions` is an error naming it,
+// with the usage.
+std::optional<std::string> action_word(const std::vector<std::string>& args, const std::string& command,
+                                       const std::string& usage, const std::vector<std::string>& actions,
+                                       int& exit_code);
 
 // The embedded synthetic dataset's YAML (written once into the cache folder): the data of
 // `lucid train` without data=.

@@ -179,13 +179,10 @@ int data_command(const std::vector<std::string>& args) {
       "  synth    write the synthetic shapes dataset (Ultralytics and COCO forms), out=DIR\n"
       "  convert  write a dataset in the other format: data=SRC out=DIR [to=coco|yolo]\n"
       "  prepare  decode and resize every image once into the prepared-image cache, imgsz=N\n";
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::cout << usage;
-    return args.empty() ? 2 : 0;
-  }
-  const auto& action = args[0];
-  if (action != "check" && action != "synth" && action != "convert" && action != "prepare")
-    throw UserError("unknown data action '" + action + "'\n" + usage);
+  int exit_code = 0;
+  const auto word = action_word(args, "data", usage, {"check", "synth", "convert", "prepare"}, exit_code);
+  if (!word) return exit_code;
+  const auto& action = *word;
   const auto& fields = data_fields(action);
   auto options = fields.options();
   if (!options.parse_or_help(std::vector<std::string>(args.begin() + 1, args.end()))) return 0;

@@ -87,12 +87,10 @@ int model_command(const std::vector<std::string>& args) {
       "usage: lucid model info|save [key=value ...]\n"
       "  info  print the layer table and summary (layers, parameters, gradients, GFLOPs)\n"
       "  save  write the model's weights (initial or loaded) as safetensors, out=FILE\n";
-  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::cout << usage;
-    return args.empty() ? 2 : 0;
-  }
-  const auto& action = args[0];
-  if (action != "info" && action != "save") throw UserError("unknown model action '" + action + "'\n" + usage);
+  int exit_code = 0;
+  const auto word = action_word(args, "model", usage, {"info", "save"}, exit_code);
+  if (!word) return exit_code;
+  const auto& action = *word;
   const auto& fields = model_fields(action == "save");
   auto o = fields.options();
   if (!o.parse_or_help(std::vector<std::string>(args.begin() + 1, args.end()))) return 0;
