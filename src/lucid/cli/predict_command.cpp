@@ -190,11 +190,10 @@ const config::FieldList<PredictSettings>& predict_fields() {
   using engine::PredictOptions;
   static const auto* list = [] {
     auto* f = new config::FieldList<S>("predict");
-    f->text("model", "",
-            "weights: a lucid train checkpoint (weights/best.safetensors), lucid weights (.safetensors), an "
-            "Ultralytics .pt, a compiled package (.pt2, lucid export format=aoti) or a TorchScript file "
-            "(.torchscript, lucid export format=torchscript)")
-        .to(&S::model);
+    config::declare_weights_model(*f,
+                                  ", an Ultralytics .pt, a compiled package (.pt2, lucid export format=aoti) or a "
+                                  "TorchScript file (.torchscript, lucid export format=torchscript)",
+                                  &S::model);
     f->text("source", "",
             "an image or video file, a folder, a glob ('imgs/*.jpg', 'data/**/*.png') or a list file (.txt: a path a "
             "line; .csv: comma-separated); URLs and cameras are not supported")

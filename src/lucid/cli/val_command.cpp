@@ -58,10 +58,7 @@ const config::FieldList<ValSettings>& val_fields() {
   using engine::ValidatorOptions;
   static const auto* list = [] {
     auto* f = new config::FieldList<S>("val");
-    f->text("model", "",
-            "weights: a lucid train checkpoint (weights/best.safetensors), lucid weights (.safetensors) or an "
-            "Ultralytics .pt")
-        .to(&S::model);
+    config::declare_weights_model(*f, " or an Ultralytics .pt", &S::model);
     f->text("data", "", "dataset YAML, folder or COCO JSON (default: the model file's data, else the synthetic set)")
         .to(&S::data);
     f->choice("split", "split to validate: val or test", {"val", "test"}).to(&S::split);

@@ -1,6 +1,6 @@
 // Options that the commands reading a weights file (val, predict, export) share, declared once:
-// the input size, whose default is the one the weights file records (resolved after it is read,
-// so 0 here), and the run folder of val and predict (project, name, exist_ok).
+// the weights file of val and predict, the input size, whose default is the one the weights file records (resolved
+// after it is read, so 0 here), and the run folder of val and predict (project, name, exist_ok).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -10,6 +10,15 @@
 #include "lucid/config/user_settings.h"
 
 namespace lucid::config {
+
+// model: the weights to read; `more_kinds` completes the list of the files a command reads after
+// training checkpoints and lucid weights (" or an Ultralytics .pt").
+template <class S>
+void declare_weights_model(FieldList<S>& f, const std::string& more_kinds, std::string S::*model) {
+  f.text("model", "",
+         "weights: a lucid train checkpoint (weights/best.safetensors), lucid weights (.safetensors)" + more_kinds)
+      .to(model);
+}
 
 // imgsz: 0 (the weights file's, else 640) or an input size, rounded up to a multiple of 32.
 template <class S>
