@@ -1,12 +1,19 @@
 // The depthwise convolution kernels (model/depthwise_cuda.h) against LibTorch's convolution (cuDNN,
 // TF32 off) on the same inputs: the output, the input gradient and the weight gradient, in FP32
 // (to rounding) and in BF16 (to BF16's precision), for 1x1 to 7x7 kernels, odd sizes and a single
-// row; two runs give the same bytes; a Conv block routes exactly its depthwise convolutions there.
+// row; two runs give the same bytes; recorded in a CUDA graph and replayed they give the eager
+// bytes; a Conv block routes exactly its depthwise convolutions there.
 #include <gtest/gtest.h>
 
 #include "lucid/model/blocks.h"
 #include "lucid/model/depthwise.h"
 #include "lucid/util/device.h"
+#ifdef LUCID_CUDA_KERNELS
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "lucid/model/depthwise_cuda.h"
+#endif
 
 using namespace lucid;
 using torch::Tensor;
@@ -106,5 +113,35 @@ TEST(DepthwiseGpu, ConvBlocksRouteTheirDepthwiseConvolutionsOnly) {
     ref = depthwise->bn(torch::conv2d(x, depthwise->conv->weight, {}, 1, 1, 1, 32));
   }
   expect_close(ours, torch::silu(ref), 2e-2, "Conv block under autocast");
+#endif
+}
+
+TEST(DepthwiseGpu, ReplayedFromACudaGraphTheKernelsGiveTheEagerBytes) {
+#ifndef LUCID_CUDA_KERNELS
+  GTEST_SKIP() << "built without the fused CUDA kernels";
+#else
+  torch::manual_seed(7);
+  const auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  const auto x = torch::randn({4, 48, 24, 20}, opts).contiguous(at::MemoryFormat::ChannelsLast);
+  const auto gy = torch::randn({4, 48, 24, 20}, opts).contiguous(at::MemoryFormat::ChannelsLast);
+  const auto w = torch::randn({48, 1, 3, 3}, opts);
+  auto all = [&] {
+    return std::vector<Tensor>{model::cuda::depthwise_conv(x, w, false), model::cuda::depthwise_conv(gy, w, true),
+                               model::cuda::depthwise_weight_grad(x, gy, 3)};
+  };
+  const auto eager = all();
+  std::vector<Tensor> recorded;
+  at::cuda::CUDAGraph graph;
+  {
+    const c10::cuda::CUDAStreamGuard side(at::cuda::getStreamFromPool());
+    all();  // warm-up on the capture stream
+    graph.capture_begin();
+    recorded = all();
+    graph.capture_end();
+  }
+  for (auto& t : recorded) t.zero_();
+  graph.replay();
+  torch::cuda::synchronize();
+  for (size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(torch::equal(recorded[i], eager[i])) << "output " << i;
 #endif
 }
