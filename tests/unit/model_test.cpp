@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "lucid/model/depthwise.h"
 #include "lucid/model/model.h"
 #include "lucid/model/safetensors.h"
 #include "lucid/util/error.h"
@@ -171,4 +172,18 @@ TEST(Safetensors, RoundTripAndStrictLoad) {
   EXPECT_THROW(model::load_state(*c, model::read_safetensors(path), path), UserError);
   std::ofstream(path, std::ios::binary) << "garbage";
   EXPECT_THROW(model::read_safetensors(path), UserError);
+}
+
+// lucid's depthwise kernels are CUDA only: on the CPU a Conv block runs LibTorch's convolution
+// whether the kernels are switched on or not, so CPU results never depend on the switch.
+TEST(DepthwiseRouting, CpuConvolutionsNeverTakeTheKernels) {
+  const auto was = model::depthwise_kernels_on();
+  auto block = model::DWConv(16, 16, 3);
+  const auto x = torch::randn({2, 16, 8, 8});
+  model::set_depthwise_kernels(true);
+  EXPECT_FALSE(model::takes_depthwise_kernel(*block->conv, x));
+  const auto on = block(x);
+  model::set_depthwise_kernels(false);
+  EXPECT_TRUE(torch::equal(on, block(x)));
+  model::set_depthwise_kernels(was);
 }
