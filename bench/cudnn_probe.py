@@ -2,11 +2,11 @@
 set of yolo26n-seg-like convolutions (BF16, channels_last, deterministic algorithms, as a fit runs),
 timed per convolution, in one process per setting:
 
-    python bench/cudnn_probe.py [default|nortc|log|nondet] [batch]
+    python bench/cudnn_probe.py [default|log|nondet] [batch]
 
-default: as a fit runs; nortc: cuDNN's runtime-compiled engine library hidden (renamed for the
-process' life, so that only precompiled engines are offered); log: cuDNN's API log of the first
-convolution, summarised as the calls that took longest; nondet: without deterministic algorithms.
+default: as a fit runs; log: cuDNN's API log of the first convolution (CUDNN_LOGLEVEL_DBG=3,
+CUDNN_LOGDEST_DBG=FILE set by the caller), summarised as the calls that took longest; nondet:
+without deterministic algorithms.
 Prints the seconds of each first pass and of a repeat, and which cuDNN and NVRTC libraries the
 process loaded."""
 import os

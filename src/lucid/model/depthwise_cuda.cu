@@ -160,7 +160,8 @@ Tensor depthwise_weight_grad(const Tensor& x, const Tensor& gy, int64_t k) {
   const int64_t rows_per_block = std::max<int64_t>(1, (rows + kWeightGradBlocks - 1) / kWeightGradBlocks);
   const int64_t blocks = std::max<int64_t>(1, (rows + rows_per_block - 1) / rows_per_block);
   auto f32 = x.options().dtype(at::kFloat).memory_format(at::MemoryFormat::Contiguous);
-  auto partial = at::zeros({blocks, per_block}, f32);
+  // Every block writes all its partial sums; only an empty input leaves them to the zeros.
+  auto partial = rows > 0 ? at::empty({blocks, per_block}, f32) : at::zeros({blocks, per_block}, f32);
   auto grad = at::empty({s.c, 1, k, k}, f32);
   auto stream = at::cuda::getCurrentCUDAStream();
   const int threads = static_cast<int>(std::min<int64_t>(kThreads, (s.c + 31) / 32 * 32));
