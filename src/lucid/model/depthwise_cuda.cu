@@ -6,38 +6,15 @@
 #include <stdexcept>
 
 #include "lucid/model/depthwise_cuda.h"
+#include "lucid/model/depthwise_math.h"
 
 namespace lucid::model::cuda {
 
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kWeightGradBlocks = 1024;  // row blocks of the weight gradient's first pass
-constexpr int64_t kMaxElements = int64_t{1} << 30;
 
-// 32-bit indices, whose divisions cost a fraction of 64-bit ones on the GPU: the kernels take fewer
-// than 2^30 elements, so that an index plus a grid's stride stays below 2^31.
-struct Shape {
-  int n, c, h, w;
-};
-
-// Calls visit(tap, offset) for each tap (a, b) of a K x K window centred on (n, h, col) that falls
-// inside the image: tap = a * K + b, offset = the channels_last offset of that input pixel's first
-// channel. Taps outside are the zero padding and add nothing.
-template <int K, typename Visit>
-__device__ __forceinline__ void for_each_tap(int n, int h, int col, const Shape& s, Visit&& visit) {
-#pragma unroll
-  for (int a = 0; a < K; ++a) {
-    const int hi = h + a - K / 2;
-    if (hi < 0 || hi >= s.h) continue;
-#pragma unroll
-    for (int b = 0; b < K; ++b) {
-      const int wi = col + b - K / 2;
-      if (wi < 0 || wi >= s.w) continue;
-      visit(a * K + b, ((n * s.h + hi) * s.w + wi) * s.c);
-    }
-  }
-}
+using depthwise::Shape;
 
 // One output element (n, h, w, c) per thread; neighbouring threads take neighbouring channels, so
 // every tap's loads are coalesced in the channels_last layout.
@@ -45,51 +22,23 @@ template <typename T, int K>
 __global__ void depthwise_conv_kernel(const T* __restrict__ x, const T* __restrict__ wt, T* __restrict__ y, Shape s,
                                       bool flipped) {
   const int total = s.n * s.h * s.w * s.c;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += blockDim.x * gridDim.x) {
-    const int c = i % s.c, pixel = i / s.c;
-    const int col = pixel % s.w, row = pixel / s.w, h = row % s.h, n = row / s.h;
-    const T* wc = wt + c * K * K;
-    float acc = 0.f;
-    for_each_tap<K>(n, h, col, s, [&](int tap, int pixel_at) {
-      const int w_tap = flipped ? K * K - 1 - tap : tap;  // (K-1-a, K-1-b) for (a, b)
-      acc += static_cast<float>(x[pixel_at + c]) * static_cast<float>(wc[w_tap]);
-    });
-    y[i] = static_cast<T>(acc);
-  }
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += blockDim.x * gridDim.x)
+    y[i] = depthwise::output_element<T, K>(x, wt, s, flipped, i);
 }
 
-// First pass of the weight gradient: block p sums rows [p * rows_per_block, ...) of the (N * H)
-// image rows for every channel and tap into partial[p][c][tap].
+// First pass of the weight gradient: CUDA block p takes row block p, its threads the channels.
 template <typename T, int K>
 __global__ void depthwise_weight_partial_kernel(const T* __restrict__ x, const T* __restrict__ gy,
                                                 float* __restrict__ partial, Shape s, int rows_per_block) {
-  const int rows = s.n * s.h, r0 = blockIdx.x * rows_per_block;
-  const int r1 = r0 + rows_per_block < rows ? r0 + rows_per_block : rows;
-  for (int c = threadIdx.x; c < s.c; c += blockDim.x) {
-    float acc[K * K];
-#pragma unroll
-    for (int t = 0; t < K * K; ++t) acc[t] = 0.f;
-    for (int r = r0; r < r1; ++r) {
-      const int h = r % s.h, n = r / s.h;
-      for (int col = 0; col < s.w; ++col) {
-        const float g = static_cast<float>(gy[(r * s.w + col) * s.c + c]);
-        for_each_tap<K>(n, h, col, s,
-                        [&](int tap, int pixel_at) { acc[tap] += static_cast<float>(x[pixel_at + c]) * g; });
-      }
-    }
-#pragma unroll
-    for (int t = 0; t < K * K; ++t) partial[(static_cast<int64_t>(blockIdx.x) * s.c + c) * K * K + t] = acc[t];
-  }
+  for (int c = threadIdx.x; c < s.c; c += blockDim.x)
+    depthwise::weight_partial<T, K>(x, gy, partial, s, rows_per_block, blockIdx.x, c);
 }
 
-// Second pass: each (channel, tap) sums its blocks' partial sums in block order.
+// Second pass: one (channel, tap) per thread.
 __global__ void depthwise_weight_sum_kernel(const float* __restrict__ partial, float* __restrict__ grad, int64_t blocks,
                                             int64_t per_block) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= per_block) return;
-  float sum = 0.f;
-  for (int64_t p = 0; p < blocks; ++p) sum += partial[p * per_block + i];
-  grad[i] = sum;
+  if (i < per_block) grad[i] = depthwise::weight_sum(partial, blocks, per_block, i);
 }
 
 Shape shape_of(const Tensor& x) {
@@ -98,8 +47,9 @@ Shape shape_of(const Tensor& x) {
 }
 
 void check(const Tensor& x, const Tensor& other, const char* what) {
-  if (!x.is_cuda() || x.dim() != 4 || !x.is_contiguous(at::MemoryFormat::ChannelsLast) || x.numel() >= kMaxElements ||
-      other.scalar_type() != x.scalar_type() || other.device() != x.device())
+  if (!x.is_cuda() || x.dim() != 4 || !x.is_contiguous(at::MemoryFormat::ChannelsLast) ||
+      x.numel() >= depthwise::kMaxDepthwiseElements || other.scalar_type() != x.scalar_type() ||
+      other.device() != x.device())
     throw std::invalid_argument(std::string("depthwise kernel: ") + what +
                                 " needs channels_last CUDA tensors of one dtype and device");
 }
@@ -128,8 +78,8 @@ void with_kernel_size(int64_t k, Launch&& launch) {
 
 bool depthwise_available(const Tensor& x, int64_t k) {
   const auto t = x.scalar_type();
-  return x.is_cuda() && x.dim() == 4 && x.numel() < kMaxElements && (k == 1 || k == 3 || k == 5 || k == 7) &&
-         (t == at::kFloat || t == at::kHalf || t == at::kBFloat16);
+  return x.is_cuda() && x.dim() == 4 && x.numel() < depthwise::kMaxDepthwiseElements &&
+         (k == 1 || k == 3 || k == 5 || k == 7) && (t == at::kFloat || t == at::kHalf || t == at::kBFloat16);
 }
 
 Tensor depthwise_conv(const Tensor& x, const Tensor& w, bool flipped) {
@@ -156,9 +106,9 @@ Tensor depthwise_weight_grad(const Tensor& x, const Tensor& gy, int64_t k) {
   if (gy.sizes() != x.sizes()) throw std::invalid_argument("depthwise kernel: gradient and input shapes differ");
   const c10::cuda::CUDAGuard guard(x.device());
   const Shape s = shape_of(x);
-  const int64_t rows = s.n * s.h, per_block = s.c * k * k;
-  const int64_t rows_per_block = std::max<int64_t>(1, (rows + kWeightGradBlocks - 1) / kWeightGradBlocks);
-  const int64_t blocks = std::max<int64_t>(1, (rows + rows_per_block - 1) / rows_per_block);
+  const int64_t rows = int64_t{s.n} * s.h, per_block = s.c * k * k;
+  const depthwise::RowBlocks split = depthwise::row_blocks(rows);
+  const int64_t rows_per_block = split.rows_per_block, blocks = split.blocks;
   auto f32 = x.options().dtype(at::kFloat).memory_format(at::MemoryFormat::Contiguous);
   // Every block writes all its partial sums; only an empty input leaves them to the zeros.
   auto partial = rows > 0 ? at::empty({blocks, per_block}, f32) : at::zeros({blocks, per_block}, f32);
