@@ -132,6 +132,7 @@ TEST(DepthwiseGpu, ReplayedFromACudaGraphTheKernelsGiveTheEagerBytes) {
   const auto eager = all();
   std::vector<Tensor> recorded;
   at::cuda::CUDAGraph graph;
+  torch::cuda::synchronize();  // the inputs, written on the default stream, are ready for the side stream
   {
     const c10::cuda::CUDAStreamGuard side(at::cuda::getStreamFromPool());
     all();  // warm-up on the capture stream
