@@ -2,7 +2,8 @@
 # One call on the GPU machine: configure and build against its torch (/opt/torch/.venv), run the
 # tests labelled gpu and the named benchmarks, and write logs into OUT_DIR.
 #   scripts/device-run.sh OUT_DIR [bench ...]
-# bench names: model_step, loader (the 512-image reference workload, built under $LUCID_WORKLOAD,
+# bench names: model_step, floor (the deterministic whole-graph step at batch 4, 16 and 64, with
+# cuDNN's depthwise convolutions and with lucid's kernels: the floor the fits' steps are held to), loader (the 512-image reference workload, built under $LUCID_WORKLOAD,
 # default /tmp/lucid-workload, from ../shared/bench; 1-16 workers, median of 5 runs), loader_gpu
 # (the same with the images rendered on the GPU, gpu_augment's path: 1-16 workers), fit (the
 # reference workload fit, native), fit_replay (the same with every stage recording on), fit_step
@@ -19,7 +20,9 @@
 #   wheels in .whl/ when present (ultralytics, ultralytics_thop, ultralytics_platform, and polars with
 #   polars_runtime_32, which its trainer imports), lucid native (capture_step=False), lucid with the three
 #   stage recordings, lucid with capture_step=True; dwkernels and dwnative: default and native with
-#   lucid's depthwise kernels, LUCID_DEPTHWISE_KERNELS=1); logs and a summary in OUT_DIR/screens.
+#   lucid's depthwise kernels, LUCID_DEPTHWISE_KERNELS=1; cudnn and cudnnnative: with cuDNN's, =0; the
+#   other lucid arms take the caller's LUCID_DEPTHWISE_KERNELS, unset: the build's default); logs and
+#   a summary in OUT_DIR/screens.
 # scale: the scale workload (bench/scale_workload.sh: LUCID_SCALE_IMAGES training files, default 20000,
 #   under /tmp/lucid-scale) trained for LUCID_SCALE_EPOCHS (default 1) at batch 64, 640 px, 16 workers, one
 #   fresh process per arm in LUCID_SCALE_ARMS (default "ram disk none gpu ultralytics": lucid with
@@ -140,6 +143,12 @@ scale_bench() {  # the scale workload, one fresh process per arm (see the header
 for b in "${benches[@]}"; do
   case "$b" in
     model_step) "$LUCID_BUILD_DIR/bench/bench_model_step" batch=${LUCID_STEP_BATCHES:-4,16,64} imgsz=640 steps=50 warmup=15 mode=native,graph > "$out/bench-model_step.log" 2>&1 || status=1 ;;
+    floor) # The deterministic floor of the step (the fits' settings), with cuDNN's depthwise convolutions
+           # and with lucid's kernels (model/depthwise.h).
+           for dw in 0 1; do
+             LUCID_DEPTHWISE_KERNELS=$dw "$LUCID_BUILD_DIR/bench/bench_model_step" batch=${LUCID_STEP_BATCHES:-4,16,64} \
+               imgsz=640 steps=50 warmup=15 mode=graph deterministic=True > "$out/bench-floor-dw$dw.log" 2>&1 || status=1
+           done ;;
     loader|loader_gpu)
             work=${LUCID_WORKLOAD:-/tmp/lucid-workload}
             [ -f "$work/data.yaml" ] || bash "${LUCID_SHARED:-$root/shared}/bench/make-workload.sh" "$work" > /dev/null
@@ -194,13 +203,12 @@ for b in "${benches[@]}"; do
                               --data "$work/data.yaml" --out /tmp/peer-runs --name "$sc" --epochs "$epochs" --batch "$batch" \
                               --workers "$workers" > "$log" 2>&1 || status=1
                             echo "$sc ultralytics: $(tail -1 "$log")" ;;
-               native|default|stages|step|dwkernels|dwnative)
+               native|default|stages|step|dwkernels|dwnative|cudnn|cudnnnative)
                  # native: capture_step=False; default: no capture option (capture_step on by default);
-                 # dwkernels, dwnative: default and native with lucid's depthwise convolution kernels
-                 # (LUCID_DEPTHWISE_KERNELS=1, model/depthwise.h) instead of cuDNN's.
-                 extra=(); [ $arm = native ] && extra=(capture_step=False)
-                 [ $arm = dwnative ] && extra=(capture_step=False)
-                 dw=0; [ ${arm#dw} != $arm ] && dw=1
+                 # dwkernels, dwnative (cudnn, cudnnnative): default and native with lucid's depthwise
+                 # convolution kernels (cuDNN's), LUCID_DEPTHWISE_KERNELS=1 (=0), model/depthwise.h.
+                 extra=(); [ "${arm%native}" != "$arm" ] && extra=(capture_step=False)
+                 dw=${LUCID_DEPTHWISE_KERNELS-}; [ "${arm#dw}" != "$arm" ] && dw=1; [ "${arm#cudnn}" != "$arm" ] && dw=0
                  [ $arm = stages ] && extra=(capture_network=True capture_segment_heads=True capture_optimizer=True)
                  [ $arm = step ] && extra=(capture_step=True)
                  LUCID_DEPTHWISE_KERNELS=$dw LUCID_SHARED=${LUCID_SHARED:-$root/shared} LUCID_RUNS=/tmp/lucid-screens-$sc-$arm \

@@ -70,9 +70,7 @@ TEST(DepthwiseGpu, KernelsMatchTheLibTorchConvolution) {
       auto cot = torch::randn({n, c, h, w}, opts).contiguous(at::MemoryFormat::ChannelsLast);
       const auto ours = run(x, wt, cot, true), ref = run(x, wt, cot, false);
       const double tol = dtype == torch::kFloat ? 1e-5 : 2e-2;
-      const std::string tag = "n" + std::to_string(n) + " c" + std::to_string(c) + " " + std::to_string(h) + "x" +
-                              std::to_string(w) + " k" + std::to_string(k) +
-                              (dtype == torch::kFloat ? " fp32" : " bf16");
+      const std::string tag = c10::str("n", n, " c", c, " ", h, "x", w, " k", k, " ", dtype);
       expect_close(ours.y, ref.y, tol, tag + " output");
       expect_close(ours.gx, ref.gx, tol, tag + " input gradient");
       expect_close(ours.gw, ref.gw, tol * 4, tag + " weight gradient");

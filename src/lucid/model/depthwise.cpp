@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "lucid/util/error.h"
+
 #ifdef LUCID_CUDA_KERNELS
 #include "lucid/model/depthwise_cuda.h"
 #endif
@@ -15,10 +17,17 @@ namespace lucid::model {
 
 namespace {
 
+// Until the GPU tests and screens have run the kernels, a fit takes cuDNN's depthwise convolutions
+// unless LUCID_DEPTHWISE_KERNELS=1 asks for the kernels (=0 keeps cuDNN whatever this default).
+constexpr bool kKernelsByDefault = false;
+
 std::atomic<bool>& kernels_on() {
   static std::atomic<bool> on = [] {
     const char* v = std::getenv("LUCID_DEPTHWISE_KERNELS");
-    return v != nullptr && std::string(v) == "1";
+    if (v == nullptr || *v == '\0') return kKernelsByDefault;
+    const std::string s(v);
+    if (s != "0" && s != "1") throw UserError("LUCID_DEPTHWISE_KERNELS=" + s + ": expected 1 (on) or 0 (off)");
+    return s == "1";
   }();
   return on;
 }

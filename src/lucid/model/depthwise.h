@@ -7,7 +7,8 @@
 //
 // The kernels are off by default until the GPU tests (tests/gpu/depthwise_gpu_test.cpp) and the
 // screens (scripts/device-run.sh, arm dwkernels) have run them: LUCID_DEPTHWISE_KERNELS=1 in the
-// environment, or set_depthwise_kernels(true), switches them on (docs/performance.md).
+// environment, or set_depthwise_kernels(true), switches them on, =0 off (docs/performance.md).
+// Another value is a UserError at the first convolution.
 #pragma once
 #include <torch/torch.h>
 
