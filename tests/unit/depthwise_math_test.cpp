@@ -30,7 +30,7 @@ Tensor emulated_conv(const Tensor& x, const Tensor& w, bool flipped) {
   return y;
 }
 
-// depthwise_weight_grad's FP32 result: every row block's partial sums, then their sums.
+// depthwise_weight_grad's FP32 result: every row block's partial sums, then each gradient's warp.
 template <typename T, int K>
 Tensor emulated_weight_grad(const Tensor& x, const Tensor& gy) {
   const auto s = shape_of(x);
@@ -42,8 +42,12 @@ Tensor emulated_weight_grad(const Tensor& x, const Tensor& gy) {
       dw::weight_partial<T, K>(x.data_ptr<T>(), gy.data_ptr<T>(), partial.data_ptr<float>(), s,
                                static_cast<int>(split.rows_per_block), block, c);
   auto grad = torch::empty({s.c, 1, K, K}, torch::kFloat);
-  for (int64_t i = 0; i < per_block; ++i)
-    grad.data_ptr<float>()[i] = dw::weight_sum(partial.data_ptr<float>(), split.blocks, per_block, i);
+  for (int64_t i = 0; i < per_block; ++i) {
+    float shares[dw::kLanes];
+    for (int lane = 0; lane < dw::kLanes; ++lane)
+      shares[lane] = dw::lane_share(partial.data_ptr<float>(), split.blocks, per_block, i, lane);
+    grad.data_ptr<float>()[i] = dw::add_shares_as_the_warp(shares);
+  }
   return grad;
 }
 
@@ -120,4 +124,14 @@ TEST(DepthwiseMath, RowBlocksCoverEveryRowOnce) {
 TEST(DepthwiseMath, WeightGradientOverManyRowBlocks) {
   check_against_libtorch<float, 3>({1, 3, 1201, 3}, torch::kFloat, 1e-5, 1e-6);
   check_against_libtorch<float, 5>({2, 2, 601, 2}, torch::kFloat, 1e-5, 1e-6);
+}
+
+// The warp's tree pairs lane l with lane l + 16 first: 1e8 and -1e8 in lanes 0 and 16 cancel before
+// any 1 is added to them, so all thirty ones survive (in lane order FP32 would lose the first 15).
+TEST(DepthwiseMath, TheWarpAddsItsSharesAsATree) {
+  float shares[dw::kLanes];
+  for (auto& s : shares) s = 1.f;
+  shares[0] = 1e8f;
+  shares[16] = -1e8f;
+  EXPECT_EQ(dw::add_shares_as_the_warp(shares), 30.f);
 }

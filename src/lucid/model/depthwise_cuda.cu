@@ -34,11 +34,18 @@ __global__ void depthwise_weight_partial_kernel(const T* __restrict__ x, const T
     depthwise::weight_partial<T, K>(x, gy, partial, s, rows_per_block, blockIdx.x, c);
 }
 
-// Second pass: one (channel, tap) per thread.
+// Second pass: one warp per (channel, tap), its lanes' shares added as a shuffle tree
+// (depthwise_math.h). Warps take whole outputs, so each warp leaves the loop together.
 __global__ void depthwise_weight_sum_kernel(const float* __restrict__ partial, float* __restrict__ grad, int64_t blocks,
                                             int64_t per_block) {
-  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i < per_block) grad[i] = depthwise::weight_sum(partial, blocks, per_block, i);
+  const int lane = threadIdx.x % depthwise::kLanes;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / depthwise::kLanes;
+  for (int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / depthwise::kLanes; i < per_block;
+       i += warps) {
+    float v = depthwise::lane_share(partial, blocks, per_block, i, lane);
+    for (int offset = depthwise::kLanes / 2; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
+    if (lane == 0) grad[i] = v;
+  }
 }
 
 Shape shape_of(const Tensor& x) {
@@ -125,8 +132,8 @@ Tensor depthwise_weight_grad(const Tensor& x, const Tensor& gy, int64_t k) {
     });
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  depthwise_weight_sum_kernel<<<grid_for(per_block), kThreads, 0, stream>>>(partial.data_ptr<float>(),
-                                                                            grad.data_ptr<float>(), blocks, per_block);
+  depthwise_weight_sum_kernel<<<grid_for(per_block * depthwise::kLanes), kThreads, 0, stream>>>(
+      partial.data_ptr<float>(), grad.data_ptr<float>(), blocks, per_block);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return grad.to(x.scalar_type());
 }

@@ -22,7 +22,8 @@ bool depthwise_available(const Tensor& x, int64_t k);
 Tensor depthwise_conv(const Tensor& x, const Tensor& w, bool flipped);
 
 // The gradient with respect to w (C, 1, k, k) of depthwise_conv(x, w, false), given the output's
-// gradient gy (channels_last, as x): FP32 partial sums over row blocks, then those summed in order.
+// gradient gy (channels_last, as x): FP32 partial sums over row blocks, then each gradient's sums
+// added by one warp in a fixed order (model/depthwise_math.h).
 // Returned in x's dtype.
 Tensor depthwise_weight_grad(const Tensor& x, const Tensor& gy, int64_t k);
 

@@ -95,11 +95,26 @@ LUCID_HOST_DEVICE void weight_partial(const T* __restrict__ x, const T* __restri
   for (int t = 0; t < K * K; ++t) partial[(static_cast<int64_t>(block) * s.c + c) * K * K + t] = acc[t];
 }
 
-// Weight gradient i (channel-major, then tap): its blocks' partial sums added in block order.
-LUCID_HOST_DEVICE float weight_sum(const float* __restrict__ partial, int64_t blocks, int64_t per_block, int64_t i) {
+// The second pass sums each weight gradient i (channel-major, then tap) over the row blocks with one
+// warp: lane l first adds the partial sums of blocks l, l + 32, l + 64, ... in block order
+// (lane_share), then the warp adds its 32 shares as a shuffle tree (offsets 16, 8, 4, 2, 1: each
+// lane adds the share of the lane `offset` above it) and lane 0 holds the gradient. The order
+// depends on the shape alone; add_shares_as_the_warp is the same tree on the host.
+constexpr int kLanes = 32;
+
+LUCID_HOST_DEVICE float lane_share(const float* __restrict__ partial, int64_t blocks, int64_t per_block, int64_t i,
+                                   int lane) {
   float sum = 0.f;
-  for (int64_t p = 0; p < blocks; ++p) sum += partial[p * per_block + i];
+  for (int64_t p = lane; p < blocks; p += kLanes) sum += partial[p * per_block + i];
   return sum;
+}
+
+inline float add_shares_as_the_warp(const float (&shares)[kLanes]) {
+  float v[kLanes];
+  for (int l = 0; l < kLanes; ++l) v[l] = shares[l];
+  for (int offset = kLanes / 2; offset > 0; offset /= 2)
+    for (int l = 0; l + offset < kLanes; ++l) v[l] += v[l + offset];  // in lane order: v[l + offset] not yet updated
+  return v[0];
 }
 
 }  // namespace lucid::model::depthwise
