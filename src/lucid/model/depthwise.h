@@ -5,10 +5,10 @@
 // convolution's. Everywhere else (the CPU, other convolutions) the LibTorch convolution runs, so CPU
 // results are unchanged.
 //
-// The kernels are off by default until the GPU tests (tests/gpu/depthwise_gpu_test.cpp) and the
-// screens (scripts/device-run.sh, arm dwkernels) have run them: LUCID_DEPTHWISE_KERNELS=1 in the
-// environment, or set_depthwise_kernels(true), switches them on, =0 off (docs/performance.md).
-// Another value is a UserError at the first convolution.
+// The kernels are on by default (tests/gpu/depthwise_gpu_test.cpp checks them against cuDNN; the
+// screens of scripts/device-run.sh, arms default and cudnn, measure them): LUCID_DEPTHWISE_KERNELS=0
+// in the environment, or set_depthwise_kernels(false), switches them off, =1 on
+// (docs/performance.md). Another value is a UserError at the first convolution.
 #pragma once
 #include <torch/torch.h>
 
