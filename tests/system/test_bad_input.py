@@ -4,6 +4,7 @@ vector::_M_range_insert or basic_filebuf::underflow, never a signal), or in a wa
 where the rest of the work can go on:
 - options: non-finite numbers (degrees=inf, lr0=nan, conf=nan for predict and val), integers out of
   range (imgsz=100000), freeze=1,x; workers=100000 is capped with a line saying so;
+  LUCID_DEPTHWISE_KERNELS=yes in the environment;
 - patience=0 trains every epoch (the reference: no early stopping);
 - data= an image, nc: 1e12, a model YAML row `Conv []`, coco-eval gt= a folder;
 - data check: a folder with a link loop and a corrupt image is reported and counted; a split with no
@@ -56,6 +57,10 @@ def main():
         expect_error(["segment", "train", "imgz=64", "device=cpu", f"project={project}"], env,
                      "'imgz' is not a valid option; did you mean imgsz?")
         expect_error(["segment", "predict", "sorce=x.jpg"], env, "did you mean source?")
+        # The depthwise kernels' switch (model/depthwise.h) is checked in every build, CPU included.
+        expect_error(["train", "epochs=1", "imgsz=64", "device=cpu", f"project={project}"],
+                     dict(env, LUCID_DEPTHWISE_KERNELS="yes"), "LUCID_DEPTHWISE_KERNELS=yes",
+                     "expected 1 (on) or 0 (off)")
 
         # One short fit: patience=0 must not stop after epoch 1; workers beyond the CPUs are capped.
         out = train(["epochs=2", "imgsz=64", "batch=8", "workers=100000", "patience=0", "plots=False", "device=cpu"],

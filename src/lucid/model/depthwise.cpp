@@ -59,14 +59,15 @@ void set_depthwise_kernels(bool on) { kernels_on() = on; }
 bool depthwise_kernels_on() { return kernels_on(); }
 
 bool takes_depthwise_kernel(const torch::nn::Conv2dImpl& conv, const torch::Tensor& x) {
+  if (!kernels_on()) return false;  // read first in every build, so that a bad value is always reported
 #ifdef LUCID_CUDA_KERNELS
   const auto& o = conv.options;
   const int64_t k = (*o.kernel_size())[0];
   const auto* pad = std::get_if<torch::ExpandingArray<2>>(&o.padding());
-  return kernels_on() && x.is_cuda() && x.dim() == 4 && o.groups() == o.in_channels() &&
-         o.in_channels() == o.out_channels() && (*o.kernel_size())[1] == k && k % 2 == 1 && (*o.stride())[0] == 1 &&
-         (*o.stride())[1] == 1 && (*o.dilation())[0] == 1 && (*o.dilation())[1] == 1 && pad && (**pad)[0] == k / 2 &&
-         (**pad)[1] == k / 2 && !o.bias() && std::holds_alternative<torch::enumtype::kZeros>(o.padding_mode()) &&
+  return x.is_cuda() && x.dim() == 4 && o.groups() == o.in_channels() && o.in_channels() == o.out_channels() &&
+         (*o.kernel_size())[1] == k && k % 2 == 1 && (*o.stride())[0] == 1 && (*o.stride())[1] == 1 &&
+         (*o.dilation())[0] == 1 && (*o.dilation())[1] == 1 && pad && (**pad)[0] == k / 2 && (**pad)[1] == k / 2 &&
+         !o.bias() && std::holds_alternative<torch::enumtype::kZeros>(o.padding_mode()) &&
          cuda::depthwise_available(x, k);
 #else
   (void)conv;
