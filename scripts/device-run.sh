@@ -3,8 +3,9 @@
 # tests labelled gpu and the named benchmarks, and write logs into OUT_DIR.
 #   scripts/device-run.sh OUT_DIR [bench ...]
 # bench names: model_step, floor (the deterministic whole-graph step at batch 4, 16 and 64, with
-# cuDNN's depthwise convolutions and with lucid's kernels: the floor the fits' steps are held to), loader (the 512-image reference workload, built under $LUCID_WORKLOAD,
-# default /tmp/lucid-workload, from ../shared/bench; 1-16 workers, median of 5 runs), loader_gpu
+# cuDNN's depthwise convolutions and with lucid's kernels: the floor the fits' steps are held to),
+# loader (the 512-image reference workload, built under $LUCID_WORKLOAD, default
+# /tmp/lucid-workload, from ../shared/bench; 1-16 workers, median of 5 runs), loader_gpu
 # (the same with the images rendered on the GPU, gpu_augment's path: 1-16 workers), fit (the
 # reference workload fit, native), fit_replay (the same with every stage recording on), fit_step
 # (the same with capture_step=True, the whole step recorded), pairs,
