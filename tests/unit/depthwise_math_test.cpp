@@ -63,16 +63,16 @@ Tensor plain_partials(const Tensor& x, const Tensor& gy) {
   return partial;
 }
 
-// depthwise_conv_kernel's result: output_strip for every strip of the channels_last output.
+// depthwise_conv_kernel's result: output_strip for every work item (strip_at) of the output.
 template <typename T, int K>
 Tensor emulated_conv(const Tensor& x, const Tensor& w, bool flipped) {
-  auto y = torch::empty_like(x, at::MemoryFormat::ChannelsLast);
+  auto y = torch::full_like(x, std::nan(""), at::MemoryFormat::ChannelsLast);
   const auto s = shape_of(x);
-  for (int n = 0; n < s.n; ++n)
-    for (int h = 0; h < s.h; ++h)
-      for (int col0 = 0; col0 < s.w; col0 += dw::kStrip)
-        for (int c = 0; c < s.c; ++c)
-          dw::output_strip<T, K>(x.data_ptr<T>(), w.data_ptr<T>(), y.data_ptr<T>(), s, flipped, n, h, col0, c);
+  for (int i = 0; i < s.n * s.h * dw::strips_per_row(s) * s.c; ++i) {
+    const auto item = dw::strip_at(i, s);
+    dw::output_strip<T, K>(x.data_ptr<T>(), w.data_ptr<T>(), y.data_ptr<T>(), s, flipped, item.n, item.h, item.col0,
+                           item.c);
+  }
   return y;
 }
 

@@ -16,16 +16,14 @@ constexpr int kThreads = 256;
 
 using depthwise::Shape;
 
-// One strip of kStrip output columns of one channel per thread; neighbouring threads take
-// neighbouring channels, so every load is coalesced in the channels_last layout.
+// One strip of kStrip output columns of one channel per thread (depthwise::strip_at).
 template <typename T, int K>
 __global__ void depthwise_conv_kernel(const T* __restrict__ x, const T* __restrict__ wt, T* __restrict__ y, Shape s,
                                       bool flipped) {
-  const int strips = (s.w + depthwise::kStrip - 1) / depthwise::kStrip;
-  const int total = s.n * s.h * strips * s.c;
+  const int total = s.n * s.h * depthwise::strips_per_row(s) * s.c;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += blockDim.x * gridDim.x) {
-    const int c = i % s.c, rest = i / s.c, strip = rest % strips, row = rest / strips;
-    depthwise::output_strip<T, K>(x, wt, y, s, flipped, row / s.h, row % s.h, strip * depthwise::kStrip, c);
+    const depthwise::Strip item = depthwise::strip_at(i, s);
+    depthwise::output_strip<T, K>(x, wt, y, s, flipped, item.n, item.h, item.col0, item.c);
   }
 }
 
@@ -100,7 +98,7 @@ Tensor depthwise_conv(const Tensor& x, const Tensor& w, bool flipped) {
   auto y = at::empty_like(x, at::MemoryFormat::ChannelsLast);
   if (x.numel() == 0) return y;
   const Shape s = shape_of(x);
-  const int64_t strip_threads = x.numel() / s.w * ((s.w + depthwise::kStrip - 1) / depthwise::kStrip);
+  const int64_t strip_threads = x.numel() / s.w * depthwise::strips_per_row(s);
   auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "depthwise_conv", [&] {
     with_kernel_size(w.size(2), [&](auto k) {

@@ -47,6 +47,21 @@ inline RowBlocks row_blocks(int64_t rows) {
 
 constexpr int kStrip = 4;  // output columns per thread in the convolution kernel
 
+// The convolution kernel's work items: strip i of the output, channel fastest (neighbouring threads
+// take neighbouring channels, so every load is coalesced in the channels_last layout), then the
+// strips of a row, then the rows.
+struct Strip {
+  int n, h, col0, c;
+};
+
+LUCID_HOST_DEVICE int strips_per_row(const Shape& s) { return (s.w + kStrip - 1) / kStrip; }
+
+LUCID_HOST_DEVICE Strip strip_at(int i, const Shape& s) {
+  const int strips = strips_per_row(s);
+  const int c = i % s.c, rest = i / s.c, row = rest / strips;
+  return {row / s.h, row % s.h, rest % strips * kStrip, c};
+}
+
 // Outputs (n, h, col0 .. col0 + kStrip - 1, c) of x convolved with wt (columns past the image not
 // written). flipped: the kernel turned by 180 degrees (tap (a, b) takes weight (K-1-a, K-1-b)),
 // which gives the input gradient when x is the output's gradient.
