@@ -16,14 +16,15 @@ constexpr int kThreads = 256;
 
 using depthwise::Shape;
 
-// One output element (n, h, w, c) per thread; neighbouring threads take neighbouring channels, so
-// every tap's loads are coalesced in the channels_last layout.
+// One strip of kStrip output columns of one channel per thread (depthwise::strip_at).
 template <typename T, int K>
 __global__ void depthwise_conv_kernel(const T* __restrict__ x, const T* __restrict__ wt, T* __restrict__ y, Shape s,
                                       bool flipped) {
-  const int total = s.n * s.h * s.w * s.c;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += blockDim.x * gridDim.x)
-    y[i] = depthwise::output_element<T, K>(x, wt, s, flipped, i);
+  const int total = s.n * s.h * depthwise::strips_per_row(s) * s.c;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += blockDim.x * gridDim.x) {
+    const depthwise::Strip item = depthwise::strip_at(i, s);
+    depthwise::output_strip<T, K>(x, wt, y, s, flipped, item.n, item.h, item.col0, item.c);
+  }
 }
 
 // First pass of the weight gradient: CUDA block p takes row block p, its threads the channels.
@@ -97,10 +98,11 @@ Tensor depthwise_conv(const Tensor& x, const Tensor& w, bool flipped) {
   auto y = at::empty_like(x, at::MemoryFormat::ChannelsLast);
   if (x.numel() == 0) return y;
   const Shape s = shape_of(x);
+  const int64_t strip_threads = x.numel() / s.w * depthwise::strips_per_row(s);
   auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "depthwise_conv", [&] {
     with_kernel_size(w.size(2), [&](auto k) {
-      depthwise_conv_kernel<scalar_t, decltype(k)::value><<<grid_for(x.numel()), kThreads, 0, stream>>>(
+      depthwise_conv_kernel<scalar_t, decltype(k)::value><<<grid_for(strip_threads), kThreads, 0, stream>>>(
           x.data_ptr<scalar_t>(), w.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), s, flipped);
     });
   });

@@ -1,6 +1,6 @@
 // The arithmetic of the depthwise kernels (model/depthwise_cuda.cu), written once for the GPU and
-// the host: each function computes one output element, one block's partial weight-gradient sums or
-// one summed weight gradient, and the kernels call them from their grid loops. The unit tests call
+// the host: each function computes a strip of output elements, one block's partial weight-gradient
+// sums or one summed weight gradient, and the kernels call them from their grid loops. The unit tests call
 // the same functions in plain loops on the CPU and compare them with LibTorch's convolution, so the
 // index arithmetic and the summation order are checked on machines without a GPU.
 //
@@ -20,7 +20,7 @@
 namespace lucid::model::depthwise {
 
 constexpr int64_t kMaxDepthwiseElements = int64_t{1} << 30;
-constexpr int64_t kWeightGradBlocks = 1024;  // at most this many row blocks in the weight gradient's first pass
+constexpr int64_t kWeightGradBlocks = 4096;  // at most this many row blocks in the weight gradient's first pass
 
 // A channels_last tensor's sizes: element (n, h, w, c) is at ((n * h_size + h) * w_size + w) * c_size + c.
 struct Shape {
@@ -38,39 +38,64 @@ inline RowBlocks row_blocks(int64_t rows) {
   return {per, rows > 0 ? (rows + per - 1) / per : 1};
 }
 
-// Calls visit(tap, offset) for each tap (a, b) of a K x K window centred on (n, h, col) that falls
-// inside the image: tap = a * K + b, offset = the channels_last offset of that input pixel's first
-// channel. Taps outside are the zero padding and add nothing.
-template <int K, typename Visit>
-LUCID_HOST_DEVICE void for_each_tap(int n, int h, int col, const Shape& s, Visit&& visit) {
+// Each output element of the stride-1 convolution with K / 2 zero padding is its taps' products
+// summed in FP32 in row-major tap order, taps outside the image (the zero padding) left out; each
+// weight gradient (channel c, tap) is its input-times-output-gradient products summed over a row
+// block's pixels in row, then column order. The functions below keep the K x K window's inputs in
+// registers as it slides along a row, which changes which loads happen, not the sums' order: the
+// unit tests compare their bytes with the plain per-element definitions.
+
+constexpr int kStrip = 4;  // output columns per thread in the convolution kernel
+
+// The convolution kernel's work items: strip i of the output, channel fastest (neighbouring threads
+// take neighbouring channels, so every load is coalesced in the channels_last layout), then the
+// strips of a row, then the rows.
+struct Strip {
+  int n, h, col0, c;
+};
+
+LUCID_HOST_DEVICE int strips_per_row(const Shape& s) { return (s.w + kStrip - 1) / kStrip; }
+
+LUCID_HOST_DEVICE Strip strip_at(int i, const Shape& s) {
+  const int strips = strips_per_row(s);
+  const int c = i % s.c, rest = i / s.c, row = rest / strips;
+  return {row / s.h, row % s.h, rest % strips * kStrip, c};
+}
+
+// Outputs (n, h, col0 .. col0 + kStrip - 1, c) of x convolved with wt (columns past the image not
+// written). flipped: the kernel turned by 180 degrees (tap (a, b) takes weight (K-1-a, K-1-b)),
+// which gives the input gradient when x is the output's gradient.
+template <typename T, int K>
+LUCID_HOST_DEVICE void output_strip(const T* __restrict__ x, const T* __restrict__ wt, T* __restrict__ y,
+                                    const Shape& s, bool flipped, int n, int h, int col0, int c) {
+  constexpr int kSpan = kStrip + K - 1;  // input columns col0 - K/2 .. col0 + kStrip - 1 + K/2
+  float w[K * K];
+  LUCID_UNROLL
+  for (int t = 0; t < K * K; ++t) w[t] = static_cast<float>(wt[c * K * K + (flipped ? K * K - 1 - t : t)]);
+  bool inside[kSpan];
+  LUCID_UNROLL
+  for (int j = 0; j < kSpan; ++j) inside[j] = col0 + j - K / 2 >= 0 && col0 + j - K / 2 < s.w;
+  float acc[kStrip];
+  LUCID_UNROLL
+  for (int o = 0; o < kStrip; ++o) acc[o] = 0.f;
   LUCID_UNROLL
   for (int a = 0; a < K; ++a) {
     const int hi = h + a - K / 2;
     if (hi < 0 || hi >= s.h) continue;
+    const T* row = x + (n * s.h + hi) * s.w * s.c + c;  // (n, hi, 0, c)
+    float xr[kSpan];
     LUCID_UNROLL
-    for (int b = 0; b < K; ++b) {
-      const int wi = col + b - K / 2;
-      if (wi < 0 || wi >= s.w) continue;
-      visit(a * K + b, ((n * s.h + hi) * s.w + wi) * s.c);
+    for (int j = 0; j < kSpan; ++j) xr[j] = inside[j] ? static_cast<float>(row[(col0 + j - K / 2) * s.c]) : 0.f;
+    LUCID_UNROLL
+    for (int o = 0; o < kStrip; ++o) {
+      LUCID_UNROLL
+      for (int b = 0; b < K; ++b)
+        if (inside[o + b]) acc[o] += xr[o + b] * w[a * K + b];
     }
   }
-}
-
-// Output element i (channels_last order) of the stride-1 convolution with K / 2 zero padding, summed
-// in FP32 over the taps in row-major order. flipped: the kernel turned by 180 degrees (tap (a, b)
-// takes weight (K-1-a, K-1-b)), which gives the input gradient when x is the output's gradient.
-template <typename T, int K>
-LUCID_HOST_DEVICE T output_element(const T* __restrict__ x, const T* __restrict__ wt, const Shape& s, bool flipped,
-                                   int i) {
-  const int c = i % s.c, pixel = i / s.c;
-  const int col = pixel % s.w, row = pixel / s.w, h = row % s.h, n = row / s.h;
-  const T* wc = wt + c * K * K;
-  float acc = 0.f;
-  for_each_tap<K>(n, h, col, s, [&](int tap, int pixel_at) {
-    const int w_tap = flipped ? K * K - 1 - tap : tap;
-    acc += static_cast<float>(x[pixel_at + c]) * static_cast<float>(wc[w_tap]);
-  });
-  return static_cast<T>(acc);
+  LUCID_UNROLL
+  for (int o = 0; o < kStrip; ++o)
+    if (col0 + o < s.w) y[((n * s.h + h) * s.w + col0 + o) * s.c + c] = static_cast<T>(acc[o]);
 }
 
 // Block `block`'s partial weight gradient of channel c: over its rows, in row then column order,
@@ -85,10 +110,38 @@ LUCID_HOST_DEVICE void weight_partial(const T* __restrict__ x, const T* __restri
   for (int t = 0; t < K * K; ++t) acc[t] = 0.f;
   for (int r = r0; r < r1; ++r) {
     const int h = r % s.h, n = r / s.h;
+    // xr[a][b]: x at (h + a - K/2, col + b - K/2), 0 outside; column col + K/2 loaded as col advances.
+    float xr[K][K];
+    bool row_inside[K];
+    LUCID_UNROLL
+    for (int a = 0; a < K; ++a) {
+      row_inside[a] = h + a - K / 2 >= 0 && h + a - K / 2 < s.h;
+      LUCID_UNROLL
+      for (int b = 0; b < K; ++b) {
+        const int wi = b - K / 2 - 1;  // the column before the first, shifted in below
+        xr[a][b] = row_inside[a] && wi >= 0 && wi < s.w
+                       ? static_cast<float>(x[((n * s.h + h + a - K / 2) * s.w + wi) * s.c + c])
+                       : 0.f;
+      }
+    }
     for (int col = 0; col < s.w; ++col) {
+      const int next = col + K / 2;
+      LUCID_UNROLL
+      for (int a = 0; a < K; ++a) {
+        LUCID_UNROLL
+        for (int b = 0; b + 1 < K; ++b) xr[a][b] = xr[a][b + 1];
+        xr[a][K - 1] = row_inside[a] && next < s.w
+                           ? static_cast<float>(x[((n * s.h + h + a - K / 2) * s.w + next) * s.c + c])
+                           : 0.f;
+      }
       const float g = static_cast<float>(gy[(r * s.w + col) * s.c + c]);
-      for_each_tap<K>(n, h, col, s,
-                      [&](int tap, int pixel_at) { acc[tap] += static_cast<float>(x[pixel_at + c]) * g; });
+      LUCID_UNROLL
+      for (int a = 0; a < K; ++a) {
+        if (!row_inside[a]) continue;
+        LUCID_UNROLL
+        for (int b = 0; b < K; ++b)
+          if (col + b - K / 2 >= 0 && col + b - K / 2 < s.w) acc[a * K + b] += xr[a][b] * g;
+      }
     }
   }
   LUCID_UNROLL
