@@ -96,6 +96,7 @@ struct FitSetup {
   int64_t imgsz = 64;
   int64_t max_step_recordings = 8;
   bool keep_step_outputs = true;            // false: as fits run, only the loss items are compared of the forward
+  bool record_on_second_use = false;        // true: as fits run, a key's first use runs eagerly
   std::optional<engine::StepLossFns> loss;  // none: the segmentation loss
 };
 
@@ -132,6 +133,7 @@ class Fit {
     s.backend = setup_.backend;
     s.max_step_recordings = setup_.max_step_recordings;
     s.keep_step_outputs = setup_.keep_step_outputs;
+    s.record_on_second_use = setup_.record_on_second_use;
     s.print = false;
     if (setup_.loss)
       step_ = std::make_unique<engine::TrainingStep>(model_, *setup_.loss, *optimizer_, ema_.get(), s);

@@ -55,6 +55,24 @@ TEST(ReplayGpu, WholeStepSgdAndAdamW) {
   compare_with_native(ReplayOptions{false, false, false, true}, optim::Kind::AdamW, gpu_setup());
 }
 
+// As fits run: no outputs kept, a key's first use run eagerly in the recordings' pool and the key
+// recorded at its second use without a warm-up pass. Two passes over the schedule: the first runs
+// four keys eagerly and replays one, the second records the other three and replays every step.
+TEST(ReplayGpu, WholeStepRecordedAtItsSecondUse) {
+  auto setup = gpu_setup();
+  setup.keep_step_outputs = false;
+  setup.record_on_second_use = true;
+  Fit native(std::nullopt, optim::Kind::MuSGD, "", setup);
+  Fit fit(ReplayOptions{false, false, false, true}, optim::Kind::MuSGD, "", setup);
+  expect_fits_match(native, fit, setup.imgsz);
+  expect_fits_match(native, fit, setup.imgsz);
+  const auto s = fit.step_recorder()->summary();
+  EXPECT_EQ(s["eager_steps"], 4);
+  EXPECT_EQ(s["recorded_total"], 4);
+  EXPECT_EQ(s["replayed_steps"], 6);
+  EXPECT_EQ(s["dropped"], 0);
+}
+
 // The rest of the whole-step recording on its own, with a stand-in loss: forward, backward into
 // accumulated gradients, clipping, optimizer stages and EMA as CUDA graphs.
 TEST(ReplayGpu, WholeStepWithAStandInLoss) {

@@ -6,10 +6,15 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <numbers>
 #include <set>
+#include <sstream>
+#include <thread>
 
 #include "lucid/data/augment.h"
 #include "lucid/data/device_augment.h"
@@ -18,6 +23,7 @@
 #include "lucid/data/masks.h"
 #include "lucid/data/polygon.h"
 #include "lucid/data/warp.h"
+#include "lucid/util/cpu_threads.h"
 #include "lucid/util/error.h"
 #include "lucid/util/parallel.h"
 #include "pixel_cases.h"
@@ -586,6 +592,45 @@ TEST(Loader, SameBytesWithOneOrThreeWorkers) {
 
 // Data parallel: part r of 2 of every batch holds the samples, and their bytes, of the whole
 // batch's consecutive half (the odd last batch of 2 splits 1 + 1).
+// The nice value of each of this process's threads, from /proc (field 19 of each task's stat).
+std::vector<int> nice_values_of_threads() {
+  std::vector<int> out;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "stat");
+    std::string line;
+    std::getline(in, line);
+    std::istringstream fields(line.substr(line.rfind(')') + 2));  // after the name, from field 3
+    std::string f;
+    for (int i = 3; i < 19 && fields >> f; ++i) {
+    }
+    int nice = 0;
+    if (fields >> nice) out.push_back(nice);
+  }
+  return out;
+}
+
+TEST(Loader, WorkersRunAtTheNiceValueAskedAndTheConsumerKeepsItsOwn) {
+  const int own = lucid::util::thread_nice();
+  if (own > 14) GTEST_SKIP() << "this test runs at nice " << own;
+  auto o = small_options(3);
+  o.worker_nice = 5;
+  Loader loader(synthetic, o);
+  auto batches = run_epochs(loader, 1);
+  EXPECT_EQ(batches.size(), 3u);
+  int lowered = 0;
+  for (int i = 0; i < 200 && lowered < 3; ++i) {  // each worker sets it as it starts
+    const auto values = nice_values_of_threads();
+    lowered = static_cast<int>(std::count(values.begin(), values.end(), own + 5));
+    if (lowered < 3) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(lowered, 3);
+  EXPECT_EQ(lucid::util::thread_nice(), own);
+  Loader plain(synthetic, small_options(2));
+  run_epochs(plain, 1);
+  const auto values = nice_values_of_threads();
+  EXPECT_EQ(std::count(values.begin(), values.end(), own + 5), 3) << "workers without worker_nice keep the default";
+}
+
 TEST(Loader, ShardsAreConsecutivePartsOfTheSameBatches) {
   Loader whole(synthetic, small_options(2));
   const auto all = run_epochs(whole, 2);

@@ -177,7 +177,7 @@ std::string tiny_dataset(const std::filesystem::path& root, int n, int cls0 = 0)
     lucid::testing::write((root / "images" / "train" / (std::string(name) + ".jpg")).string(),
                           lucid::testing::jpeg_bytes(32, 48));
     lucid::testing::write((root / "labels" / "train" / (std::string(name) + ".txt")).string(),
-                          std::to_string(i == 0 ? cls0 : i % 3) + " 0.5 0.5 0.2 0.2\n");
+                          c10::str(i == 0 ? cls0 : i % 3, " 0.5 0.5 0.2 0.2\n"));
   }
   const auto yaml = (root / "data.yaml").string();
   lucid::testing::write(yaml,

@@ -112,6 +112,31 @@ TEST(TrainingStep, RecordingCapSendsNewSignaturesNative) {
   EXPECT_EQ(fit.step_recorder()->summary()["recordings"], 2);
 }
 
+TEST(TrainingStep, AKeysFirstUseRunsEagerlyAndItsSecondIsRecorded) {
+  // As fits run: keys (2 images, capacity 4), (2, 0), (2, 8), (1, 1), then (2, 4) again. The first
+  // four run eagerly, the last is the first key's second use: recorded (without a warm-up pass) and
+  // replayed. A second pass over the schedule records the other keys at their second use and
+  // replays every step; every byte equals the native fit's throughout.
+  FitSetup setup;
+  setup.keep_step_outputs = false;
+  setup.record_on_second_use = true;
+  Fit native(std::nullopt, optim::Kind::MuSGD, "", setup), fit(step_only(), optim::Kind::MuSGD, "", setup);
+  expect_fits_match(native, fit, setup.imgsz);
+  const std::string first_use =
+      "training step: the first use of an input signature or capacity bucket (recorded at its second)";
+  const auto& log = fit.step_recorder()->log();
+  EXPECT_EQ(log.native(Stage::Step), 4);
+  EXPECT_EQ(log.reasons().at(first_use), 4);
+  EXPECT_EQ(log.replays(Stage::Step), 1);
+  EXPECT_EQ(fit.step_recorder()->summary()["eager_steps"], 4);
+  EXPECT_EQ(fit.step_recorder()->summary()["recorded_total"], 1);
+  expect_fits_match(native, fit, setup.imgsz);
+  EXPECT_EQ(log.reasons().at(first_use), 4);
+  EXPECT_EQ(log.replays(Stage::Step), 6);
+  EXPECT_EQ(fit.step_recorder()->summary()["recorded_total"], 4);
+  EXPECT_EQ(log.replays(Stage::StepUpdate), 8);
+}
+
 TEST(TrainingStep, CudaGraphsOnTheCpuFallBackNativelyWithTheirReason) {
   FitSetup setup;
   setup.backend = Backend::CudaGraph;  // a CPU fit asking for CUDA graphs
@@ -149,9 +174,9 @@ TEST(TrainingStep, EpochLossWeightsReplayWithoutReRecordingAndStayIdentical) {
   for (int epoch = 0; epoch < 2; ++epoch) {
     for (int i : {0, 2}) {
       auto x = native.run(b[i].x, b[i].targets, true), y = fit.run(b[i].x, b[i].targets, true);
-      expect_same_bytes(x.predictions, y.predictions, "loss at epoch " + std::to_string(epoch));
-      expect_same_bytes(x.params, y.params, "parameters at epoch " + std::to_string(epoch));
-      expect_same_bytes(x.ema, y.ema, "EMA at epoch " + std::to_string(epoch));
+      expect_same_bytes(x.predictions, y.predictions, c10::str("loss at epoch ", epoch));
+      expect_same_bytes(x.params, y.params, c10::str("parameters at epoch ", epoch));
+      expect_same_bytes(x.ema, y.ema, c10::str("EMA at epoch ", epoch));
     }
     native.loss().update_epoch();
     fit.loss().update_epoch();

@@ -5,8 +5,10 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <future>
 #include <iostream>
 #include <optional>
+#include <sstream>
 
 #include "lucid/cli/commands.h"
 #include "lucid/cli/outcome.h"
@@ -24,6 +26,7 @@
 #include "lucid/report/run_events.h"
 #include "lucid/report/run_report.h"
 #include "lucid/train/autobatch.h"
+#include "lucid/train/device_warm_up.h"
 #include "lucid/train/fit_events.h"
 #include "lucid/train/resume.h"
 #include "lucid/train/run_folder.h"
@@ -148,7 +151,8 @@ struct FitData {
   int64_t max_instances = 0;
 };
 
-FitData load_fit_data(const engine::TrainSettings& settings) {
+// The dataset's index and its splits, the RAM cache's size checked; the images are prepared after.
+FitData index_fit_data(const engine::TrainSettings& settings) {
   FitData d;
   d.path = settings.synthetic ? default_dataset() : settings.data;
   data::IndexOptions io = settings.index;
@@ -160,9 +164,19 @@ FitData load_fit_data(const engine::TrainSettings& settings) {
   if (!train_split) throw UserError(d.path + ": no 'train' split");
   if (!val_split && settings.split == "test") throw UserError("option split=test: " + d.path + " has no 'test' split");
   if (!val_split) val_split = train_split;
+  if (engine::prepared_store(settings.cache) == data::PreparedStore::Ram)
+    engine::require_memory_for_ram_cache({train_split, val_split}, static_cast<int>(settings.imgsz()));
+  return d;
+}
+
+// The prepared training and validation images (decoded, resized, cached), and the instance counts
+// that come with the usable ones. Writes d's splits and counts only: its index may be read meanwhile.
+void prepare_fit_data(const engine::TrainSettings& settings, FitData& d) {
+  const auto* train_split = d.index.find("train");
+  const auto* val_split = d.index.find(settings.split);
+  if (!val_split) val_split = train_split;
   const auto store = engine::prepared_store(settings.cache);
   const int imgsz = static_cast<int>(settings.imgsz());
-  if (store == data::PreparedStore::Ram) engine::require_memory_for_ram_cache({train_split, val_split}, imgsz);
   d.train = engine::prepare_split(*train_split, imgsz, store, 0);
   d.val = engine::prepare_split(*val_split, imgsz, store, 0);
   d.class_counts.assign(static_cast<size_t>(d.index.nc()), 0);
@@ -172,6 +186,33 @@ FitData load_fit_data(const engine::TrainSettings& settings) {
       if (!inst.crowd) ++d.class_counts[static_cast<size_t>(inst.cls)], ++n;
     d.max_instances = std::max(d.max_instances, n);
   }
+}
+
+// A fit on one GPU at one input size sets the device up for its training shapes
+// (train/device_warm_up.h) on this thread while another prepares the images.
+FitData load_fit_data(const engine::TrainSettings& settings, const engine::ModelSource& model, torch::Device device,
+                      bool warm_up) {
+  FitData d = index_fit_data(settings);
+  const bool fixed_shapes =
+      !settings.loader.rect && settings.multi_scale == 0 && settings.batch_option.autobatch_fraction <= 0;
+  if (!(warm_up && device.is_cuda() && fixed_shapes)) {
+    prepare_fit_data(settings, d);
+    return d;
+  }
+  auto prepared = std::async(std::launch::async, [&] { prepare_fit_data(settings, d); });
+  engine::WarmUpRequest r;
+  r.spec = model.spec_for_classes(static_cast<int>(d.index.nc()));
+  r.device = device;
+  r.imgsz = settings.imgsz();
+  r.batches = engine::epoch_batch_sizes(static_cast<int64_t>(d.index.find("train")->images.size()), settings.batch());
+  r.autocast = settings.amp;
+  r.deterministic = settings.deterministic;
+  const double seconds = engine::warm_up_device(r);
+  prepared.get();
+  std::ostringstream batches;
+  for (const auto b : r.batches) batches << (batches.tellp() ? " and " : "") << b;
+  std::printf("device: set up for training batches of %s at %lld px in %.2f s, while the images were prepared\n",
+              batches.str().c_str(), static_cast<long long>(r.imgsz), seconds);
   return d;
 }
 
@@ -207,6 +248,10 @@ void refuse_single_image_batch(const engine::TrainSettings& settings, int64_t tr
                     "every size >= 64");
 }
 
+// A GPU fit's loader workers yield to the fit's thread (data::LoaderOptions::worker_nice): at nice 10
+// a worker gets about a tenth of a core the fit's thread wants, and all of one it leaves.
+constexpr int kGpuFitWorkerNice = 10;
+
 // The training batches: sharded across the world's processes, rect sizes, GPU-rendered images.
 std::unique_ptr<engine::BatchSource> training_batches(const engine::TrainSettings& settings, const FitData& d,
                                                       const dist::World* world, torch::Device device) {
@@ -226,6 +271,7 @@ std::unique_ptr<engine::BatchSource> training_batches(const engine::TrainSetting
     std::fprintf(stderr, "warning: 'rect=True' is incompatible with DataLoader shuffle, setting shuffle=False\n");
   }
   if (settings.execution.gpu_augment) opts.device_images = engine::upload_prepared(samples, d.train.size(), device);
+  if (device.is_cuda()) opts.worker_nice = kGpuFitWorkerNice;
   return std::make_unique<engine::LoaderSource>(samples, opts);
 }
 
@@ -356,7 +402,7 @@ CommandOutcome train_run(const std::vector<std::string>& command_line) {
   if (!resuming) resumed.model = training_model(settings);
   const auto& model_source = resumed.model;
   config::warn_without_one_to_one(settings.validator.nms, model_source.require_spec().end2end, settings.model);
-  const FitData data = load_fit_data(settings);
+  const FitData data = load_fit_data(settings, model_source, device, !world && !resumed.finishing);
   choose_batch(settings, model_source, data, device);
   refuse_single_image_batch(settings, data.train.size());
   auto batches = training_batches(settings, data, world, device);

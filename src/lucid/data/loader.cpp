@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "lucid/data/masks.h"
+#include "lucid/util/cpu_threads.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
 #include "lucid/util/parallel.h"
@@ -335,6 +336,7 @@ struct Loader::Building {
 };
 
 void Loader::worker_loop() {
+  if (opts_.worker_nice > 0) util::lower_thread_priority(opts_.worker_nice);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [&] {

@@ -44,7 +44,11 @@ struct LoaderOptions {
   int mask_ratio = 4;
   uint64_t seed = 0;
   int pin_memory = -1;  // -1: when CUDA is usable
-  AugmentOptions aug;   // its imgsz is replaced by `imgsz`
+  // Added to each worker thread's nice value (Linux). A GPU fit's own thread launches the device's
+  // work; a worker that preempts it (16 workers on 16 cores) leaves the device idle, so there the
+  // workers yield to it and take the cores it leaves.
+  int worker_nice = 0;
+  AugmentOptions aug;  // its imgsz is replaced by `imgsz`
   // Training only, "gpu_augment": the prepared images of every index on a device. Workers then
   // build each sample's instances, mask targets and pixel plan (plan_sample) but not its pixels;
   // the batch's images are rendered from these on their device (render_batch) when it is handed

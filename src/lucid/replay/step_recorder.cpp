@@ -73,7 +73,8 @@ struct StepRecorder::Recording {
 };
 
 StepRecorder::StepRecorder(StepProgram program, model::SegmentationModel model, optim::Optimizer& optimizer,
-                           optim::ModelEMA* ema, Backend backend, int64_t max_recordings, bool keep_outputs, bool print)
+                           optim::ModelEMA* ema, Backend backend, int64_t max_recordings, bool keep_outputs, bool print,
+                           bool record_on_second_use)
     : program_(std::move(program)),
       model_(std::move(model)),
       optimizer_(optimizer),
@@ -81,7 +82,8 @@ StepRecorder::StepRecorder(StepProgram program, model::SegmentationModel model, 
       backend_(backend),
       max_recordings_(max_recordings),
       keep_outputs_(keep_outputs),
-      log_(print) {
+      log_(print),
+      record_on_second_use_(record_on_second_use && !keep_outputs) {
   for (const auto& p : model_->parameters())
     if (p.requires_grad()) params_.push_back(p);
   grad_bufs_.resize(params_.size());
@@ -116,7 +118,36 @@ std::string StepRecorder::key_of(const Tensor& x, const loss::PaddedTargets& t) 
   return out.str();
 }
 
-std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, const loss::PaddedTargets& targets) {
+void StepRecorder::allocate_step_grads() {
+  // Outside the recordings' pool: buffers that outlive every recording.
+  if (step_grads_.empty())
+    for (const auto& p : params_) step_grads_.push_back(torch::empty_like(p));  // AccumulateGrad's layout
+}
+
+void StepRecorder::run_micro_step(const Tensor& x, const loss::PaddedTargets& targets, Recording& r) {
+  auto [outputs, result] = program_.forward_loss(x, targets);
+  std::vector<Tensor> grads;
+  {
+    util::Autocast autocast_off(false);  // backward passes run outside autocast, as natively
+    grads = torch::autograd::grad({result.total.sum()}, params_, {}, /*retain_graph=*/false,
+                                  /*create_graph=*/false, /*allow_unused=*/true);
+  }
+  r.grad_defined.assign(grads.size(), false);
+  std::vector<Tensor> to, from;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    r.grad_defined[i] = true;
+    to.push_back(step_grads_[i]);
+    from.push_back(grads[i]);
+  }
+  torch::NoGradGuard no_grad;
+  if (!to.empty()) torch::_foreach_copy_(to, from);
+  if (keep_outputs_) r.outputs = detached(outputs);
+  r.items = result.items;
+}
+
+std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, const loss::PaddedTargets& targets,
+                                                              int warm_ups) {
   const auto t0 = Clock::now();
   auto rec = std::make_unique<Recording>();
   const auto device = x.device();
@@ -126,8 +157,7 @@ std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, c
   auto& input = inputs_[signature.str()];
   if (!input.defined()) input = torch::empty_strided(x.sizes(), x.strides(), x.options());
   rec->x = input;
-  if (step_grads_.empty())
-    for (const auto& p : params_) step_grads_.push_back(torch::empty_like(p));  // AccumulateGrad's layout
+  allocate_step_grads();
   rec->targets = static_like(targets, device);
   // Warm-up passes move BatchNorm statistics: every buffer is restored before the step runs.
   std::vector<Tensor> buffers = model_->buffers(), saved;
@@ -137,41 +167,23 @@ std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, c
     for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
   };
   Recording* r = rec.get();
-  auto body = [this, r] {
-    auto [outputs, result] = program_.forward_loss(r->x, r->targets);
-    std::vector<Tensor> grads;
-    {
-      util::Autocast autocast_off(false);  // backward passes run outside autocast, as natively
-      grads = torch::autograd::grad({result.total.sum()}, params_, {}, /*retain_graph=*/false,
-                                    /*create_graph=*/false, /*allow_unused=*/true);
-    }
-    r->grad_defined.assign(grads.size(), false);
-    std::vector<Tensor> to, from;
-    for (size_t i = 0; i < grads.size(); ++i) {
-      if (!grads[i].defined()) continue;
-      r->grad_defined[i] = true;
-      to.push_back(step_grads_[i]);
-      from.push_back(grads[i]);
-    }
-    torch::NoGradGuard no_grad;
-    if (!to.empty()) torch::_foreach_copy_(to, from);
-    if (keep_outputs_) r->outputs = detached(outputs);
-    r->items = result.items;
-  };
+  auto body = [this, r] { run_micro_step(r->x, r->targets, *r); };
   try {
     if (!micro_ctx_) micro_ctx_ = std::make_unique<RecordingContext>(backend_);
     rec->x.copy_(x, /*non_blocking=*/true);
     stage(targets, rec->targets);
     // The warm-up draws from the recordings' pool, so its memory serves the capture after it.
-    const int64_t kept = micro_ctx_->run_in_pool(
-        [&] {
-          for (int i = 0; i < 3; ++i) body();
-          r->outputs = {};  // the warm-up's tensors go before the capture allocates its own
-          r->items = Tensor();
-        },
-        /*capture_stream=*/true);
-    drop_if_kept(kept, "a warm-up");
-    restore();
+    if (warm_ups > 0) {
+      const int64_t kept = micro_ctx_->run_in_pool(
+          [&] {
+            for (int i = 0; i < warm_ups; ++i) body();
+            r->outputs = {};  // the warm-up's tensors go before the capture allocates its own
+            r->items = Tensor();
+          },
+          /*capture_stream=*/true);
+      drop_if_kept(kept, "a warm-up");
+      restore();
+    }
     micro_ctx_->synchronize();
     rec->graph.capture(*micro_ctx_, micro_ctx_->pool(), body);
     micro_ctx_->synchronize();
@@ -187,16 +199,70 @@ std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, c
   return rec;
 }
 
+MicroStep StepRecorder::eager_micro_step(const Tensor& x, const loss::PaddedTargets& targets) {
+  const auto t0 = Clock::now();
+  allocate_step_grads();
+  if (!eager_items_.defined()) eager_items_ = torch::empty({loss::kLossTerms}, x.options().dtype(torch::kFloat));
+  if (!micro_ctx_) micro_ctx_ = std::make_unique<RecordingContext>(backend_);
+  Recording r;
+  // On the capture stream, in the pool: what the step allocates there is what a capture of the same
+  // key will reuse.
+  const int64_t kept = micro_ctx_->run_in_pool(
+      [&] {
+        auto device_targets = static_like(targets, x.device());
+        stage(targets, device_targets);
+        run_micro_step(x, device_targets, r);
+        eager_items_.copy_(r.items);
+        r.items = Tensor();
+      },
+      /*capture_stream=*/true);
+  drop_if_kept(kept, "a step run eagerly");
+  accumulate(r.grad_defined);
+  ++eager_steps_;
+  eager_s_ += seconds_since(t0);
+  return MicroStep{{}, eager_items_};
+}
+
+void StepRecorder::accumulate(const std::vector<bool>& grad_defined) {
+  // AccumulateGrad's rule: a parameter without a gradient takes this one, one with a gradient adds it.
+  std::vector<Tensor> assign_to, assign_from, add_to, add_from;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!grad_defined[i]) continue;
+    const auto& g = step_grads_[i];
+    auto& pg = params_[i].mutable_grad();
+    if (pg.defined()) {
+      add_to.push_back(pg);
+      add_from.push_back(g);
+      continue;
+    }
+    if (!grad_bufs_[i].defined()) grad_bufs_[i] = torch::empty_like(g);
+    assign_to.push_back(grad_bufs_[i]);
+    assign_from.push_back(g);
+    pg = grad_bufs_[i];
+  }
+  torch::NoGradGuard no_grad;
+  if (!assign_to.empty()) torch::_foreach_copy_(assign_to, assign_from);
+  if (!add_to.empty()) torch::_foreach_add_(add_to, add_from);
+}
+
 std::optional<MicroStep> StepRecorder::micro_step(const Tensor& x, const loss::PaddedTargets& targets) {
   const auto key = key_of(x, targets);
   auto it = micro_.find(key);
   auto f = facts(it == micro_.end());
   f.recording_failed = micro_failed_;
   auto r = route(Stage::Step, ReplayOptions{false, false, false, true}, f);
+  if (r.replay && it == micro_.end() && record_on_second_use_ && eager_uses_[key]++ == 0) {
+    log_.record(Stage::Step, Route{false,
+                                   "the first use of an input signature or capacity bucket (recorded at "
+                                   "its second)"});
+    return eager_micro_step(x, targets);
+  }
   if (r.replay && it == micro_.end()) {
     try {
       const auto t0 = Clock::now();
-      it = micro_.emplace(key, record(x, targets)).first;
+      // After an eager step of the key the set-up is made and its memory is in the pool.
+      const int warm_ups = eager_uses_.erase(key) ? 0 : 1;
+      it = micro_.emplace(key, record(x, targets, warm_ups)).first;
       std::ostringstream what;
       what << x.sizes() << ", instance capacity " << targets.capacity();
       std::printf("replay: recorded the training step for images %s in %.2f s (%lld held)\n", what.str().c_str(),
@@ -215,25 +281,7 @@ std::optional<MicroStep> StepRecorder::micro_step(const Tensor& x, const loss::P
   rec.x.copy_(x, /*non_blocking=*/true);
   stage(targets, rec.targets);
   rec.graph.replay();
-  // AccumulateGrad's rule: a parameter without a gradient takes this one, one with a gradient adds it.
-  std::vector<Tensor> assign_to, assign_from, add_to, add_from;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (!rec.grad_defined[i]) continue;
-    const auto& g = step_grads_[i];
-    auto& pg = params_[i].mutable_grad();
-    if (pg.defined()) {
-      add_to.push_back(pg);
-      add_from.push_back(g);
-      continue;
-    }
-    if (!grad_bufs_[i].defined()) grad_bufs_[i] = torch::empty_like(g);
-    assign_to.push_back(grad_bufs_[i]);
-    assign_from.push_back(g);
-    pg = grad_bufs_[i];
-  }
-  torch::NoGradGuard no_grad;
-  if (!assign_to.empty()) torch::_foreach_copy_(assign_to, assign_from);
-  if (!add_to.empty()) torch::_foreach_add_(add_to, add_from);
+  accumulate(rec.grad_defined);
   return MicroStep{rec.outputs, rec.items};
 }
 
@@ -359,6 +407,8 @@ nlohmann::ordered_json StepRecorder::summary() const {
   j["update_replayed_steps"] = log_.replays(Stage::StepUpdate);
   j["update_native_steps"] = log_.native(Stage::StepUpdate);
   j["record_seconds"] = {{"micro_steps", micro_record_s_}, {"update", update_record_s_}};
+  j["eager_steps"] = eager_steps_;  // first uses of a key, run eagerly in the pool
+  j["eager_seconds"] = eager_s_;
   if (!failure_.empty()) j["recording_failure"] = failure_;  // the first line of what the failed capture threw
   return j;
 }

@@ -20,6 +20,11 @@
 // (BatchNorm statistics; for the update, parameters, optimizer state, EMA and gradients) is
 // restored. The number of micro-step recordings is capped; a step the recordings cannot hold runs
 // natively with a counted reason (route.h), through the very same step code.
+// With record_on_second_use a key's first micro-step runs eagerly, the recording's own code in the
+// recordings' pool on the capture stream, and the key is recorded at its second use: a key used once
+// (the partial last batch of a one-epoch fit, a rare capacity bucket) costs one native step instead of
+// a recording, and a key used again is captured without a warm-up pass, the eager step having made
+// every first-use set-up and left its memory in the pool for the capture.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -57,7 +62,8 @@ struct MicroStep {
 class StepRecorder {
  public:
   StepRecorder(StepProgram program, model::SegmentationModel model, optim::Optimizer& optimizer, optim::ModelEMA* ema,
-               Backend backend, int64_t max_recordings, bool keep_outputs, bool print = true);
+               Backend backend, int64_t max_recordings, bool keep_outputs, bool print = true,
+               bool record_on_second_use = false);
   ~StepRecorder();
   StepRecorder(const StepRecorder&) = delete;
   StepRecorder& operator=(const StepRecorder&) = delete;
@@ -84,7 +90,13 @@ class StepRecorder {
   struct Recording;
   FitFacts facts(bool new_key) const;
   std::string key_of(const Tensor& x, const loss::PaddedTargets& targets) const;
-  std::unique_ptr<Recording> record(const Tensor& x, const loss::PaddedTargets& targets);
+  std::unique_ptr<Recording> record(const Tensor& x, const loss::PaddedTargets& targets, int warm_ups);
+  // Forward, loss and backward of (x, targets) into step_grads_, as the recording runs them.
+  void run_micro_step(const Tensor& x, const loss::PaddedTargets& targets, Recording& r);
+  MicroStep eager_micro_step(const Tensor& x, const loss::PaddedTargets& targets);
+  // AccumulateGrad's rule applied to step_grads_ (those r's backward defined).
+  void accumulate(const std::vector<bool>& grad_defined);
+  void allocate_step_grads();
   bool record_update();
   void drop_if_kept(int64_t kept, const char* what);
 
@@ -96,17 +108,20 @@ class StepRecorder {
   int64_t max_recordings_;
   bool keep_outputs_;
   RouteLog log_;
-  std::vector<Tensor> params_;            // the trainable parameters, the backward's leaves
-  std::vector<Tensor> grad_bufs_;         // gradients assigned on a first micro-step (persistent)
-  std::vector<Tensor> step_grads_;        // a replayed micro-step's gradients, shared by all recordings
-  std::map<std::string, Tensor> inputs_;  // the image buffer of each input signature, shared likewise
+  bool record_on_second_use_;
+  std::map<std::string, int64_t> eager_uses_;  // keys run eagerly and not yet recorded
+  Tensor eager_items_;                         // an eager step's loss items, outside the pool
+  std::vector<Tensor> params_;                 // the trainable parameters, the backward's leaves
+  std::vector<Tensor> grad_bufs_;              // gradients assigned on a first micro-step (persistent)
+  std::vector<Tensor> step_grads_;             // a replayed micro-step's gradients, shared by all recordings
+  std::map<std::string, Tensor> inputs_;       // the image buffer of each input signature, shared likewise
   std::unique_ptr<RecordingContext> micro_ctx_, update_ctx_;  // a pool for each kind
   std::map<std::string, std::unique_ptr<Recording>> micro_;
   std::vector<std::unique_ptr<Recording>> retired_;  // dropped, kept until the next capture
   bool micro_failed_ = false, update_failed_ = false;
   std::string failure_;  // the failed micro-step recording's error, first line
-  int64_t recorded_total_ = 0, dropped_ = 0, update_replays_ = 0, update_native_ = 0;
-  double micro_record_s_ = 0, update_record_s_ = 0;
+  int64_t recorded_total_ = 0, dropped_ = 0, update_replays_ = 0, update_native_ = 0, eager_steps_ = 0;
+  double micro_record_s_ = 0, update_record_s_ = 0, eager_s_ = 0;
   std::vector<bool> update_grads_;  // which parameters had gradients when the update was recorded
   Graph update_;
 };

@@ -11,6 +11,7 @@
 #include "lucid/model/transfer.h"
 #include "lucid/optim/schedule.h"
 #include "lucid/report/run_events.h"
+#include "lucid/train/device_warm_up.h"
 #include "lucid/train/early_stopping.h"
 #include "lucid/train/freeze.h"
 #include "lucid/train/multi_scale.h"
@@ -87,15 +88,7 @@ Trainer::Trainer(const TrainSettings& settings, DatasetInfo dataset, ModelStart 
 
 void Trainer::use_determinism() {
   if (device_.is_cpu()) util::use_reference_cpu_threads();
-  if (s_.deterministic) {
-    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
-    // Not PyTorch's fill of every new tensor with NaN that comes with it: a debugging aid costing a
-    // write of each allocation (most of deterministic=True's time on the CPU), and lucid reads no
-    // memory it has not written (the same-seed byte tests hold without it).
-    at::globalContext().setDeterministicFillUninitializedMemory(false);
-    at::globalContext().setDeterministicCuDNN(true);
-    at::globalContext().setBenchmarkCuDNN(false);
-  }
+  use_fit_algorithms(s_.deterministic);
   torch::manual_seed(static_cast<uint64_t>(s_.seed));
 }
 

@@ -35,7 +35,8 @@ TrainingStep::TrainingStep(model::SegmentationModel model, StepLossFns loss, opt
     };
     program.update = [this] { update(); };
     whole_ = std::make_unique<replay::StepRecorder>(std::move(program), model_, optimizer_, ema_, s_.backend,
-                                                    s_.max_step_recordings, s_.keep_step_outputs, s_.print);
+                                                    s_.max_step_recordings, s_.keep_step_outputs, s_.print,
+                                                    s_.record_on_second_use);
   }
 }
 

@@ -35,7 +35,10 @@ struct StepSettings {
   replay::Backend backend = replay::Backend::CudaGraph;
   int64_t max_step_recordings = 16;  // capture_step: micro-step recordings held at once
   bool keep_step_outputs = false;    // capture_step: each recording keeps its forward's outputs
-  bool print = true;                 // route reasons and recordings on stdout
+  // capture_step: a key's first micro-step runs eagerly and the key is recorded at its second use
+  // (replay::StepRecorder); off, every key is recorded at its first use.
+  bool record_on_second_use = true;
+  bool print = true;  // route reasons and recordings on stdout
   // Data parallel: the gradient all-reduce, run first at every optimizer step (before clipping;
   // inside the update's recording under capture_step).
   std::function<void()> reduce_gradients;
