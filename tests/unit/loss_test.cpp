@@ -427,6 +427,24 @@ TEST(CapacityBuckets, PaddedTargetsHaveTheBucketsShapes) {
   EXPECT_EQ(none.boxes.sizes(), (std::vector<int64_t>{2, 0, 4}));
 }
 
+// The fit's least capacity: the bucket of the 99th-percentile image, so one crowded image of a
+// hundred does not set it; pad_targets applies it to batches with instances only.
+TEST(CapacityBuckets, TheFloorIsThe99thPercentileImagesBucketAndPadsOnlyBatchesWithInstances) {
+  EXPECT_EQ(loss::capacity_floor({}), 0);
+  EXPECT_EQ(loss::capacity_floor({0, 0, 0}), 0);
+  std::vector<int64_t> counts(100, 3);
+  counts.push_back(300);
+  EXPECT_EQ(loss::capacity_floor(counts), 4);  // 101 images: the 100th smallest
+  counts.push_back(200);
+  EXPECT_EQ(loss::capacity_floor(counts), 256);  // 102 images: the 101st smallest
+  EXPECT_EQ(loss::capacity_floor({42, 1, 17, 5}), 64);
+  auto t = loss_cases::random_targets({3, 0, 5}, 64, 96, 3, true);
+  EXPECT_EQ(loss::pad_targets(t, 3, 64, 96, true, -1, 32).capacity(), 32);
+  EXPECT_EQ(loss::pad_targets(t, 3, 64, 96, true, -1, 4).capacity(), 8);  // the batch's own bucket is larger
+  EXPECT_EQ(loss::pad_targets(no_targets(2, 64, 64), 2, 64, 64, true, -1, 32).capacity(), 0);
+  EXPECT_EQ(loss::pad_targets(t, 3, 64, 96, true, 16, 32).capacity(), 16);  // a capacity asked for is kept
+}
+
 namespace {
 
 // One loss call on fresh leaves of `raw` with targets padded to `capacity`, and its gradients

@@ -21,6 +21,7 @@
 #include "lucid/evaluate/evaluate.h"
 #include "lucid/evaluate/validator.h"
 #include "lucid/feed/training_data.h"
+#include "lucid/loss/targets.h"
 #include "lucid/plot/canvas.h"
 #include "lucid/plot/charts.h"
 #include "lucid/report/run_events.h"
@@ -149,6 +150,7 @@ struct FitData {
   engine::PreparedSplit train, val;
   std::vector<int64_t> class_counts;
   int64_t max_instances = 0;
+  int64_t capacity_floor = 0;  // loss::capacity_floor of the usable training images
 };
 
 // The dataset's index and its splits, the RAM cache's size checked; the images are prepared after.
@@ -180,12 +182,15 @@ void prepare_fit_data(const engine::TrainSettings& settings, FitData& d) {
   d.train = engine::prepare_split(*train_split, imgsz, store, 0);
   d.val = engine::prepare_split(*val_split, imgsz, store, 0);
   d.class_counts.assign(static_cast<size_t>(d.index.nc()), 0);
+  std::vector<int64_t> per_image;
   for (const auto u : d.train.usable) {
     int64_t n = 0;
     for (const auto& inst : d.train.split->images[static_cast<size_t>(u)].instances)
       if (!inst.crowd) ++d.class_counts[static_cast<size_t>(inst.cls)], ++n;
     d.max_instances = std::max(d.max_instances, n);
+    per_image.push_back(n);
   }
+  d.capacity_floor = loss::capacity_floor(std::move(per_image));
 }
 
 // A fit on one GPU at one input size sets the device up for its training shapes
@@ -422,8 +427,8 @@ CommandOutcome train_run(const std::vector<std::string>& command_line) {
     engine::ModelStart start{model_source.spec_for_classes(static_cast<int>(data.index.nc())),
                              model_source.weights.empty() ? nullptr : &model_source.weights};
     trainer = std::make_unique<engine::Trainer>(
-        settings, engine::DatasetInfo{data.index.nc(), data.index.names, data.class_counts}, std::move(start),
-        std::move(batches), validate, resumed.checkpoint.empty() ? nullptr : &resumed);
+        settings, engine::DatasetInfo{data.index.nc(), data.index.names, data.class_counts, data.capacity_floor},
+        std::move(start), std::move(batches), validate, resumed.checkpoint.empty() ? nullptr : &resumed);
     trainer->set_fit_start(fit_start);
     run_dir = trainer->run_dir();
     trainer->fit();

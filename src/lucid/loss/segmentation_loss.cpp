@@ -315,7 +315,7 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
 
 PaddedTargets SegmentationLoss::pad(const SegTargets& targets, int64_t batch_size, double height, double width,
                                     int64_t capacity) const {
-  return pad_targets(targets, batch_size, height, width, options_.overlap_mask, capacity);
+  return pad_targets(targets, batch_size, height, width, options_.overlap_mask, capacity, options_.min_capacity);
 }
 
 LossResult SegmentationLoss::operator()(const model::HeadOutputs& preds, const SegTargets& targets) {

@@ -55,6 +55,7 @@ struct LossOptions {
   int64_t topk = 10;                       // one-to-many assigner
   int64_t o2o_topk = 7, o2o_topk2 = 1;     // one-to-one assigner
   std::vector<double> class_weights;       // cls_pw (loss/class_weights.h); empty: every class weighs 1
+  int64_t min_capacity = 0;                // pad()'s least capacity for a batch with instances (capacity_floor)
   // Most mask logits (slots x pixels, all images) the mask term holds at once; bounds its memory.
   int64_t mask_chunk_elements = int64_t{1} << 24;
 };

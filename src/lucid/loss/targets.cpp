@@ -1,5 +1,7 @@
 #include "lucid/loss/targets.h"
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "lucid/loss/boxes.h"
@@ -60,8 +62,16 @@ std::vector<int64_t> instance_counts(const SegTargets& targets, int64_t batch_si
   return counts;
 }
 
+int64_t capacity_floor(std::vector<int64_t> image_instances) {
+  if (image_instances.empty()) return 0;
+  std::sort(image_instances.begin(), image_instances.end());
+  const auto n = static_cast<double>(image_instances.size());
+  const auto at = static_cast<size_t>(std::max(0.0, std::ceil(0.99 * n) - 1));
+  return capacity_bucket(image_instances[at]);
+}
+
 PaddedTargets pad_targets(const SegTargets& targets, int64_t batch_size, double height, double width, bool overlap_mask,
-                          int64_t capacity) {
+                          int64_t capacity, int64_t min_capacity) {
   const int64_t n = targets.size();
   if (n > 0 && (targets.cls.numel() != n || targets.bboxes.dim() != 2 || targets.bboxes.size(0) != n ||
                 targets.bboxes.size(1) != 4))
@@ -69,7 +79,7 @@ PaddedTargets pad_targets(const SegTargets& targets, int64_t batch_size, double 
   const auto counts = instance_counts(targets, batch_size);
   int64_t max_count = 0;
   for (auto c : counts) max_count = std::max(max_count, c);
-  if (capacity < 0) capacity = capacity_bucket(max_count);
+  if (capacity < 0) capacity = max_count > 0 ? std::max(capacity_bucket(max_count), min_capacity) : 0;
   if (capacity < max_count)
     throw UserError("loss targets: an image holds " + std::to_string(max_count) +
                     " instances, more than the capacity " + std::to_string(capacity));

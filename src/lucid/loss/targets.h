@@ -37,6 +37,12 @@ struct SegTargets {
 constexpr int64_t kLargestListedCapacity = 512;
 int64_t capacity_bucket(int64_t max_count);
 
+// The smallest capacity a fit pads a batch with instances to: the bucket of the training images'
+// 99th-percentile instance count (0 for none). A mosaic batch seldom needs less than one image's
+// worth, and every smaller bucket would be a shape of its own (a recording under capture_step) to
+// save a padding that costs little; the percentile keeps a few crowded images from setting it.
+int64_t capacity_floor(std::vector<int64_t> image_instances);
+
 // Instances per image of a batch of `batch_size` images (a host read: free when batch_idx is a CPU
 // tensor, one device synchronisation otherwise). Throws UserError if batch_idx is not ascending or
 // out of range.
@@ -63,12 +69,13 @@ struct PaddedTargets {
 torch::ScalarType overlap_mask_dtype(int64_t capacity);
 
 // Packs targets for a batch of `batch_size` images of size (height, width) pixels, padded to
-// `capacity` instances per image (-1: the batch's bucket, capacity_bucket of its fullest image).
+// `capacity` instances per image (-1: the batch's bucket, capacity_bucket of its fullest image, and
+// at least min_capacity when the batch holds an instance).
 // Runs where the targets live (the host in training) and reads their per-image counts there.
 // Throws UserError if batch_idx is not ascending or out of range, if the tensors disagree on the
 // number of instances or images, or if an image holds more than `capacity` instances.
 PaddedTargets pad_targets(const SegTargets& targets, int64_t batch_size, double height, double width, bool overlap_mask,
-                          int64_t capacity = -1);
+                          int64_t capacity = -1, int64_t min_capacity = 0);
 
 // Copies a tensor to `device`; a CPU source is pinned first so that the copy does not block.
 Tensor upload(const Tensor& t, const torch::Device& device);

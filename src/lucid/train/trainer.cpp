@@ -111,6 +111,7 @@ void Trainer::build_model(const ModelStart& start, bool resuming) {
 void Trainer::build_loss() {
   loss::LossOptions lo = s_.loss;
   if (s_.cls_pw > 0) lo.class_weights = loss::class_weights(dataset_.class_counts, s_.cls_pw);
+  lo.min_capacity = dataset_.capacity_floor;
   loss_ = std::make_unique<loss::SegmentationLoss>(loss::loss_options_for(*model_, lo));
   if (!lo.class_weights.empty()) {
     std::string w;

@@ -37,6 +37,7 @@ struct DatasetInfo {
   int64_t nc;
   std::vector<std::string> names;
   std::vector<int64_t> class_counts = {};  // training instances per class (for cls_pw)
+  int64_t capacity_floor = 0;              // the loss's least instance capacity (loss::capacity_floor)
 };
 
 // The model a run trains: its architecture (nc = the dataset's) and, for a new run, the pretrained
