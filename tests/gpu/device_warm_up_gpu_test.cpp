@@ -28,11 +28,12 @@ TEST(DeviceWarmUpGpu, LeavesTheGeneratorAndTheDeviceMemoryAsItFoundThem) {
   r.autocast = true;
   torch::manual_seed(3);
   const auto before = at::detail::getDefaultCPUGenerator().get_state();
-  c10::cuda::CUDACachingAllocator::emptyCache();
+  EXPECT_GT(engine::warm_up_device(r), 0.0);
+  EXPECT_TRUE(torch::equal(before, at::detail::getDefaultCPUGenerator().get_state()));
+  // The first warm-up of a process leaves what the process keeps for its life (cuBLAS's workspace
+  // of the stream, which a fit makes anyway); a second one leaves nothing more.
   const int64_t reserved = reserved_bytes();
   EXPECT_GT(engine::warm_up_device(r), 0.0);
-  const auto after = at::detail::getDefaultCPUGenerator().get_state();
-  EXPECT_TRUE(torch::equal(before, after));
   EXPECT_EQ(reserved_bytes(), reserved);
 }
 
