@@ -118,6 +118,11 @@ std::string StepRecorder::key_of(const Tensor& x, const loss::PaddedTargets& t) 
   return out.str();
 }
 
+RecordingContext& StepRecorder::micro_context() {
+  if (!micro_ctx_) micro_ctx_ = std::make_unique<RecordingContext>(backend_);
+  return *micro_ctx_;
+}
+
 void StepRecorder::allocate_step_grads() {
   // Outside the recordings' pool: buffers that outlive every recording.
   if (step_grads_.empty())
@@ -159,22 +164,24 @@ std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, c
   rec->x = input;
   allocate_step_grads();
   rec->targets = static_like(targets, device);
-  // Warm-up passes move BatchNorm statistics: every buffer is restored before the step runs.
+  // Warm-up passes move BatchNorm statistics: every buffer is restored before the step runs. The
+  // capture itself runs nothing.
   std::vector<Tensor> buffers = model_->buffers(), saved;
-  for (const auto& b : buffers) saved.push_back(b.clone());
+  if (warm_ups > 0)
+    for (const auto& b : buffers) saved.push_back(b.clone());
   auto restore = [&] {
     torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
+    for (size_t i = 0; i < saved.size(); ++i) buffers[i].copy_(saved[i]);
   };
   Recording* r = rec.get();
   auto body = [this, r] { run_micro_step(r->x, r->targets, *r); };
   try {
-    if (!micro_ctx_) micro_ctx_ = std::make_unique<RecordingContext>(backend_);
+    auto& ctx = micro_context();
     rec->x.copy_(x, /*non_blocking=*/true);
     stage(targets, rec->targets);
     // The warm-up draws from the recordings' pool, so its memory serves the capture after it.
     if (warm_ups > 0) {
-      const int64_t kept = micro_ctx_->run_in_pool(
+      const int64_t kept = ctx.run_in_pool(
           [&] {
             for (int i = 0; i < warm_ups; ++i) body();
             r->outputs = {};  // the warm-up's tensors go before the capture allocates its own
@@ -184,11 +191,10 @@ std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, c
       drop_if_kept(kept, "a warm-up");
       restore();
     }
-    micro_ctx_->synchronize();
-    rec->graph.capture(*micro_ctx_, micro_ctx_->pool(), body);
-    micro_ctx_->synchronize();
+    ctx.synchronize();
+    rec->graph.capture(ctx, ctx.pool(), body);
+    ctx.synchronize();
     retired_.clear();
-    restore();
   } catch (...) {
     if (micro_ctx_) micro_ctx_->synchronize();
     restore();
@@ -203,11 +209,10 @@ MicroStep StepRecorder::eager_micro_step(const Tensor& x, const loss::PaddedTarg
   const auto t0 = Clock::now();
   allocate_step_grads();
   if (!eager_items_.defined()) eager_items_ = torch::empty({loss::kLossTerms}, x.options().dtype(torch::kFloat));
-  if (!micro_ctx_) micro_ctx_ = std::make_unique<RecordingContext>(backend_);
   Recording r;
   // On the capture stream, in the pool: what the step allocates there is what a capture of the same
   // key will reuse.
-  const int64_t kept = micro_ctx_->run_in_pool(
+  const int64_t kept = micro_context().run_in_pool(
       [&] {
         auto device_targets = static_like(targets, x.device());
         stage(targets, device_targets);

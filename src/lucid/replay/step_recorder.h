@@ -97,6 +97,7 @@ class StepRecorder {
   // AccumulateGrad's rule applied to step_grads_ (those r's backward defined).
   void accumulate(const std::vector<bool>& grad_defined);
   void allocate_step_grads();
+  RecordingContext& micro_context();  // the micro-steps' context, made at first use
   bool record_update();
   void drop_if_kept(int64_t kept, const char* what);
 
