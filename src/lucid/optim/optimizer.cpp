@@ -152,6 +152,7 @@ Optimizer::Optimizer(Kind kind, std::vector<ParamGroup> groups, double muon_scal
   hypers_ = torch::zeros({static_cast<int64_t>(groups_.size()), kHyperCount},
                          torch::TensorOptions().dtype(torch::kFloat).device(device));
   step_ = torch::zeros({}, hypers_.options());
+  fused_ = device.is_cuda() && (kind_ == Kind::AdamW || kind_ == Kind::Adam);
   slots_.resize(groups_.size());
   torch::NoGradGuard no_grad;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
@@ -234,6 +235,7 @@ void Optimizer::adam_family_hypers(float* row, double lr, double beta1, double t
 void Optimizer::prepare_update() {
   torch::NoGradGuard no_grad;
   step_.add_(1);
+  if (fused()) return;  // the fused kernel updates the moments with the parameters
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     for (auto& s : slots_[gi]) {
       if (s.param.grad().defined()) prepare_slot(gi, s);
@@ -341,9 +343,36 @@ void Optimizer::orthogonalize() {
 
 void Optimizer::apply_update() {
   torch::NoGradGuard no_grad;
-  for (size_t gi = 0; gi < groups_.size(); ++gi)
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    if (fused()) {
+      apply_fused(gi);
+      continue;
+    }
     for (auto& s : slots_[gi])
       if (s.param.grad().defined()) apply_slot(gi, s);
+  }
+}
+
+void Optimizer::apply_fused(size_t gi) {
+  std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs;
+  for (auto& s : slots_[gi]) {
+    if (!s.param.grad().defined()) continue;
+    params.push_back(s.param);
+    grads.push_back(s.param.grad());
+    exp_avgs.push_back(s.exp_avg);
+    exp_avg_sqs.push_back(s.exp_avg_sq);
+  }
+  if (params.empty()) return;
+  // Every parameter has taken the optimizer's steps: the kernel only reads the count.
+  const std::vector<torch::Tensor> steps(params.size(), step_);
+  const auto& g = groups_[gi];
+  // beta1 is a host value a recording keeps: the Adam family's momentum is never warmed.
+  if (kind_ == Kind::AdamW)
+    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, hyper(gi, kLr), g.current_momentum, kBeta2,
+                      g.weight_decay, kAdamEps, false, false);
+  else
+    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, hyper(gi, kLr), g.current_momentum, kBeta2,
+                     g.weight_decay, kAdamEps, false, false);
 }
 
 void Optimizer::apply_slot(size_t gi, Slot& s) {

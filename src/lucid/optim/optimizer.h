@@ -5,7 +5,8 @@
 // Learning rate, momentum (AdamW: beta1) and step counters live in device tensors that the schedule
 // writes before each step, and the step is split into named stages so that each can later be
 // recorded as a CUDA graph: prepare (decay, momentum, Nesterov), orthogonalize (Newton-Schulz for
-// Muon parameters), apply (parameter updates). No stage reads a device value on the host.
+// Muon parameters), apply (parameter updates; on a GPU AdamW and Adam update their moments there
+// too, in torch's fused kernel). No stage reads a device value on the host.
 #pragma once
 #include <torch/torch.h>
 
@@ -132,6 +133,12 @@ class Optimizer {
   void adam_family_hypers(float* row, double lr, double beta1, double t) const;
   void prepare_slot(size_t gi, Slot& s);
   void apply_slot(size_t gi, Slot& s);
+  // On a GPU, AdamW and Adam run torch's fused multi-tensor kernel (torch.optim's fused=True): a
+  // launch per few hundred tensors instead of nine per tensor, the step's largest count of kernels.
+  // On the CPU the per-tensor ops give the reference's bytes (torch.optim's single-tensor AdamW).
+  bool fused() const { return fused_; }
+  void apply_fused(size_t gi);
+  bool fused_ = false;
   Kind kind_;
   std::vector<ParamGroup> groups_;
   std::vector<std::vector<Slot>> slots_;  // per group
