@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <future>
+#include <iomanip>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -209,15 +210,28 @@ FitData load_fit_data(const engine::TrainSettings& settings, const engine::Model
   r.spec = model.spec_for_classes(static_cast<int>(d.index.nc()));
   r.device = device;
   r.imgsz = settings.imgsz();
-  r.batches = engine::epoch_batch_sizes(static_cast<int64_t>(d.index.find("train")->images.size()), settings.batch());
+  const auto train_images = static_cast<int64_t>(d.index.find("train")->images.size());
+  r.batches = engine::epoch_batch_sizes(train_images, settings.batch());
   r.autocast = settings.amp;
   r.deterministic = settings.deterministic;
+  std::future<data::PinnedReservation> pinned;
+  if (settings.loader.pin_memory != 0 && !settings.execution.gpu_augment) {
+    auto o = settings.loader;
+    o.dataset_size = train_images;
+    o.workers = data::loader_workers(o.workers, o.batch, nullptr);
+    pinned = std::async(std::launch::async, [o, &r] { return data::reserve_pinned_batches(o, r.batches); });
+  }
   const double seconds = engine::warm_up_device(r);
   prepared.get();
-  std::ostringstream batches;
+  std::ostringstream batches, pins;
   for (const auto b : r.batches) batches << (batches.tellp() ? " and " : "") << b;
-  std::printf("device: set up for training batches of %s at %lld px in %.2f s, while the images were prepared\n",
-              batches.str().c_str(), static_cast<long long>(r.imgsz), seconds);
+  if (pinned.valid()) {
+    const auto p = pinned.get();
+    pins << ", and " << p.bytes / (1 << 20) << " MiB of host memory was pinned for " << p.batches << " batches in "
+         << std::fixed << std::setprecision(2) << p.seconds << " s";
+  }
+  std::printf("device: set up for training batches of %s at %lld px in %.2f s, while the images were prepared%s\n",
+              batches.str().c_str(), static_cast<long long>(r.imgsz), seconds, pins.str().c_str());
   return d;
 }
 

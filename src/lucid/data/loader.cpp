@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -235,11 +236,36 @@ Loader::Loader(SampleSource source, LoaderOptions options) : source_(std::move(s
 int loader_workers(int64_t requested, int64_t batch, const char* what) {
   const int64_t cpus = util::cpu_count();
   const int64_t n = std::max<int64_t>(0, std::min({requested, cpus, std::max<int64_t>(batch, 1)}));
-  if (n < requested)
+  if (n < requested && what)
     std::printf("%s: workers=%lld capped at %lld (at most one per CPU, %lld, and per image of a batch, %lld)\n", what,
                 static_cast<long long>(requested), static_cast<long long>(n), static_cast<long long>(cpus),
                 static_cast<long long>(batch));
   return static_cast<int>(n);
+}
+
+PinnedReservation reserve_pinned_batches(const LoaderOptions& o, const std::vector<int64_t>& batch_sizes) {
+  PinnedReservation r;
+  if (batch_sizes.empty()) return r;
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t window = o.prefetch > 0 ? o.prefetch : std::max(2, 2 * o.workers);
+  const int64_t full_batches = std::max<int64_t>(1, o.dataset_size / std::max(o.batch, 1));
+  const int64_t mh = o.imgsz / o.mask_ratio, mw = mh;
+  std::vector<torch::Tensor> held;  // all alive at once, so that each is a block of its own
+  for (size_t k = 0; k < batch_sizes.size(); ++k) {
+    const int64_t B = batch_sizes[k];
+    const int64_t count = k == 0 ? std::min(window, full_batches) + 2 : 1;
+    for (int64_t i = 0; i < count; ++i) {
+      // The shapes start_batch and finish_batch pin (the overlap map as uint8: the common case).
+      if (!device_pixels(o)) held.push_back(host_empty({B, 3, o.imgsz, o.imgsz}, torch::kUInt8, true));
+      held.push_back(host_empty({B, 3}, torch::kFloat, true));
+      held.push_back(host_empty({B, mh, mw}, torch::kInt32, true));
+      if (o.overlap_mask) held.push_back(host_empty({B, mh, mw}, torch::kUInt8, true));
+      ++r.batches;
+    }
+  }
+  for (const auto& t : held) r.bytes += t.nbytes();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
 }
 
 Loader::~Loader() { stop_workers(); }

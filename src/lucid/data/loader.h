@@ -83,8 +83,21 @@ std::vector<int64_t> epoch_permutation(int64_t size, uint64_t seed, int64_t epoc
 
 // The workers= a user asked for, capped at one per CPU and one per image of a batch (the
 // reference's cap in build_dataloader): more would only wait, and a huge count would exhaust the
-// threads a process may start. Prints a line naming `what` (e.g. "train loader") when it caps.
+// threads a process may start. Prints a line naming `what` (e.g. "train loader") when it caps
+// (nothing when `what` is null).
 int loader_workers(int64_t requested, int64_t batch, const char* what);
+
+// Pins the host memory that a training loader with these options (workers final) holds at once in
+// an epoch of `batch_sizes` (the full batch, then a partial last one if any): its window ahead of
+// the consumer, the batch consumed and the one before it, released as the next arrives. The
+// memory goes back to torch's pinned-memory cache, where the epoch's first batches find it instead
+// of calling cudaHostAlloc while the first steps launch (a call that holds the driver, slower than
+// the step at batch 64 and 640 px).
+struct PinnedReservation {
+  int64_t batches = 0, bytes = 0;
+  double seconds = 0;
+};
+PinnedReservation reserve_pinned_batches(const LoaderOptions& o, const std::vector<int64_t>& batch_sizes);
 
 class Loader {
  public:
