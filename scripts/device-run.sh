@@ -22,8 +22,9 @@
 #   polars_runtime_32, which its trainer imports), lucid native (capture_step=False), lucid with the three
 #   stage recordings, lucid with capture_step=True; dwkernels and dwnative: default and native with
 #   lucid's depthwise kernels, LUCID_DEPTHWISE_KERNELS=1; cudnn and cudnnnative: with cuDNN's, =0; the
-#   other lucid arms take the caller's LUCID_DEPTHWISE_KERNELS, unset: the build's default); logs and
-#   a summary in OUT_DIR/screens.
+#   other lucid arms take the caller's LUCID_DEPTHWISE_KERNELS, unset: the build's default; an arm
+#   with a number after its name, e.g. default2, is that arm run again); logs and a summary in
+#   OUT_DIR/screens.
 # scale: the scale workload (bench/scale_workload.sh: LUCID_SCALE_IMAGES training files, default 20000,
 #   under /tmp/lucid-scale) trained for LUCID_SCALE_EPOCHS (default 1) at batch 64, 640 px, 16 workers, one
 #   fresh process per arm in LUCID_SCALE_ARMS (default "ram disk none gpu ultralytics": lucid with
@@ -199,7 +200,8 @@ for b in "${benches[@]}"; do
            batch=${sc#b}; batch=${batch%e*}; epochs=${sc#*e}; workers=4; [ "$batch" -ge 64 ] && workers=16
            for arm in ${LUCID_ARMS:-ultralytics native stages step}; do
              log="$out/screens/$sc-$arm.log"
-             case $arm in
+             kind=${arm%%[0-9]*}
+             case $kind in
                ultralytics) PYTHONPATH=/tmp/peer-site${PYTHONPATH:+:$PYTHONPATH} "$LUCID_PYTHON" "$root/bench/ultralytics_fit.py" \
                               --data "$work/data.yaml" --out /tmp/peer-runs --name "$sc" --epochs "$epochs" --batch "$batch" \
                               --workers "$workers" > "$log" 2>&1 || status=1
@@ -208,10 +210,10 @@ for b in "${benches[@]}"; do
                  # native: capture_step=False; default: no capture option (capture_step on by default);
                  # dwkernels, dwnative (cudnn, cudnnnative): default and native with lucid's depthwise
                  # convolution kernels (cuDNN's), LUCID_DEPTHWISE_KERNELS=1 (=0), model/depthwise.h.
-                 extra=(); [ "${arm%native}" != "$arm" ] && extra=(capture_step=False)
-                 dw=${LUCID_DEPTHWISE_KERNELS-}; [ "${arm#dw}" != "$arm" ] && dw=1; [ "${arm#cudnn}" != "$arm" ] && dw=0
-                 [ $arm = stages ] && extra=(capture_network=True capture_segment_heads=True capture_optimizer=True)
-                 [ $arm = step ] && extra=(capture_step=True)
+                 extra=(); [ "${kind%native}" != "$kind" ] && extra=(capture_step=False)
+                 dw=${LUCID_DEPTHWISE_KERNELS-}; [ "${kind#dw}" != "$kind" ] && dw=1; [ "${kind#cudnn}" != "$kind" ] && dw=0
+                 [ $kind = stages ] && extra=(capture_network=True capture_segment_heads=True capture_optimizer=True)
+                 [ $kind = step ] && extra=(capture_step=True)
                  LUCID_DEPTHWISE_KERNELS=$dw LUCID_SHARED=${LUCID_SHARED:-$root/shared} LUCID_RUNS=/tmp/lucid-screens-$sc-$arm \
                    "$root/bench/fit_workload.sh" "$LUCID_BUILD_DIR/lucid" "$work" /tmp/lucid-screens-out/$sc-$arm 1 \
                    batch="$batch" epochs="$epochs" workers="$workers" "${extra[@]}" > "$log" 2>&1 || status=1
