@@ -2,7 +2,12 @@
 
 #include "lucid/util/trace.h"
 
+#ifdef LUCID_CUDA_KERNELS
+#include "lucid/optim/multi_tensor_cuda.h"
+#endif
+
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <set>
@@ -152,7 +157,11 @@ Optimizer::Optimizer(Kind kind, std::vector<ParamGroup> groups, double muon_scal
   hypers_ = torch::zeros({static_cast<int64_t>(groups_.size()), kHyperCount},
                          torch::TensorOptions().dtype(torch::kFloat).device(device));
   step_ = torch::zeros({}, hypers_.options());
-  fused_ = device.is_cuda() && (kind_ == Kind::AdamW || kind_ == Kind::Adam);
+#ifdef LUCID_CUDA_KERNELS
+  multi_tensor_available_ =
+      device.is_cuda() && (kind_ == Kind::SGD || kind_ == Kind::MuSGD || kind_ == Kind::AdamW || kind_ == Kind::Adam);
+#endif
+  multi_tensor_ = multi_tensor_available_;
   slots_.resize(groups_.size());
   torch::NoGradGuard no_grad;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
@@ -235,8 +244,8 @@ void Optimizer::adam_family_hypers(float* row, double lr, double beta1, double t
 void Optimizer::prepare_update() {
   torch::NoGradGuard no_grad;
   step_.add_(1);
-  if (fused()) return;  // the fused kernel updates the moments with the parameters
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    if (multi_tensor_ && prepare_group(gi)) continue;
     for (auto& s : slots_[gi]) {
       if (s.param.grad().defined()) prepare_slot(gi, s);
     }
@@ -344,35 +353,10 @@ void Optimizer::orthogonalize() {
 void Optimizer::apply_update() {
   torch::NoGradGuard no_grad;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    if (fused()) {
-      apply_fused(gi);
-      continue;
-    }
+    if (multi_tensor_ && apply_group(gi)) continue;
     for (auto& s : slots_[gi])
       if (s.param.grad().defined()) apply_slot(gi, s);
   }
-}
-
-void Optimizer::apply_fused(size_t gi) {
-  std::vector<torch::Tensor> params, grads, exp_avgs, exp_avg_sqs;
-  for (auto& s : slots_[gi]) {
-    if (!s.param.grad().defined()) continue;
-    params.push_back(s.param);
-    grads.push_back(s.param.grad());
-    exp_avgs.push_back(s.exp_avg);
-    exp_avg_sqs.push_back(s.exp_avg_sq);
-  }
-  if (params.empty()) return;
-  // Every parameter has taken the optimizer's steps: the kernel only reads the count.
-  const std::vector<torch::Tensor> steps(params.size(), step_);
-  const auto& g = groups_[gi];
-  // beta1 is a host value a recording keeps: the Adam family's momentum is never warmed.
-  if (kind_ == Kind::AdamW)
-    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, hyper(gi, kLr), g.current_momentum, kBeta2,
-                      g.weight_decay, kAdamEps, false, false);
-  else
-    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, {}, steps, hyper(gi, kLr), g.current_momentum, kBeta2,
-                     g.weight_decay, kAdamEps, false, false);
 }
 
 void Optimizer::apply_slot(size_t gi, Slot& s) {
@@ -488,5 +472,88 @@ std::vector<torch::Tensor> Optimizer::parameters() const {
     for (const auto& s : group) out.push_back(s.param);
   return out;
 }
+
+}  // namespace lucid::optim
+
+namespace lucid::optim {
+
+// The multi-tensor forms of prepare_slot and apply_slot for a whole group (optim/multi_tensor_cuda.h):
+// false where there are none (the build has no kernels, or the tensors are not laid out for them),
+// and the per-tensor ops run instead.
+bool Optimizer::prepare_group(size_t gi) {
+#ifdef LUCID_CUDA_KERNELS
+  const auto& g = groups_[gi];
+  if (uses_betas(kind_)) return true;  // adam_step in apply_group updates the moments too
+  std::vector<torch::Tensor> grads, params, bufs, updates;
+  for (auto& s : slots_[gi]) {
+    if (!s.param.grad().defined()) continue;
+    grads.push_back(s.param.grad());
+    params.push_back(s.param);
+    bufs.push_back(s.buf);
+    updates.push_back(s.update);
+  }
+  if (g.use_muon) {
+    cuda::TensorLists lists{grads, bufs, updates};
+    if (!cuda::multi_tensor_available(lists)) return false;
+    cuda::muon_prepare(std::move(lists), group_scalars(gi));
+  } else {
+    cuda::TensorLists lists{grads, params, bufs, updates};
+    if (!cuda::multi_tensor_available(lists)) return false;
+    cuda::sgd_prepare(std::move(lists), group_scalars(gi));
+  }
+  return true;
+#else
+  (void)gi;
+  return false;
+#endif
+}
+
+bool Optimizer::apply_group(size_t gi) {
+#ifdef LUCID_CUDA_KERNELS
+  const auto& g = groups_[gi];
+  cuda::TensorLists lists(4);
+  for (auto& s : slots_[gi]) {
+    if (!s.param.grad().defined()) continue;
+    const bool adam = uses_betas(kind_);
+    const std::array<torch::Tensor, 4> row = adam ? std::array{s.param, s.param.grad(), s.exp_avg, s.exp_avg_sq}
+                                             : g.use_muon
+                                                 ? std::array{s.param, s.param.grad(), s.update, s.buf_sgd}
+                                                 : std::array{s.param, s.update, torch::Tensor(), torch::Tensor()};
+    for (size_t k = 0; k < row.size(); ++k)
+      if (row[k].defined()) lists[k].push_back(row[k]);
+  }
+  if (!uses_betas(kind_) && !g.use_muon) lists.resize(2);
+  if (!cuda::multi_tensor_available(lists)) return false;
+  if (uses_betas(kind_))
+    cuda::adam_step(std::move(lists), group_scalars(gi), kind_ == Kind::AdamW);
+  else if (g.use_muon)
+    cuda::muon_apply(std::move(lists), group_scalars(gi));
+  else
+    cuda::sgd_apply(std::move(lists), group_scalars(gi));
+  return true;
+#else
+  (void)gi;
+  return false;
+#endif
+}
+
+#ifdef LUCID_CUDA_KERNELS
+cuda::GroupScalars Optimizer::group_scalars(size_t gi) const {
+  const float* row = hypers_.data_ptr<float>() + static_cast<int64_t>(gi) * kHyperCount;
+  cuda::GroupScalars s;
+  s.momentum = row + kMomentum;
+  s.one_minus_momentum = row + kOneMinusMomentum;
+  s.neg_lr = row + kNegLr;
+  s.neg_muon_lr = row + kNegMuonLr;
+  s.neg_step_size = row + kNegStepSize;
+  s.bias2_sqrt = row + kBias2Sqrt;
+  s.decay_factor = row + kDecayFactor;
+  s.weight_decay = static_cast<float>(groups_[gi].weight_decay);
+  s.beta2 = static_cast<float>(kBeta2);
+  s.one_minus_beta2 = static_cast<float>(1 - kBeta2);
+  s.eps = static_cast<float>(kAdamEps);
+  return s;
+}
+#endif
 
 }  // namespace lucid::optim

@@ -5,8 +5,8 @@
 // Learning rate, momentum (AdamW: beta1) and step counters live in device tensors that the schedule
 // writes before each step, and the step is split into named stages so that each can later be
 // recorded as a CUDA graph: prepare (decay, momentum, Nesterov), orthogonalize (Newton-Schulz for
-// Muon parameters), apply (parameter updates; on a GPU AdamW and Adam update their moments there
-// too, in torch's fused kernel). No stage reads a device value on the host.
+// Muon parameters), apply (parameter updates; on a GPU, AdamW and Adam update their moments there
+// too). No stage reads a device value on the host.
 #pragma once
 #include <torch/torch.h>
 
@@ -19,6 +19,10 @@ class SegmentationModelImpl;
 }
 
 namespace lucid::optim {
+
+namespace cuda {
+struct GroupScalars;
+}
 
 enum class Kind { SGD, AdamW, MuSGD, Adam, Adamax, NAdam, RAdam, RMSprop };
 std::string kind_name(Kind k);
@@ -102,6 +106,10 @@ class Optimizer {
   // Every optimised parameter, in slot order.
   std::vector<torch::Tensor> parameters() const;
   void set_steps_taken(int64_t n) { steps_ = n; }
+  // Whether a group's arithmetic runs as multi-tensor kernels (on by default where they exist; off,
+  // the per-tensor ops: tests compare the two).
+  bool multi_tensor() const { return multi_tensor_; }
+  void set_multi_tensor(bool on) { multi_tensor_ = on && multi_tensor_available_; }
 
  private:
   // Columns of the per-group scalar table.
@@ -133,12 +141,16 @@ class Optimizer {
   void adam_family_hypers(float* row, double lr, double beta1, double t) const;
   void prepare_slot(size_t gi, Slot& s);
   void apply_slot(size_t gi, Slot& s);
-  // On a GPU, AdamW and Adam run torch's fused multi-tensor kernel (torch.optim's fused=True): a
-  // launch per few hundred tensors instead of nine per tensor, the step's largest count of kernels.
-  // On the CPU the per-tensor ops give the reference's bytes (torch.optim's single-tensor AdamW).
-  bool fused() const { return fused_; }
-  void apply_fused(size_t gi);
-  bool fused_ = false;
+  // On a GPU, SGD, MuSGD, AdamW and Adam run a group's arithmetic as multi-tensor kernels
+  // (optim/multi_tensor_cuda.h) where the build has them; on the CPU the per-tensor ops give the
+  // reference's bytes (torch.optim's single-tensor forms). Each returns false where the group's
+  // tensors do not suit the kernels, and the per-tensor ops run.
+  bool prepare_group(size_t gi);
+  bool apply_group(size_t gi);
+#ifdef LUCID_CUDA_KERNELS
+  cuda::GroupScalars group_scalars(size_t gi) const;
+#endif
+  bool multi_tensor_available_ = false, multi_tensor_ = false;
   Kind kind_;
   std::vector<ParamGroup> groups_;
   std::vector<std::vector<Slot>> slots_;  // per group
