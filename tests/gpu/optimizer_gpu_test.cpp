@@ -1,8 +1,8 @@
 // The optimizer's multi-tensor kernels on the GPU (optim/multi_tensor_cuda.h) against its per-tensor
 // ops, which give the reference's bytes on the CPU (oracle.test_optim_oracle): SGD, MuSGD, AdamW
-// and Adam, three steps from the same state on a channels-last model with changing lr and momentum,
-// parameters and optimizer state within the oracle's 1e-6 relative (the kernels round some
-// multiply-adds once).
+// and Adam, three steps from the same state on a channels-last model with changing lr and momentum:
+// the same bytes of parameters and optimizer state (the kernels round where ATen's kernels round;
+// MuSGD's BF16 orthogonalisation would turn any difference into a large one).
 #include <gtest/gtest.h>
 
 #include "lucid/config/model_yaml.h"

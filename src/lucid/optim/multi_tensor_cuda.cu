@@ -8,8 +8,8 @@ namespace lucid::optim::cuda {
 namespace {
 
 // The elements of one block's chunk of one tensor, each list's pointer at that chunk; Op::load reads
-// the group's scalars once per thread, Op's call updates element i. Explicit _rn arithmetic keeps
-// the per-tensor ops' separate roundings where they are separate kernels.
+// the group's scalars once per thread, Op's call updates element i. Explicit _rn arithmetic rounds
+// where the per-tensor ATen kernels round, so each element gets their bytes.
 template <int depth, typename Op>
 struct ChunkUpdate {
   __device__ __forceinline__ void operator()(int chunk_size, at::native::TensorListMetadata<depth>& tl, Op op) {
@@ -36,43 +36,45 @@ struct ScalarsOp {
     return {read(s.momentum),      read(s.one_minus_momentum), read(s.neg_lr),      read(s.neg_muon_lr),
             read(s.neg_step_size), read(s.bias2_sqrt),         read(s.decay_factor)};
   }
-  // torch::add(grad, param, wd): the gradient with L2 decay.
+  // torch::add(grad, param, wd), ATen's a + alpha * b: the gradient with L2 decay.
   __device__ __forceinline__ float decayed(float grad, float param) const {
-    return s.weight_decay != 0.f ? __fadd_rn(grad, __fmul_rn(s.weight_decay, param)) : grad;
+    return s.weight_decay != 0.f ? __fmaf_rn(s.weight_decay, param, grad) : grad;
   }
 };
 
+// ATen's addcmul with value 1 is fma(tensor1, tensor2, self); mul_ and add_ are kernels of their own,
+// each rounded.
 struct SgdPrepare : ScalarsOp {  // grad, param, buf, update
   __device__ __forceinline__ void operator()(const Loaded& v, float* const* p, int64_t i) const {
     const float d = decayed(p[0][i], p[1][i]);
-    const float buf = __fadd_rn(__fmul_rn(p[2][i], v.m), d);
+    const float buf = __fadd_rn(__fmul_rn(p[2][i], v.m), d);  // buf.mul_(m).add_(d)
     p[2][i] = buf;
-    p[3][i] = __fadd_rn(d, __fmul_rn(buf, v.m));
+    p[3][i] = __fmaf_rn(buf, v.m, d);  // addcmul(d, buf, m)
   }
 };
 
 struct SgdApply : ScalarsOp {  // param, update
   __device__ __forceinline__ void operator()(const Loaded& v, float* const* p, int64_t i) const {
-    p[0][i] = __fadd_rn(p[0][i], __fmul_rn(p[1][i], v.neg_lr));
+    p[0][i] = __fmaf_rn(p[1][i], v.neg_lr, p[0][i]);  // param.addcmul_(update, neg_lr)
   }
 };
 
 struct MuonPrepare : ScalarsOp {  // grad, buf, update
   __device__ __forceinline__ void operator()(const Loaded& v, float* const* p, int64_t i) const {
-    const float g = __fmul_rn(p[0][i], v.omm);
-    const float buf = __fadd_rn(__fmul_rn(p[1][i], v.m), g);
+    const float grad = p[0][i];
+    const float buf = __fmaf_rn(grad, v.omm, __fmul_rn(p[1][i], v.m));  // buf.mul_(m).addcmul_(grad, omm)
     p[1][i] = buf;
-    p[2][i] = __fadd_rn(__fmul_rn(buf, v.m), g);
+    p[2][i] = __fmaf_rn(grad, v.omm, __fmul_rn(buf, v.m));  // addcmul(buf * m, grad, omm)
   }
 };
 
 struct MuonApply : ScalarsOp {  // param, grad, update, buf_sgd
   __device__ __forceinline__ void operator()(const Loaded& v, float* const* p, int64_t i) const {
-    const float moved = __fadd_rn(p[0][i], __fmul_rn(p[2][i], v.neg_muon_lr));
+    const float moved = __fmaf_rn(p[2][i], v.neg_muon_lr, p[0][i]);  // param.addcmul_(update, neg_muon_lr)
     const float d = decayed(p[1][i], moved);
-    const float buf = __fadd_rn(__fmul_rn(p[3][i], v.m), d);
+    const float buf = __fadd_rn(__fmul_rn(p[3][i], v.m), d);  // buf_sgd.mul_(m).add_(d)
     p[3][i] = buf;
-    p[0][i] = __fadd_rn(moved, __fmul_rn(__fadd_rn(d, __fmul_rn(buf, v.m)), v.neg_lr));
+    p[0][i] = __fmaf_rn(__fmaf_rn(buf, v.m, d), v.neg_lr, moved);  // param.addcmul_(addcmul(d, buf, m), neg_lr)
   }
 };
 
@@ -81,14 +83,16 @@ struct AdamStep : ScalarsOp {  // param, grad, exp_avg, exp_avg_sq
   __device__ __forceinline__ void operator()(const Loaded& v, float* const* p, int64_t i) const {
     float param = p[0][i];
     const float d = decoupled ? p[1][i] : decayed(p[1][i], param);
-    // lerp(exp_avg, d, 1 - beta1), as ATen's for a weight below one half.
+    // exp_avg.lerp_(d, 1 - beta1): ATen's self + weight * (end - self) for a weight below one half.
     const float avg = p[2][i];
-    const float exp_avg = __fadd_rn(avg, __fmul_rn(v.omm, __fsub_rn(d, avg)));
-    const float exp_avg_sq = __fadd_rn(__fmul_rn(p[3][i], s.beta2), __fmul_rn(s.one_minus_beta2, __fmul_rn(d, d)));
+    const float exp_avg = __fmaf_rn(v.omm, __fsub_rn(d, avg), avg);
+    // exp_avg_sq.mul_(beta2).addcmul_(d, d, 1 - beta2): a value other than 1 is fma(value, t1 * t2, self).
+    const float exp_avg_sq = __fmaf_rn(s.one_minus_beta2, __fmul_rn(d, d), __fmul_rn(p[3][i], s.beta2));
     p[2][i] = exp_avg;
     p[3][i] = exp_avg_sq;
     if (decoupled && s.weight_decay != 0.f) param = __fmul_rn(param, v.decay);
     const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(exp_avg_sq), v.bias2_sqrt), s.eps);
+    // addcdiv with value 1: self + t1 / t2.
     p[0][i] = __fadd_rn(param, __fdiv_rn(__fmul_rn(exp_avg, v.neg_step), denom));
   }
 };
@@ -111,8 +115,12 @@ bool multi_tensor_available(const TensorLists& lists) {
     for (const auto& list : lists) {
       const auto& t = list[i];
       if (t.scalar_type() != at::kFloat || t.device() != first.device() || t.sizes() != first.sizes() ||
-          t.strides() != first.strides())
+          !t.is_non_overlapping_and_dense())
         return false;
+      // The same element order in memory: strides equal wherever the size is above 1 (a gradient may
+      // differ from its channels-last parameter in the stride of a size-1 dimension).
+      for (int64_t d = 0; d < t.dim(); ++d)
+        if (t.size(d) > 1 && t.stride(d) != first.stride(d)) return false;
     }
   }
   return true;

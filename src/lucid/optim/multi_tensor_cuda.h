@@ -1,9 +1,9 @@
 // The optimizer's per-parameter arithmetic for SGD, MuSGD, AdamW and Adam as multi-tensor CUDA
 // kernels (ATen's multi_tensor_apply: one launch per few dozen tensors instead of several kernels per
 // tensor, which at about 440 tensors was the step's largest count of kernels). Each element follows
-// the per-tensor ops of optim::Optimizer in FP32, read from the same device table of scalars, so a
-// recording replays what a native step computes; rounding may differ from the per-tensor kernels
-// by fused multiply-adds. Built with the other kernels (LUCID_CUDA_KERNELS).
+// the per-tensor ops of optim::Optimizer in FP32, rounded where ATen's kernels round (its addcmul is
+// a fused multiply-add), from the same device table of scalars. Built with the other kernels
+// (LUCID_CUDA_KERNELS).
 #pragma once
 #include <ATen/ATen.h>
 
@@ -27,8 +27,8 @@ struct GroupScalars {
   float beta2 = 0.999f, one_minus_beta2 = 1e-3f, eps = 1e-8f;  // each rounded from double, as a Scalar
 };
 
-// Whether the kernels take these tensors: CUDA FP32, every list's i-th tensor laid out as the first
-// list's (dense, the same strides).
+// Whether the kernels take these tensors: CUDA FP32, every list's i-th tensor dense, of the first
+// list's size, its elements in the same order in memory.
 bool multi_tensor_available(const TensorLists& lists);
 
 // SGD with Nesterov (and MuSGD's groups without Muon): lists grad, param, buf, update;
