@@ -480,8 +480,8 @@ namespace lucid::optim {
 // The multi-tensor forms of prepare_slot and apply_slot for a whole group (optim/multi_tensor_cuda.h):
 // false where there are none (the build has no kernels, or the tensors are not laid out for them),
 // and the per-tensor ops run instead.
-bool Optimizer::prepare_group(size_t gi) {
 #ifdef LUCID_CUDA_KERNELS
+bool Optimizer::prepare_group(size_t gi) {
   const auto& g = groups_[gi];
   if (uses_betas(kind_)) return true;  // adam_step in apply_group updates the moments too
   std::vector<torch::Tensor> grads, params, bufs, updates;
@@ -502,14 +502,9 @@ bool Optimizer::prepare_group(size_t gi) {
     cuda::sgd_prepare(std::move(lists), group_scalars(gi));
   }
   return true;
-#else
-  (void)gi;
-  return false;
-#endif
 }
 
 bool Optimizer::apply_group(size_t gi) {
-#ifdef LUCID_CUDA_KERNELS
   const auto& g = groups_[gi];
   cuda::TensorLists lists(4);
   for (auto& s : slots_[gi]) {
@@ -531,13 +526,8 @@ bool Optimizer::apply_group(size_t gi) {
   else
     cuda::sgd_apply(std::move(lists), group_scalars(gi));
   return true;
-#else
-  (void)gi;
-  return false;
-#endif
 }
 
-#ifdef LUCID_CUDA_KERNELS
 cuda::GroupScalars Optimizer::group_scalars(size_t gi) const {
   const float* row = hypers_.data_ptr<float>() + static_cast<int64_t>(gi) * kHyperCount;
   cuda::GroupScalars s;
@@ -554,6 +544,9 @@ cuda::GroupScalars Optimizer::group_scalars(size_t gi) const {
   s.eps = static_cast<float>(kAdamEps);
   return s;
 }
+#else
+bool Optimizer::prepare_group(size_t) { return false; }
+bool Optimizer::apply_group(size_t) { return false; }
 #endif
 
 }  // namespace lucid::optim
