@@ -174,15 +174,16 @@ def memory_checks(tmp, env, big):
 
 
 def peak_until_first_step(args, env):
-    """Peak RSS of a fit stopped once its first epoch's progress line appears (the images are prepared)."""
+    """Peak RSS of a fit stopped as its training starts: the images prepared, the model and optimizer
+    built, no step's memory yet (a peak taken after steps depends on how many ran before the kill)."""
     with tempfile.TemporaryFile() as out:
         p = subprocess.Popen([str(LUCID), *map(str, args)], env=env, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 300
         while p.poll() is None and time.monotonic() < deadline:
             out.seek(0)
-            if b"1/1" in out.read():
+            if b"Starting training" in out.read():
                 break
-            time.sleep(0.2)
+            time.sleep(0.02)
         p.send_signal(signal.SIGKILL)
         _, _, usage = os.wait4(p.pid, 0)
     return usage.ru_maxrss * 1024
