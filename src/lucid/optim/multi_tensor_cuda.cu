@@ -97,16 +97,8 @@ struct AdamStep : ScalarsOp {  // param, grad, exp_avg, exp_avg_sq
   }
 };
 
-template <int depth, typename Op>
-void launch(TensorLists& lists, const Op& op) {
-  if (lists.empty() || lists[0].empty()) return;
-  TORCH_CHECK(lists.size() == depth && multi_tensor_available(lists),
-              "optimizer: tensors the multi-tensor kernels cannot take");
-  at::native::multi_tensor_apply<depth>(lists, ChunkUpdate<depth, Op>(), op);
-}
-
-}  // namespace
-
+// Every list's i-th tensor CUDA FP32, dense, of the first list's size, its elements in the same order in
+// memory.
 bool multi_tensor_available(const TensorLists& lists) {
   if (lists.empty()) return false;
   for (size_t i = 0; i < lists[0].size(); ++i) {
@@ -126,16 +118,24 @@ bool multi_tensor_available(const TensorLists& lists) {
   return true;
 }
 
-void sgd_prepare(TensorLists lists, const GroupScalars& s) { launch<4>(lists, SgdPrepare{{s}}); }
-void sgd_apply(TensorLists lists, const GroupScalars& s) { launch<2>(lists, SgdApply{{s}}); }
-void muon_prepare(TensorLists lists, const GroupScalars& s) { launch<3>(lists, MuonPrepare{{s}}); }
-void muon_apply(TensorLists lists, const GroupScalars& s) { launch<4>(lists, MuonApply{{s}}); }
+// Launches op over the lists, or returns false (nothing launched) where the tensors do not suit.
+template <int depth, typename Op>
+bool launch(TensorLists& lists, const Op& op) {
+  static_assert(depth >= 1 && depth <= 5);
+  if (static_cast<int>(lists.size()) != depth || !multi_tensor_available(lists)) return false;
+  if (!lists[0].empty()) at::native::multi_tensor_apply<depth>(lists, ChunkUpdate<depth, Op>(), op);
+  return true;
+}
 
-void adam_step(TensorLists lists, const GroupScalars& s, bool decoupled) {
-  if (decoupled)
-    launch<4>(lists, AdamStep<true>{{s}});
-  else
-    launch<4>(lists, AdamStep<false>{{s}});
+}  // namespace
+
+bool sgd_prepare(TensorLists lists, const GroupScalars& s) { return launch<4>(lists, SgdPrepare{{s}}); }
+bool sgd_apply(TensorLists lists, const GroupScalars& s) { return launch<2>(lists, SgdApply{{s}}); }
+bool muon_prepare(TensorLists lists, const GroupScalars& s) { return launch<3>(lists, MuonPrepare{{s}}); }
+bool muon_apply(TensorLists lists, const GroupScalars& s) { return launch<4>(lists, MuonApply{{s}}); }
+
+bool adam_step(TensorLists lists, const GroupScalars& s, bool decoupled) {
+  return decoupled ? launch<4>(lists, AdamStep<true>{{s}}) : launch<4>(lists, AdamStep<false>{{s}});
 }
 
 }  // namespace lucid::optim::cuda

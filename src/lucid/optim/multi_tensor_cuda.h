@@ -27,22 +27,22 @@ struct GroupScalars {
   float beta2 = 0.999f, one_minus_beta2 = 1e-3f, eps = 1e-8f;  // each rounded from double, as a Scalar
 };
 
-// Whether the kernels take these tensors: CUDA FP32, every list's i-th tensor dense, of the first
+// Each function launches its kernels and returns true, or returns false and launches nothing where
+// the tensors do not suit them: every list's i-th tensor must be CUDA FP32, dense, of the first
 // list's size, its elements in the same order in memory.
-bool multi_tensor_available(const TensorLists& lists);
 
 // SGD with Nesterov (and MuSGD's groups without Muon): lists grad, param, buf, update;
 // d = grad + wd * param, buf = momentum * buf + d, update = d + momentum * buf.
-void sgd_prepare(TensorLists lists, const GroupScalars& s);
+bool sgd_prepare(TensorLists lists, const GroupScalars& s);
 // param += neg_lr * update; lists param, update.
-void sgd_apply(TensorLists lists, const GroupScalars& s);
+bool sgd_apply(TensorLists lists, const GroupScalars& s);
 // Muon's momentum: lists grad, buf, update; buf = momentum * buf + (1 - momentum) * grad,
 // update = momentum * buf + (1 - momentum) * grad (orthogonalised after).
-void muon_prepare(TensorLists lists, const GroupScalars& s);
+bool muon_prepare(TensorLists lists, const GroupScalars& s);
 // The Muon step, then its SGD step on the moved parameter: lists param, grad, update, buf_sgd.
-void muon_apply(TensorLists lists, const GroupScalars& s);
+bool muon_apply(TensorLists lists, const GroupScalars& s);
 // AdamW (decoupled decay) or Adam (L2 decay on the gradient), moments and parameter in one pass:
 // lists param, grad, exp_avg, exp_avg_sq.
-void adam_step(TensorLists lists, const GroupScalars& s, bool decoupled);
+bool adam_step(TensorLists lists, const GroupScalars& s, bool decoupled);
 
 }  // namespace lucid::optim::cuda

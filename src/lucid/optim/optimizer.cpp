@@ -7,7 +7,6 @@
 #endif
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <map>
 #include <set>
@@ -482,50 +481,42 @@ namespace lucid::optim {
 // and the per-tensor ops run instead.
 #ifdef LUCID_CUDA_KERNELS
 bool Optimizer::prepare_group(size_t gi) {
-  const auto& g = groups_[gi];
   if (uses_betas(kind_)) return true;  // adam_step in apply_group updates the moments too
-  std::vector<torch::Tensor> grads, params, bufs, updates;
+  const bool muon = groups_[gi].use_muon;
+  cuda::TensorLists lists(muon ? 3 : 4);
   for (auto& s : slots_[gi]) {
     if (!s.param.grad().defined()) continue;
-    grads.push_back(s.param.grad());
-    params.push_back(s.param);
-    bufs.push_back(s.buf);
-    updates.push_back(s.update);
+    size_t k = 0;
+    lists[k++].push_back(s.param.grad());
+    if (!muon) lists[k++].push_back(s.param);
+    lists[k++].push_back(s.buf);
+    lists[k].push_back(s.update);
   }
-  if (g.use_muon) {
-    cuda::TensorLists lists{grads, bufs, updates};
-    if (!cuda::multi_tensor_available(lists)) return false;
-    cuda::muon_prepare(std::move(lists), group_scalars(gi));
-  } else {
-    cuda::TensorLists lists{grads, params, bufs, updates};
-    if (!cuda::multi_tensor_available(lists)) return false;
-    cuda::sgd_prepare(std::move(lists), group_scalars(gi));
-  }
-  return true;
+  return muon ? cuda::muon_prepare(std::move(lists), group_scalars(gi))
+              : cuda::sgd_prepare(std::move(lists), group_scalars(gi));
 }
 
 bool Optimizer::apply_group(size_t gi) {
-  const auto& g = groups_[gi];
-  cuda::TensorLists lists(4);
+  const bool adam = uses_betas(kind_), muon = groups_[gi].use_muon;
+  cuda::TensorLists lists(adam || muon ? 4 : 2);
   for (auto& s : slots_[gi]) {
     if (!s.param.grad().defined()) continue;
-    const bool adam = uses_betas(kind_);
-    const std::array<torch::Tensor, 4> row = adam ? std::array{s.param, s.param.grad(), s.exp_avg, s.exp_avg_sq}
-                                             : g.use_muon
-                                                 ? std::array{s.param, s.param.grad(), s.update, s.buf_sgd}
-                                                 : std::array{s.param, s.update, torch::Tensor(), torch::Tensor()};
-    for (size_t k = 0; k < row.size(); ++k)
-      if (row[k].defined()) lists[k].push_back(row[k]);
+    lists[0].push_back(s.param);
+    if (adam) {
+      lists[1].push_back(s.param.grad());
+      lists[2].push_back(s.exp_avg);
+      lists[3].push_back(s.exp_avg_sq);
+    } else if (muon) {
+      lists[1].push_back(s.param.grad());
+      lists[2].push_back(s.update);
+      lists[3].push_back(s.buf_sgd);
+    } else {
+      lists[1].push_back(s.update);
+    }
   }
-  if (!uses_betas(kind_) && !g.use_muon) lists.resize(2);
-  if (!cuda::multi_tensor_available(lists)) return false;
-  if (uses_betas(kind_))
-    cuda::adam_step(std::move(lists), group_scalars(gi), kind_ == Kind::AdamW);
-  else if (g.use_muon)
-    cuda::muon_apply(std::move(lists), group_scalars(gi));
-  else
-    cuda::sgd_apply(std::move(lists), group_scalars(gi));
-  return true;
+  if (adam) return cuda::adam_step(std::move(lists), group_scalars(gi), kind_ == Kind::AdamW);
+  return muon ? cuda::muon_apply(std::move(lists), group_scalars(gi))
+              : cuda::sgd_apply(std::move(lists), group_scalars(gi));
 }
 
 cuda::GroupScalars Optimizer::group_scalars(size_t gi) const {
