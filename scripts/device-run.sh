@@ -4,7 +4,8 @@
 #   scripts/device-run.sh OUT_DIR [bench ...]
 # bench names: model_step, floor (the deterministic whole-graph step at batch 4, 16 and 64, with
 # cuDNN's depthwise convolutions and with lucid's kernels, LUCID_FLOOR_DW "0 1" or one of them: the
-# floor the fits' steps are held to),
+# floor the fits' steps are held to; LUCID_FLOOR_KERNEL_STEPS=N adds N profiled steps each, the floor's
+# kernels beside the kernels bench's),
 # loader (the 512-image reference workload, built under $LUCID_WORKLOAD, default
 # /tmp/lucid-workload, from ../shared/bench; 1-16 workers, median of 5 runs), loader_gpu
 # (the same with the images rendered on the GPU, gpu_augment's path: 1-16 workers), fit (the
@@ -150,7 +151,8 @@ for b in "${benches[@]}"; do
            # and with lucid's kernels (model/depthwise.h).
            for dw in ${LUCID_FLOOR_DW:-0 1}; do
              LUCID_DEPTHWISE_KERNELS=$dw "$LUCID_BUILD_DIR/bench/bench_model_step" batch=${LUCID_STEP_BATCHES:-4,16,64} \
-               imgsz=640 steps=50 warmup=15 mode=graph deterministic=True > "$out/bench-floor-dw$dw.log" 2>&1 || status=1
+               imgsz=640 steps=50 warmup=15 mode=graph deterministic=True kernel_times=${LUCID_FLOOR_KERNEL_STEPS:-0} \
+               > "$out/bench-floor-dw$dw.log" 2>&1 || status=1
            done ;;
     loader|loader_gpu)
             work=${LUCID_WORKLOAD:-/tmp/lucid-workload}

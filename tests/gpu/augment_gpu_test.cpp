@@ -142,7 +142,8 @@ TEST(LoaderGpu, DevicePixelsOnCuda) {
 
 // The training step's input (data/network_input.h): the fused CUDA kernel gives the bytes of the
 // tensor-operation form (HSV tables, FP32 scaling, channels-last), with and without jitter, for rows
-// of a multiple of 32 pixels and with OpenCV's scalar tail, without a host synchronisation.
+// of a multiple of 32 pixels and with OpenCV's scalar tail, without a host synchronisation; into a
+// given buffer too, and a buffer of another layout refused.
 TEST(NetworkInputGpu, FusedKernelGivesTheTensorFormsBytes) {
   torch::manual_seed(3);
   for (int64_t w : {640, 100, 37}) {
@@ -158,6 +159,13 @@ TEST(NetworkInputGpu, FusedKernelGivesTheTensorFormsBytes) {
       EXPECT_TRUE(got.is_contiguous(at::MemoryFormat::ChannelsLast));
       EXPECT_TRUE(torch::equal(got, expected))
           << "width " << w << " jitter " << jitter << " max diff " << (got - expected).abs().max().item<float>();
+      // Written into a given buffer (the whole-step recordings' input): that buffer, the same bytes.
+      auto into = torch::full_like(expected, -1.0f);
+      auto written = network_input(imgs, g, into);
+      EXPECT_TRUE(written.is_same(into));
+      EXPECT_TRUE(torch::equal(into, expected)) << "width " << w << " jitter " << jitter;
     }
   }
+  auto imgs = torch::zeros({2, 3, 8, 8}, torch::TensorOptions(torch::kUInt8).device(torch::kCUDA));
+  EXPECT_THROW(network_input(imgs, Tensor(), torch::empty({2, 3, 8, 8}, torch::kCUDA)), std::invalid_argument);
 }

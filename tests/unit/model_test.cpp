@@ -6,6 +6,7 @@
 #include "lucid/model/depthwise.h"
 #include "lucid/model/model.h"
 #include "lucid/model/safetensors.h"
+#include "lucid/optim/ema.h"
 #include "lucid/util/error.h"
 
 using namespace lucid;
@@ -118,6 +119,35 @@ TEST(ModelInit, BiasInitFollowsReference) {
   EXPECT_TRUE(
       torch::equal(byname.at("model.23.cv4.0.0.conv.weight"), byname.at("model.23.one2one_cv4.0.0.conv.weight")));
   EXPECT_DOUBLE_EQ(m->named_modules()["model.0.bn"]->as<torch::nn::BatchNorm2d>()->options.eps(), 1e-3);
+}
+
+// The EMA copies the source's layout (channels_last kernels, as CUDA training stores them), so the
+// blend's two lists share strides and take the multi-tensor kernels; the values are the blend's.
+TEST(ModelEma, TakesTheSourcesLayoutAndBlendsElementwise) {
+  model::SegmentationModel m(config::load_model_spec("yolo26n-seg.yaml", 2));
+  model::use_channels_last(*m);
+  optim::ModelEMA ema(m);
+  auto src = optim::float_state(*m);
+  auto dst = optim::float_state(*ema.model());
+  ASSERT_EQ(src.size(), dst.size());
+  int64_t channels_last = 0;
+  std::vector<torch::Tensor> before;
+  for (size_t i = 0; i < src.size(); ++i) {
+    EXPECT_EQ(src[i].strides(), dst[i].strides()) << i;
+    EXPECT_TRUE(torch::equal(src[i], dst[i])) << i;
+    channels_last += src[i].dim() == 4 && !src[i].is_contiguous();
+    before.push_back(dst[i].contiguous().clone());
+  }
+  EXPECT_GT(channels_last, 0);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& t : src) t.add_(torch::randn_like(t));
+  }
+  ema.update(m);
+  const double d = 0.9999 * (1 - std::exp(-1.0 / 2000));
+  const auto keep = torch::tensor(static_cast<float>(d)), take = torch::tensor(static_cast<float>(1 - d));
+  for (size_t i = 0; i < src.size(); ++i)
+    EXPECT_TRUE(torch::equal(dst[i], before[i] * keep + src[i].contiguous() * take)) << i;
 }
 
 TEST(ModelYaml, ScaleFromNameAndErrors) {

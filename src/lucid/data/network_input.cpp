@@ -14,7 +14,7 @@ torch::Tensor network_input_ops(const torch::Tensor& images, const torch::Tensor
   return x;
 }
 
-torch::Tensor network_input(const torch::Tensor& images, const torch::Tensor& gains) {
+torch::Tensor network_input(const torch::Tensor& images, const torch::Tensor& gains, const torch::Tensor& out) {
 #ifdef LUCID_CUDA_KERNELS
   if (images.is_cuda() && images.dim() == 4 && images.size(1) == 3 && images.scalar_type() == torch::kUInt8) {
     torch::Tensor luts;
@@ -23,10 +23,14 @@ torch::Tensor network_input(const torch::Tensor& images, const torch::Tensor& ga
         throw std::invalid_argument("network_input: gains must be (B, 3)");
       luts = hsv_tables(gains).pin_memory().to(images.device(), /*non_blocking=*/true);
     }
-    return cuda::network_input(images.contiguous(), luts);
+    return cuda::network_input(images.contiguous(), luts, out);
   }
 #endif
-  return network_input_ops(images, gains);
+  auto x = network_input_ops(images, gains);
+  if (!out.defined()) return x;
+  if (out.sizes() != x.sizes() || out.strides() != x.strides() || out.scalar_type() != x.scalar_type())
+    throw std::invalid_argument("network_input: out must have the result's shape, layout and type");
+  return out.copy_(x);
 }
 
 }  // namespace lucid::data

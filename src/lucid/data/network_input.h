@@ -8,8 +8,9 @@
 namespace lucid::data {
 
 // images: (B, 3, H, W) uint8 on the device; gains: (B, 3) HSV gains on the CPU, or undefined for no
-// jitter. No host synchronisation on CUDA.
-torch::Tensor network_input(const torch::Tensor& images, const torch::Tensor& gains);
+// jitter. No host synchronisation on CUDA. out: where to write the result ((B, 3, H, W) FP32, laid
+// out as the result is), or undefined for a new tensor.
+torch::Tensor network_input(const torch::Tensor& images, const torch::Tensor& gains, const torch::Tensor& out = {});
 
 // The tensor-operation form: hsv_augment, then .to(FP32).div_(255), channels-last on CUDA.
 torch::Tensor network_input_ops(const torch::Tensor& images, const torch::Tensor& gains);

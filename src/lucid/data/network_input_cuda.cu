@@ -67,7 +67,7 @@ __global__ void network_input_kernel(const uint8_t* images, const uint8_t* luts,
 
 }  // namespace
 
-at::Tensor network_input(const at::Tensor& images, const at::Tensor& luts) {
+at::Tensor network_input(const at::Tensor& images, const at::Tensor& luts, const at::Tensor& into) {
   if (!images.is_cuda() || images.scalar_type() != at::kByte || images.dim() != 4 || images.size(1) != 3 ||
       !images.is_contiguous())
     throw std::invalid_argument("network input kernel: images must be contiguous CUDA (B, 3, H, W) uint8");
@@ -76,7 +76,13 @@ at::Tensor network_input(const at::Tensor& images, const at::Tensor& luts) {
                          luts.device() != images.device()))
     throw std::invalid_argument("network input kernel: look-up tables must be (B, 3, 256) uint8 on the images' device");
   const c10::cuda::CUDAGuard guard(images.device());
-  auto out = at::empty({B, 3, H, W}, images.options().dtype(at::kFloat), at::MemoryFormat::ChannelsLast);
+  if (into.defined() && (into.sizes() != images.sizes() || into.scalar_type() != at::kFloat ||
+                         into.device() != images.device() || !into.is_contiguous(at::MemoryFormat::ChannelsLast)))
+    throw std::invalid_argument(
+        "network input kernel: out must be (B, 3, H, W) FP32 channels-last on the images' device");
+  auto out = into.defined()
+                 ? into
+                 : at::empty({B, 3, H, W}, images.options().dtype(at::kFloat), at::MemoryFormat::ChannelsLast);
   if (B == 0 || plane == 0) return out;
   const auto lut = luts.defined() ? luts.contiguous() : luts;
   const int64_t per_image = (plane + kThreads - 1) / kThreads;

@@ -8,7 +8,8 @@
 namespace lucid::data::cuda {
 
 // images (B, 3, H, W) uint8, contiguous, CUDA; luts (B, 3, 256) uint8 on the same device (hsv_tables)
-// or undefined for no jitter. Returns (B, 3, H, W) FP32 in channels-last memory.
-at::Tensor network_input(const at::Tensor& images, const at::Tensor& luts);
+// or undefined for no jitter. Returns (B, 3, H, W) FP32 in channels-last memory: `out` where given
+// (that shape and layout on the images' device), else a new tensor.
+at::Tensor network_input(const at::Tensor& images, const at::Tensor& luts, const at::Tensor& out = {});
 
 }  // namespace lucid::data::cuda

@@ -19,7 +19,12 @@ ModelEMA::ModelEMA(model::SegmentationModel& source, double decay, double tau, i
   torch::NoGradGuard no_grad;
   auto src = model::state_dict(*source);
   auto dst = model::state_dict(*ema_);
-  for (size_t i = 0; i < src.size(); ++i) dst[i].second.copy_(src[i].second);
+  for (size_t i = 0; i < src.size(); ++i) {
+    // The source's layout (channels_last kernels on CUDA): the blend's lists then share strides,
+    // which its multi-tensor kernels need; otherwise each tensor runs its own add.
+    dst[i].second.set_data(torch::empty_like(src[i].second));
+    dst[i].second.copy_(src[i].second);
+  }
   for (auto& p : ema_->parameters()) p.set_requires_grad(false);
   ema_->eval();
   ema_tensors_ = float_state(*ema_);

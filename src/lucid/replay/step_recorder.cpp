@@ -15,12 +15,17 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+void describe(std::ostream& out, at::IntArrayRef sizes, at::IntArrayRef strides, torch::ScalarType type,
+              const torch::Device& device) {
+  out << sizes << strides << type << device << ";";
+}
+
 void describe(std::ostream& out, const Tensor& t) {
   if (!t.defined()) {
     out << "-;";
     return;
   }
-  out << t.sizes() << t.strides() << t.scalar_type() << t.device() << ";";
+  describe(out, t.sizes(), t.strides(), t.scalar_type(), t.device());
 }
 
 // Buffers on the recording's device for the step's targets (they arrive on the host).
@@ -118,6 +123,14 @@ std::string StepRecorder::key_of(const Tensor& x, const loss::PaddedTargets& t) 
   return out.str();
 }
 
+Tensor StepRecorder::input_buffer(at::IntArrayRef sizes, at::IntArrayRef strides, const torch::TensorOptions& options) {
+  std::ostringstream signature;
+  describe(signature, sizes, strides, options.dtype().toScalarType(), options.device());
+  auto& input = inputs_[signature.str()];
+  if (!input.defined()) input = torch::empty_strided(sizes, strides, options);
+  return input;
+}
+
 RecordingContext& StepRecorder::micro_context() {
   if (!micro_ctx_) micro_ctx_ = std::make_unique<RecordingContext>(backend_);
   return *micro_ctx_;
@@ -157,11 +170,7 @@ std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, c
   auto rec = std::make_unique<Recording>();
   const auto device = x.device();
   // Outside the recordings' pool: buffers that outlive every recording.
-  std::ostringstream signature;
-  describe(signature, x);
-  auto& input = inputs_[signature.str()];
-  if (!input.defined()) input = torch::empty_strided(x.sizes(), x.strides(), x.options());
-  rec->x = input;
+  rec->x = input_buffer(x.sizes(), x.strides(), x.options());
   allocate_step_grads();
   rec->targets = static_like(targets, device);
   // Warm-up passes move BatchNorm statistics: every buffer is restored before the step runs. The
@@ -177,7 +186,7 @@ std::unique_ptr<StepRecorder::Recording> StepRecorder::record(const Tensor& x, c
   auto body = [this, r] { run_micro_step(r->x, r->targets, *r); };
   try {
     auto& ctx = micro_context();
-    rec->x.copy_(x, /*non_blocking=*/true);
+    if (!rec->x.is_same(x)) rec->x.copy_(x, /*non_blocking=*/true);
     stage(targets, rec->targets);
     // The warm-up draws from the recordings' pool, so its memory serves the capture after it.
     if (warm_ups > 0) {
@@ -283,7 +292,7 @@ std::optional<MicroStep> StepRecorder::micro_step(const Tensor& x, const loss::P
   log_.record(Stage::Step, r);
   if (!r.replay) return std::nullopt;
   auto& rec = *it->second;
-  rec.x.copy_(x, /*non_blocking=*/true);
+  if (!rec.x.is_same(x)) rec.x.copy_(x, /*non_blocking=*/true);
   stage(targets, rec.targets);
   rec.graph.replay();
   accumulate(rec.grad_defined);

@@ -81,6 +81,10 @@ class StepRecorder {
   // fn must free what it allocates; if it keeps any, the recordings go (recorded again when needed).
   void beside_recordings(const std::function<void()>& fn);
 
+  // The images buffer that the recordings of inputs with these sizes, strides and options read: an
+  // input made there (micro_step's x is this very tensor) is not copied before a replay.
+  Tensor input_buffer(at::IntArrayRef sizes, at::IntArrayRef strides, const torch::TensorOptions& options);
+
   const RouteLog& log() const { return log_; }
   int64_t recordings() const { return static_cast<int64_t>(micro_.size()); }
   bool update_recorded() const { return update_.recorded(); }

@@ -20,6 +20,7 @@ FitLoop::FitLoop(FitRun r, const optim::ScheduleOptions& schedule)
   const auto& aug = r.settings.loader.aug;
   step_settings.hsv = aug.hsv_h != 0 || aug.hsv_s != 0 || aug.hsv_v != 0;
   step_settings.replay = r.settings.execution.replay;
+  step_settings.input_into_recording = r.settings.multi_scale <= 0;
   // Data parallel: gradients all-reduced as backward produces them, or (replay) at the update.
   if (r.parallel) {
     std::vector<torch::Tensor> trainable;

@@ -42,10 +42,22 @@ TrainingStep::TrainingStep(model::SegmentationModel model, StepLossFns loss, opt
 
 TrainingStep::~TrainingStep() = default;
 
-torch::Tensor TrainingStep::input(const torch::Tensor& images, const torch::Tensor& hsv_gains) const {
+torch::Tensor TrainingStep::input(const torch::Tensor& images, const torch::Tensor& hsv_gains) {
   util::TraceRange range("upload");
-  // Device HSV where the batch carries gains; one fused kernel on CUDA.
-  return data::network_input(loss::upload(images, s_.device), s_.hsv ? hsv_gains : torch::Tensor());
+  const auto gains = s_.hsv ? hsv_gains : torch::Tensor();
+  if (!s_.device.is_cuda() || images.device() == s_.device)  // the CPU, or gpu_augment's device batches
+    return data::network_input(loss::upload(images, s_.device), gains);
+  if (!upload_) upload_ = std::make_unique<BatchUpload>(s_.device);
+  torch::Tensor into;
+  if (whole_ && s_.input_into_recording) {
+    const std::vector<int64_t> sizes{images.size(0), 3, images.size(2), images.size(3)};
+    into = whole_->input_buffer(sizes, c10::get_channels_last_strides_2d(sizes),
+                                torch::TensorOptions().dtype(torch::kFloat).device(s_.device));
+  }
+  // Device HSV where the batch carries gains; one fused kernel, which reads the upload once.
+  auto x = data::network_input((*upload_)(images), gains, into);
+  upload_->read();
+  return x;
 }
 
 TrainingStep::Iteration TrainingStep::train(const torch::Tensor& x, const loss::SegTargets& targets, int64_t ni,

@@ -23,6 +23,7 @@
 #include "lucid/optim/optimizer.h"
 #include "lucid/replay/recorder.h"
 #include "lucid/replay/step_recorder.h"
+#include "lucid/train/batch_upload.h"
 
 namespace lucid::engine {
 
@@ -38,6 +39,9 @@ struct StepSettings {
   // capture_step: a key's first micro-step runs eagerly and the key is recorded at its second use
   // (replay::StepRecorder); off, every key is recorded at its first use.
   bool record_on_second_use = true;
+  // capture_step: the batch's input goes straight into the recordings' buffer (multi_scale off:
+  // the input is trained at the size it is made).
+  bool input_into_recording = true;
   bool print = true;  // route reasons and recordings on stdout
   // Data parallel: the gradient all-reduce, run first at every optimizer step (before clipping;
   // inside the update's recording under capture_step).
@@ -82,8 +86,9 @@ class TrainingStep {
   TrainingStep& operator=(const TrainingStep&) = delete;
 
   // The network input of a batch: uint8 (B, 3, H, W) host images uploaded, device HSV with the
-  // batch's gains (when on and given), scaled to [0, 1], channels_last on CUDA.
-  torch::Tensor input(const torch::Tensor& images, const torch::Tensor& hsv_gains) const;
+  // batch's gains (when on and given), scaled to [0, 1], channels_last on CUDA. On CUDA the host
+  // images are copied on their own stream (BatchUpload), beside the steps queued before.
+  torch::Tensor input(const torch::Tensor& images, const torch::Tensor& hsv_gains);
 
   // One training iteration ni: a micro-step and, at the accumulation boundary (ni - last_opt_step
   // >= accumulate, the reference's rule), the optimizer step, which moves last_opt_step to ni.
@@ -127,6 +132,7 @@ class TrainingStep {
   std::vector<torch::Tensor> params_;  // trainable parameters (clipping)
   std::unique_ptr<replay::StageRecorder> stages_;
   std::unique_ptr<replay::StepRecorder> whole_;
+  std::unique_ptr<BatchUpload> upload_;  // CUDA
 };
 
 // The loss items of each step, read on the host without a synchronisation inside the step: on CUDA
