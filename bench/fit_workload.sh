@@ -29,4 +29,5 @@ for ((r = 1; r <= runs; r++)); do
   echo "  final: $(grep -A1 'Class     Images' "$log" | tail -1 | tr -s ' ')"
   echo "  sha256 last checkpoint $(sha256sum "$run/weights/last.safetensors" | cut -c1-16), step losses $(sha256sum "$run/step_losses.f32" | cut -c1-16)"
   grep -E "^ +[0-9]+/[0-9]+ .*100%" "$log" | tail -1 | sed 's/^/  last epoch: /'
+  grep -h '^step time' "$log" | sed 's/^/  /'
 done

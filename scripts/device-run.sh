@@ -136,7 +136,7 @@ scale_bench() {  # the scale workload, one fresh process per arm (see the header
         LUCID_CACHE_DIR=/tmp/lucid-scale-cache "$LUCID_PYTHON" "$root/bench/peak_memory.py" "$LUCID_BUILD_DIR/lucid" train \
           "${common[@]}" cache=$cache "${extra[@]}" > "$log" 2>&1 || rc=1
         local report=/tmp/lucid-scale-runs/$arm/fit_report.json
-        echo "$arm (cache=$cache ${extra[*]}): $(grep -h 'complete fit:' "$log"); $(grep -h '^loader wait' "$log"); $(grep -h 'peak GPU memory' "$log"); $(tail -1 "$log")"
+        echo "$arm (cache=$cache ${extra[*]}): $(grep -h 'complete fit:' "$log"); $(grep -h '^loader wait' "$log"); $(grep -h '^step time' "$log"); $(grep -h 'peak GPU memory' "$log"); $(tail -1 "$log")"
         grep -h -E "prepared images|^replay: recorded|^replay: \{" "$log" | cut -c1-200 | head -12
         "$LUCID_PYTHON" -c "import json; w=json.load(open('$report'))['loader_wait']; print('  images/s over the epochs: %.1f ($n images x $epochs epochs, %d steps in %.1f s)' % ($n * $epochs / w['epochs_s'], w['steps'], w['epochs_s']))" 2>/dev/null ;;
       *) echo "unknown scale arm $arm"; rc=1 ;;

@@ -35,7 +35,7 @@ def digest(p):
 
 # fit_report.json fields about the process that ran the steps (time, memory, the replay routing of
 # its steps; a resumed run's cover the steps after resume) rather than what the fit computed.
-MEASURED = ["fit_seconds", "peak_allocated_mib", "peak_reserved_mib", "stage_times", "loader_wait", "replay"]
+MEASURED = ["fit_seconds", "peak_allocated_mib", "peak_reserved_mib", "stage_times", "loader_wait", "step_time", "replay"]
 
 
 def train(args, env, project, name, extra=(), cwd=None):

@@ -87,6 +87,13 @@ def main():
         if not (lw.get("steps") == a["batches"] and 0 <= lw.get("host_s", -1) <= lw.get("epochs_s", -1)
                 and 0 <= lw.get("share", -1) <= 1 and "device_idle_s" not in lw):
             failures.append(f"loader_wait in the report: {lw}")
+        st = a.get("step_time", {})
+        steady = st.get("steady", {})
+        if not (st.get("clock") == "host" and [e.get("steps") for e in st.get("epochs", [])] == [a["batches"]]
+                and steady.get("steps") == a["batches"] and steady.get("after_first_epoch") is False
+                and 0 < steady.get("min_ms", 0) <= steady.get("median_ms", 0) <= steady.get("max_ms", 0)
+                and steady.get("mean_ms", 0) * a["batches"] <= a["fit_seconds"] * 1000):
+            failures.append(f"step_time in the report: {st}")
         if not 0 < a["fit_seconds"] or a["peak_allocated_mib"] != 0 or a["peak_reserved_mib"] != 0:
             failures.append(f"CPU fit: time {a['fit_seconds']}, memory {a['peak_allocated_mib']}/{a['peak_reserved_mib']}")
         steps = len((project / "a" / "step_losses.f32").read_bytes()) // 20

@@ -98,6 +98,8 @@ void FitReportHook::write(FitLoop& f) {
   report.kernel_times = kernels_->times();
   report.loader_wait = f.loader_wait.summary();
   std::printf("%s\n", util::LoaderWaitClock::line(report.loader_wait).c_str());
+  report.step_time = f.step_clock.summary();
+  std::printf("%s\n", util::StepClock::line(report.step_time).c_str());
   if (stage_clock_) {
     report.stage_times = stage_clock_->summary();
     stage_clock_.reset();

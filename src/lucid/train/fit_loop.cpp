@@ -12,7 +12,8 @@ FitLoop::FitLoop(FitRun r, const optim::ScheduleOptions& schedule)
       names(r.loss.item_names()),
       budget(r.settings.time),
       start_epoch(r.state.epoch),
-      loader_wait(r.device.is_cuda()) {
+      loader_wait(r.device.is_cuda()),
+      step_clock(r.device.is_cuda()) {
   sched.restore(r.state.accumulate);
   r.loss.set_epoch(r.state.epoch);
   step_settings.device = r.device;

@@ -34,6 +34,7 @@
 #include "lucid/train/training_step.h"
 #include "lucid/train/validation_result.h"
 #include "lucid/util/loader_wait.h"
+#include "lucid/util/step_clock.h"
 #include "lucid/weights/checkpoint.h"
 
 namespace lucid::dist {
@@ -86,6 +87,7 @@ struct FitLoop {
   std::unique_ptr<dist::GradientSync> gradient_sync;
   std::unique_ptr<TrainingStep> step;  // its recordings are released with it
   util::LoaderWaitClock loader_wait;
+  util::StepClock step_clock;
   bool mosaic_closed = false;  // close_mosaic closes once, as the reference's (time= may move the last epochs later)
 
   // The epoch: what its steps and its end have decided so far.

@@ -87,6 +87,7 @@ nlohmann::ordered_json make_fit_report(const FitReportInput& in) {
   if (!in.stage_times.is_null()) r["stage_times"] = in.stage_times;
   if (!in.kernel_times.is_null()) r["kernel_times"] = in.kernel_times;
   if (!in.loader_wait.is_null()) r["loader_wait"] = in.loader_wait;
+  if (!in.step_time.is_null()) r["step_time"] = in.step_time;
   return r;
 }
 

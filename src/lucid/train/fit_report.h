@@ -43,6 +43,7 @@ struct FitReportInput {
   nlohmann::ordered_json stage_times;   // util::StageClock::summary() with stage_times=True; else null
   nlohmann::ordered_json kernel_times;  // util::KernelClock::stop() with kernel_times=N; else null
   nlohmann::ordered_json loader_wait;   // util::LoaderWaitClock::summary()
+  nlohmann::ordered_json step_time;     // util::StepClock::summary()
 };
 
 // The report; every pointer in `in` must be set. Keys of "sha256": model (parameters and buffers

@@ -281,9 +281,11 @@ void Trainer::train_epoch(FitLoop& f, const FitHooks& hooks) {
     for (auto& h : hooks) h->loss_items(f, st);
   };
   f.loader_wait.begin_epoch();
+  f.step_clock.begin_epoch();
   for (f.batch_index = 0; !f.time_up; ++f.batch_index) {
     const auto batch = fetch(f);
     if (!batch) break;
+    f.step_clock.step();
     f.batch = &*batch;
     for (auto& h : hooks) h->before_step(f);
     const auto [items, size] = train_step(f, *batch);
@@ -298,6 +300,7 @@ void Trainer::train_epoch(FitLoop& f, const FitHooks& hooks) {
   }
   if (auto ready = reader.drain()) arrived(*ready);
   f.loader_wait.end_epoch();
+  f.step_clock.end_epoch();
   for (auto& h : hooks) h->after_train_epoch(f);
 }
 
