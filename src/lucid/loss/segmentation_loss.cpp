@@ -118,9 +118,17 @@ SegmentationLoss::Prepared SegmentationLoss::prepare(const model::BranchOutputs&
                                                      const std::vector<Tensor>& feats) const {
   Prepared p;
   const auto fl = torch::kFloat;
-  p.pred_distri = branch.boxes.to(fl).permute({0, 2, 1}).contiguous();
-  p.pred_scores = branch.scores.to(fl).permute({0, 2, 1}).contiguous();
-  p.pred_coefs = branch.mask_coefficient.to(fl).permute({0, 2, 1}).contiguous();
+  // (B, C, A) to FP32 (B, A, C) in one copy, the cast and the transposition together (the same
+  // values, layout and gradient as a cast followed by a transposing copy). An FP32 input: `to`
+  // returns the view itself, which contiguous() copies.
+  auto anchors_first = [fl](const Tensor& t) {
+    return t.permute({0, 2, 1})
+        .to(fl, /*non_blocking=*/false, /*copy=*/false, torch::MemoryFormat::Contiguous)
+        .contiguous();
+  };
+  p.pred_distri = anchors_first(branch.boxes);
+  p.pred_scores = anchors_first(branch.scores);
+  p.pred_coefs = anchors_first(branch.mask_coefficient);
   p.proto = branch.proto.to(fl);
   if (branch.semantic.defined()) p.semantic = branch.semantic.to(fl);
   const auto device = p.pred_scores.device();
