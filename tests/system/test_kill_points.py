@@ -6,7 +6,7 @@ results.csv, step_losses.f32, best (in the epochs that improve), epochN, fit_rep
 report.html; and at a random moment of each epoch. After each kill the run goes on where it stands: `lucid train resume=` from its
 last checkpoint, or the same command again while it has none. The killed-and-continued run must end
 with the same files as a fit that never stopped: the same set of files, each byte-equal (results.csv
-without its time column, fit_report.json without its time, memory, loader-wait and replay-routing fields, report.html without
+without its time column, fit_report.json without its time, memory, loader-wait, step-time and replay-routing fields, report.html without
 its speed line and per-epoch table, which is results.csv's), no temporary file left; resuming it
 then says that nothing is left to resume and changes nothing."""
 import os
