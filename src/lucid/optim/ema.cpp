@@ -22,8 +22,7 @@ ModelEMA::ModelEMA(model::SegmentationModel& source, double decay, double tau, i
   for (size_t i = 0; i < src.size(); ++i) {
     // The source's layout (channels_last kernels on CUDA): the blend's lists then share strides,
     // which its multi-tensor kernels need; otherwise each tensor runs its own add.
-    dst[i].second.set_data(torch::empty_like(src[i].second));
-    dst[i].second.copy_(src[i].second);
+    dst[i].second.set_data(src[i].second.detach().clone());
   }
   for (auto& p : ema_->parameters()) p.set_requires_grad(false);
   ema_->eval();

@@ -66,10 +66,7 @@ nlohmann::ordered_json StepClock::summary() const {
   nlohmann::ordered_json j;
   j["clock"] = cuda_ ? "device" : "host";
   j["epochs"] = nlohmann::ordered_json::array();
-  for (const auto& e : epochs_ms_) {
-    auto d = describe(e);
-    j["epochs"].push_back({{"steps", d["steps"]}, {"median_ms", d["median_ms"]}, {"mean_ms", d["mean_ms"]}});
-  }
+  for (const auto& e : epochs_ms_) j["epochs"].push_back(describe(e));
   std::vector<double> steady;
   for (size_t e = epochs_ms_.size() > 1 ? 1 : 0; e < epochs_ms_.size(); ++e)
     steady.insert(steady.end(), epochs_ms_[e].begin(), epochs_ms_[e].end());
