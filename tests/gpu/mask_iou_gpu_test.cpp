@@ -3,7 +3,8 @@
 // fractional, empty and not a number, padding slots, and coefficient counts on both sides of the
 // 32-coefficient specialisation. Where the logits are far from zero the two agree exactly; with
 // random prototypes a logit's sign may differ by rounding, so there nearly every IoU is equal and
-// none far off. Two runs give the same bytes, and the assigner's CUDA path runs the kernel.
+// none far off. Two runs give the same bytes, the per-slot form gives the per-pair form's bytes, and
+// the assigner's CUDA path runs the kernel.
 #include <gtest/gtest.h>
 
 #include "lucid/loss/assigner.h"
@@ -55,9 +56,9 @@ Inputs make(int64_t B, int64_t A, int64_t M, int64_t K, int64_t nm, int64_t h, i
 }
 
 #ifdef LUCID_CUDA_KERNELS
-Tensor kernel(const Inputs& in) {
+Tensor kernel(const Inputs& in, loss::cuda::MaskIouForm form = loss::cuda::MaskIouForm::kPerSlot) {
   return loss::cuda::candidate_mask_ious(in.mq.coefs, in.mq.proto, in.mq.gt_masks, in.gt_area, in.top, in.boxes,
-                                         in.mq.scale, in.valid);
+                                         in.mq.scale, in.valid, form);
 }
 
 Tensor aten(const Inputs& in) {
@@ -91,6 +92,33 @@ TEST(MaskIouGpu, KernelMatchesTheAtenForm) {
     EXPECT_GT(equal, 0.99) << "nm " << nm << ": share of IoUs equal to the ATen form's";
     EXPECT_LT((c - d).abs().max().item<float>(), 0.02f) << "nm " << nm;
     EXPECT_TRUE(torch::equal(c, kernel(rnd))) << "nm " << nm << ": two runs differ";
+  }
+#endif
+}
+
+TEST(MaskIouGpu, PerSlotFormGivesThePerPairFormsBytes) {
+  if (!torch::cuda::is_available()) {
+    GTEST_SKIP() << "no usable CUDA device";
+  }
+#ifndef LUCID_CUDA_KERNELS
+  GTEST_SKIP() << "built without the fused CUDA kernels";
+#else
+  // Random prototypes put many logits near zero, where another summation order would flip signs:
+  // the two forms must agree on every bit. 30 and 21 candidates are YOLO26's two assigners; 70 is
+  // above the per-slot form's bound, where it runs the per-pair form. A 160 x 160 map is a 640-pixel
+  // input's; 41 x 37 has rows that the slot's four blocks share unevenly.
+  struct Shape {
+    int64_t B, A, M, K, nm, h, w;
+  };
+  for (const Shape& sh : {Shape{2, 400, 6, 30, 32, 160, 160}, Shape{3, 300, 9, 21, 32, 41, 37},
+                          Shape{2, 300, 5, 30, 40, 40, 48}, Shape{1, 300, 4, 70, 32, 40, 48}}) {
+    const auto in = make(sh.B, sh.A, sh.M, sh.K, sh.nm, sh.h, sh.w, false, 4 + static_cast<uint64_t>(sh.K));
+    const auto slot = kernel(in, loss::cuda::MaskIouForm::kPerSlot);
+    const auto pair = kernel(in, loss::cuda::MaskIouForm::kPerPair);
+    const std::string what = c10::str("K ", sh.K, ", nm ", sh.nm, ", ", sh.h, " x ", sh.w);
+    EXPECT_TRUE(torch::equal(slot, pair)) << what << ": " << slot.ne(pair).sum().item<int64_t>() << " IoUs differ";
+    EXPECT_GT(slot.gt(0).sum().item<int64_t>(), 10) << what << ": too few overlapping pairs to compare";
+    EXPECT_TRUE(torch::equal(slot, kernel(in))) << what << ": two runs differ";
   }
 #endif
 }

@@ -6,6 +6,7 @@
 #ifdef LUCID_CUDA_KERNELS
 #include "lucid/loss/assigner_cuda.h"
 #include "lucid/loss/mask_iou_cuda.h"
+#include "lucid/loss/top_candidates_cuda.h"
 #endif
 
 namespace lucid::loss {
@@ -91,11 +92,11 @@ Assignment TaskAlignedAssigner::fused(const Tensor& pd_scores, const Tensor& pd_
                                          options_.alpha, options_.beta, masks ? options_.eps : 0.0);
   if (masks) {
     // As the dense form: mask IoUs of each GT's 3 * topk best candidates, overlap (CIoU + IoU) / 2.
-    auto top = std::get<1>(metrics.metric.topk(std::min(3 * options_.topk, na), -1, /*largest=*/true));
+    auto top = top_candidates(metrics.metric, std::min(3 * options_.topk, na), valid);
     auto miou = torch::zeros_like(metrics.overlaps).scatter_(-1, top, device_mask_ious(*masks, top, pd_bboxes, valid));
     cuda::mask_aware_metrics(metrics, miou, options_.beta);
   }
-  auto top = std::get<1>(metrics.metric.topk(std::min(options_.topk, na), -1, /*largest=*/true));
+  auto top = top_candidates(metrics.metric, std::min(options_.topk, na), valid);
   auto gts = cuda::resolve_gts(metrics, top, valid);
   if (options_.topk2 != options_.topk) {
     auto mask_pos = (torch::arange(m, gts.options()).view({1, m, 1}) == gts.unsqueeze(1)).to(torch::kFloat);
@@ -185,6 +186,14 @@ Assignment TaskAlignedAssigner::dense(const Tensor& pd_scores, const Tensor& pd_
   out.target_scores = one_hot * norm;
   out.target_gt_idx = gt_idx;
   return out;
+}
+
+Tensor TaskAlignedAssigner::top_candidates(const Tensor& metric, int64_t k, const Tensor& valid) {
+#ifdef LUCID_CUDA_KERNELS
+  if (cuda::top_candidates_available(metric)) return cuda::top_candidates(metric.contiguous(), k, valid.contiguous());
+#endif
+  (void)valid;
+  return std::get<1>(metric.topk(k, -1, /*largest=*/true));
 }
 
 Tensor TaskAlignedAssigner::mask_ious(const MaskQuality& mq, const Tensor& top, const Tensor& pd_bboxes) {

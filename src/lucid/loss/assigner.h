@@ -74,6 +74,10 @@ class TaskAlignedAssigner {
   Tensor widened_boxes(const Tensor& gt_bboxes, const Tensor& mask_gt) const;
   Tensor candidates_in_gts(const Tensor& anchor_points, const Tensor& gt_bboxes, const Tensor& mask_gt) const;
   Tensor topk_mask(const Tensor& metrics, const Tensor& mask_gt) const;
+  // (B, M, k) the k largest metrics' anchors of each valid slot (valid (B, M) bool), as a set: the
+  // kernel of loss/top_candidates_cuda.h on CUDA FP32 where built, which leaves padding slots' rows
+  // unread; ATen's topk otherwise. Both select the same anchors.
+  static Tensor top_candidates(const Tensor& metric, int64_t k, const Tensor& valid);
   // (B, M, k) IoU of the predicted mask of anchor top[b, g, j] with GT g's mask; pd_bboxes in pixels.
   // Dense over every GT slot (padding included): the device form, without host synchronisation.
   static Tensor mask_ious(const MaskQuality& masks, const Tensor& top, const Tensor& pd_bboxes);
