@@ -1,10 +1,14 @@
 // The fused mask-loss kernels against the chunked ATen form on the same CUDA inputs: slot terms and
 // both gradients agree to rounding, for index-map (uint8 and int32) and per-GT masks, windows that
 // are empty, fractional, partly or wholly outside the map, padding slots, and coefficient counts on
-// both sides of the kernels' 32-coefficient specialisation; two runs give the same bytes.
+// both sides of the kernels' 32-coefficient specialisation; two runs give the same bytes. Slots of one
+// GT window sharing a block give the bytes of a block per slot.
 #include <gtest/gtest.h>
 
 #include "lucid/loss/mask_loss.h"
+#ifdef LUCID_CUDA_KERNELS
+#include "lucid/loss/mask_loss_cuda.h"
+#endif
 
 using namespace lucid;
 using torch::Tensor;
@@ -92,4 +96,45 @@ TEST(MaskLossGpu, FusedKernelsMatchTheAtenForm) {
                 torch::equal(fused.grad_proto, again.grad_proto))
         << "two runs of the fused kernels differ";
   }
+}
+
+TEST(MaskLossGpu, SlotsOfOneWindowSharingABlockGiveTheOneSlotBlocksBytes) {
+  if (!torch::cuda::is_available()) {
+    GTEST_SKIP() << "no usable CUDA device";
+  }
+#ifndef LUCID_CUDA_KERNELS
+  GTEST_SKIP() << "built without the fused CUDA kernels";
+#else
+  // As the loss lays them out: each slot takes its GT's window and area, groups of 1 to 40 slots
+  // (above the 16 a block takes), valid slots in any order, padding slots among them; plus a slot
+  // with its GT's index but another window, which must not join the group.
+  for (const Case& c :
+       {Case{3, 120, 32, 160, 160, 8, true, torch::kByte}, Case{2, 90, 40, 40, 48, 5, false, torch::kByte}}) {
+    auto in = make(c, 11);
+    const auto f = in.crop.options();
+    in.gt_index = torch::randint(0, c.gts, {c.batch, c.slots}, f.dtype(torch::kLong));
+    in.gt_index.select(0, 0).narrow(0, 0, 40).fill_(1);  // one group of 40 in the first image
+    const auto gt_crop = torch::rand({c.batch, c.gts, 4}, f) * torch::tensor({float(c.w), float(c.h)}, f).repeat({2});
+    const auto boxes = torch::cat({gt_crop.narrow(2, 0, 2).minimum(gt_crop.narrow(2, 2, 2)),
+                                   gt_crop.narrow(2, 0, 2).maximum(gt_crop.narrow(2, 2, 2))},
+                                  2);
+    const auto gt_area = torch::rand({c.batch, c.gts}, f) * 0.5 + 0.01;
+    in.crop = boxes.gather(1, in.gt_index.unsqueeze(-1).expand({-1, -1, 4})).contiguous();
+    in.area = gt_area.gather(1, in.gt_index).contiguous();
+    in.crop[0][5][0] += 1.0f;  // the GT's index, another window
+    in.valid = torch::rand({c.batch, c.slots}, f) < 0.8;
+    const auto masks = in.masks.contiguous();
+    const SCOPED_TRACE(c10::str("slots ", c.slots, ", nm ", c.nm, ", ", c.h, " x ", c.w));
+    const auto grouped =
+        loss::cuda::cropped_mask_bce_forward(in.coefs, in.proto, masks, c.overlap, in.gt_index, in.crop, in.area,
+                                             in.valid, loss::cuda::SlotGrouping::kByWindow);
+    const auto single = loss::cuda::cropped_mask_bce_forward(in.coefs, in.proto, masks, c.overlap, in.gt_index, in.crop,
+                                                             in.area, in.valid, loss::cuda::SlotGrouping::kNone);
+    EXPECT_TRUE(torch::equal(grouped, single)) << grouped.ne(single).sum().item<int64_t>() << " slot terms differ";
+    EXPECT_GT(grouped.ne(0).sum().item<int64_t>(), c.slots) << "too few slot terms to compare";
+    EXPECT_TRUE(torch::equal(grouped, loss::cuda::cropped_mask_bce_forward(in.coefs, in.proto, masks, c.overlap,
+                                                                           in.gt_index, in.crop, in.area, in.valid)))
+        << "two runs differ";
+  }
+#endif
 }

@@ -125,11 +125,7 @@ __global__ void slot_counts_kernel(const float* coefs, const float* proto, const
       const int4 w = win[j];
       bool positive = false;
       if (x >= w.x && x < w.y && y >= w.z && y < w.w) {
-        float l = 0.f;
-#pragma unroll
-        for (int q = 0; q < NM; ++q)
-          if (q < d.nm) l = fmaf(c[j][q], pv[q], l);
-        positive = l > 0.f;
+        positive = logit_of<NM>(c[j], pv, d.nm) > 0.f;
       }
       const unsigned hits = __ballot_sync(0xffffffffu, positive), both = __ballot_sync(0xffffffffu, positive && in_gt);
       if (lane == 0) {

@@ -38,6 +38,16 @@ __device__ inline float logit(const float* c, const float* pb, int64_t hw, int64
   return l;
 }
 
+// The same logit from the pixel's prototypes held in registers (pv), in the same FMA order.
+template <int NM>
+__device__ inline float logit_of(const float* c, const float* pv, int64_t nm) {
+  float l = 0.f;
+#pragma unroll
+  for (int k = 0; k < NM; ++k)
+    if (k < nm) l = fmaf(c[k], pv[k], l);
+  return l;
+}
+
 // Sum over the block in a fixed order: warps by shuffles, then the warps' sums in index order
 // (scratch: one element per warp).
 template <typename T>

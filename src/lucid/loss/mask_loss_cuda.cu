@@ -13,6 +13,8 @@ namespace {
 constexpr int kSlotThreads = 128;   // threads per slot (forward, coefficient gradients)
 constexpr int kPixelThreads = 128;  // pixels per block (prototype gradients)
 constexpr int kSlotTile = 32;       // slots staged in shared memory at a time
+constexpr int kMaxGroup = 16;       // slots of one GT window a forward block takes (YOLO26: up to 10)
+static_assert(kMaxGroup * kSlotThreads * 4 <= 8192, "the forward block's sums fit its shared memory");
 
 struct Shape {
   int64_t slots_per_image, nm, h, w, gts;  // K, nm, Hm, Wm, M (per-GT masks)
@@ -34,30 +36,95 @@ __device__ inline float bce(float l, float t) {
 
 __device__ inline float sigmoid(float l) { return 1.f / (1.f + expf(-l)); }
 
-template <typename MaskT, int NM>
+// Slots that share a GT index, a crop window and an area share their target and window, so a block
+// can read each pixel's prototypes and target once for several of them. A group's valid slots, in
+// index order, are taken G at a time; the first of each G leads a block. A slot's sums keep the
+// one-slot block's pixel-to-thread assignment and order, so any G gives the bytes of G = 1.
+struct Group {
+  int64_t members[kMaxGroup];
+  int count;
+};
+
+__device__ inline bool same_slot_key(const int64_t* gt_index, const float* crop, const float* area, const bool* valid,
+                                     int64_t i, int64_t j) {
+  if (!valid[j] || gt_index[j] != gt_index[i] || __float_as_uint(area[j]) != __float_as_uint(area[i])) return false;
+  for (int q = 0; q < 4; ++q)
+    if (__float_as_uint(crop[j * 4 + q]) != __float_as_uint(crop[i * 4 + q])) return false;
+  return true;
+}
+
+// Whether valid `slot` leads a block, and then its members (itself first), in index order. Slots of
+// the image are [first, end).
+template <int G>
+__device__ bool lead_group(const int64_t* gt_index, const float* crop, const float* area, const bool* valid,
+                           int64_t first, int64_t end, int64_t slot, Group& g) {
+  if constexpr (G == 1) {
+    if (threadIdx.x == 0) g.members[0] = slot, g.count = 1;
+    __syncthreads();
+    return true;
+  }
+  int rank = 0;  // the group's valid slots before this one
+  for (int64_t base = first; base < slot; base += blockDim.x) {
+    const int64_t j = base + threadIdx.x;
+    rank += __syncthreads_count(j < slot && same_slot_key(gt_index, crop, area, valid, slot, j));
+  }
+  if (rank % G != 0) return false;
+  if (threadIdx.x < 32) {  // one warp takes the next G - 1 in index order
+    int n = 1;
+    for (int64_t base = slot + 1; base < end && n < G; base += 32) {
+      const int64_t j = base + threadIdx.x;
+      const bool same = j < end && same_slot_key(gt_index, crop, area, valid, slot, j);
+      const unsigned ballot = __ballot_sync(0xffffffffu, same);
+      const int r = n + __popc(ballot & ((1u << threadIdx.x) - 1u));
+      if (same && r < G) g.members[r] = j;
+      n += __popc(ballot);
+    }
+    if (threadIdx.x == 0) g.members[0] = slot, g.count = min(n, G);
+  }
+  __syncthreads();
+  return true;
+}
+
+template <typename MaskT, int NM, int G>
 __global__ void forward_kernel(const float* coefs, const float* proto, const MaskT* masks, const int64_t* gt_index,
                                const float* crop, const float* area, const bool* valid, float* out, Shape s) {
   const int64_t slot = blockIdx.x, b = slot / s.slots_per_image;
-  __shared__ float c[NM];
+  __shared__ Group group;
+  __shared__ float c[G][NM];
+  __shared__ float acc[G][kSlotThreads];  // each thread's sums, in shared memory: indexed by member
   __shared__ float scratch[kSlotThreads / 32];
   if (!valid[slot]) {
     if (threadIdx.x == 0) out[slot] = 0.f;
     return;
   }
-  const Window win = window_of(crop + slot * 4, static_cast<int>(s.w), static_cast<int>(s.h));
-  for (int k = threadIdx.x; k < NM; k += blockDim.x) c[k] = k < s.nm ? coefs[slot * s.nm + k] : 0.f;
+  const int64_t first = b * s.slots_per_image;
+  if (!lead_group<G>(gt_index, crop, area, valid, first, first + s.slots_per_image, slot, group)) return;
+  const int count = group.count;
+  for (int i = threadIdx.x; i < count * NM; i += blockDim.x) {
+    const int m = i / NM, k = i % NM;
+    c[m][k] = k < s.nm ? coefs[group.members[m] * s.nm + k] : 0.f;
+  }
   __syncthreads();
+  const Window win = window_of(crop + slot * 4, static_cast<int>(s.w), static_cast<int>(s.h));
   const int64_t hw = s.h * s.w, gt = gt_index[slot];
   const float* pb = proto + b * s.nm * hw;
   const int bw = win.x1 - win.x0, n = bw * (win.y1 - win.y0);
-  float acc = 0.f;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+  const int t = threadIdx.x;
+  for (int m = 0; m < count; ++m) acc[m][t] = 0.f;
+  for (int i = t; i < n; i += blockDim.x) {
     const int64_t p = window_pixel(win, bw, s.w, i);
-    const float l = logit<NM>(c, pb, hw, s.nm, p);
-    acc += bce(l, target_at(masks, s, b, gt, p));
+    float pv[NM];
+#pragma unroll
+    for (int k = 0; k < NM; ++k) pv[k] = k < s.nm ? pb[k * hw + p] : 0.f;
+    const float target = target_at(masks, s, b, gt, p);
+#pragma unroll 1
+    for (int m = 0; m < count; ++m) acc[m][t] += bce(logit_of<NM>(c[m], pv, s.nm), target);
   }
-  const float total = block_sum(acc, scratch);
-  if (threadIdx.x == 0) out[slot] = total / static_cast<float>(hw) / area[slot];
+  for (int m = 0; m < count; ++m) {
+    const float total = block_sum(acc[m][t], scratch);
+    const int64_t member = group.members[m];
+    if (threadIdx.x == 0) out[member] = total / static_cast<float>(hw) / area[member];
+  }
 }
 
 // d term / d logit over the slot's window: (sigmoid(l) - t) * g, g = grad / area / (Hm * Wm).
@@ -193,12 +260,19 @@ struct Args {
   const int* active;  // (B) one past each image's last valid slot (prototype gradients)
   float *out, *grad_coefs, *grad_proto;
   int64_t blocks, bs, hw;
+  bool grouped;  // slots of one GT window share a block
 };
+
+template <typename MaskT, int NM, int G>
+void launch_forward_kernel(const Args& a, const Shape& s, cudaStream_t stream) {
+  forward_kernel<MaskT, NM, G><<<static_cast<unsigned>(a.blocks), kSlotThreads, 0, stream>>>(
+      a.coefs, a.proto, static_cast<const MaskT*>(a.masks), a.gt_index, a.crop, a.area, a.valid, a.out, s);
+}
 
 template <typename MaskT, int NM>
 void launch_forward(const Args& a, const Shape& s, cudaStream_t stream) {
-  forward_kernel<MaskT, NM><<<static_cast<unsigned>(a.blocks), kSlotThreads, 0, stream>>>(
-      a.coefs, a.proto, static_cast<const MaskT*>(a.masks), a.gt_index, a.crop, a.area, a.valid, a.out, s);
+  a.grouped ? launch_forward_kernel<MaskT, NM, kMaxGroup>(a, s, stream)
+            : launch_forward_kernel<MaskT, NM, 1>(a, s, stream);
 }
 
 template <typename MaskT, int NM>
@@ -241,8 +315,9 @@ void backward_for(const Tensor& masks, const Args& a, const Shape& s, cudaStream
 }
 
 Args args_of(const Tensor& coefs, const Tensor& proto, const Tensor& masks, const Tensor& gt_index, const Tensor& crop,
-             const Tensor& area, const Tensor& valid) {
+             const Tensor& area, const Tensor& valid, SlotGrouping grouping) {
   Args a{};
+  a.grouped = grouping == SlotGrouping::kByWindow;
   a.coefs = coefs.data_ptr<float>();
   a.proto = proto.data_ptr<float>();
   a.masks = masks.data_ptr();
@@ -263,13 +338,14 @@ bool available(const Tensor& coefs, const Tensor& proto) {
 }
 
 Tensor cropped_mask_bce_forward(const Tensor& coefs, const Tensor& proto, const Tensor& masks, bool overlap,
-                                const Tensor& gt_index, const Tensor& crop, const Tensor& area, const Tensor& valid) {
+                                const Tensor& gt_index, const Tensor& crop, const Tensor& area, const Tensor& valid,
+                                SlotGrouping grouping) {
   check(coefs, proto, masks, overlap, gt_index, crop, area, valid);
   const c10::cuda::CUDAGuard guard(coefs.device());
   auto out = at::empty({coefs.size(0), coefs.size(1)}, coefs.options());
   const Shape s = shape_of(coefs, proto, masks, overlap);
   if (coefs.size(0) * coefs.size(1) == 0) return out;
-  auto a = args_of(coefs, proto, masks, gt_index, crop, area, valid);
+  auto a = args_of(coefs, proto, masks, gt_index, crop, area, valid, grouping);
   a.out = out.data_ptr<float>();
   forward_for(masks, a, s, at::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -279,14 +355,14 @@ Tensor cropped_mask_bce_forward(const Tensor& coefs, const Tensor& proto, const 
 std::pair<Tensor, Tensor> cropped_mask_bce_backward(const Tensor& grad_out, const Tensor& coefs, const Tensor& proto,
                                                     const Tensor& masks, bool overlap, const Tensor& gt_index,
                                                     const Tensor& crop, const Tensor& area, const Tensor& valid,
-                                                    bool want_proto) {
+                                                    bool want_proto, SlotGrouping grouping) {
   check(coefs, proto, masks, overlap, gt_index, crop, area, valid);
   const c10::cuda::CUDAGuard guard(coefs.device());
   auto grad = grad_out.to(at::kFloat).contiguous();
   const Shape s = shape_of(coefs, proto, masks, overlap);
   auto grad_coefs = at::empty_like(coefs);
   Tensor grad_proto = want_proto ? at::empty_like(proto) : Tensor();
-  auto a = args_of(coefs, proto, masks, gt_index, crop, area, valid);
+  auto a = args_of(coefs, proto, masks, gt_index, crop, area, valid, grouping);
   a.grad = grad.data_ptr<float>();
   a.grad_coefs = grad_coefs.data_ptr<float>();
   a.grad_proto = want_proto ? grad_proto.data_ptr<float>() : nullptr;
