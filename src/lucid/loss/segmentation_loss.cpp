@@ -115,7 +115,7 @@ struct SegmentationLoss::Prepared {
 };
 
 SegmentationLoss::Prepared SegmentationLoss::prepare(const model::BranchOutputs& branch,
-                                                     const std::vector<Tensor>& feats) const {
+                                                     const std::vector<Tensor>& feats, SharedMaps* maps) const {
   Prepared p;
   const auto fl = torch::kFloat;
   // (B, C, A) to FP32 (B, A, C) in one copy, the cast and the transposition together (the same
@@ -129,8 +129,16 @@ SegmentationLoss::Prepared SegmentationLoss::prepare(const model::BranchOutputs&
   p.pred_distri = anchors_first(branch.boxes);
   p.pred_scores = anchors_first(branch.scores);
   p.pred_coefs = anchors_first(branch.mask_coefficient);
-  p.proto = branch.proto.to(fl);
-  if (branch.semantic.defined()) p.semantic = branch.semantic.to(fl);
+  if (maps && maps->proto.defined()) {
+    p.proto = maps->proto;
+    p.semantic = maps->semantic;
+  } else {
+    // Contiguous FP32 prototypes, as the mask kernels and the mask IoUs read them: one copy from the
+    // network's layout.
+    p.proto = branch.proto.to(fl, /*non_blocking=*/false, /*copy=*/false, torch::MemoryFormat::Contiguous).contiguous();
+    if (branch.semantic.defined()) p.semantic = branch.semantic.to(fl);
+    if (maps) *maps = SharedMaps{p.proto.detach(), p.semantic.defined() ? p.semantic.detach() : Tensor()};
+  }
   const auto device = p.pred_scores.device();
   std::tie(p.anchor_points, p.stride_tensor) = grid_anchors(feats, options_.strides, device);
   p.height = static_cast<double>(feats[0].size(2)) * options_.strides[0];
@@ -176,8 +184,8 @@ MaskQuality SegmentationLoss::mask_quality(const Prepared& p, const PaddedTarget
 
 BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, const std::vector<Tensor>& feats,
                                          const PaddedTargets& gt, const TaskAlignedAssigner& assigner,
-                                         Tensor* semantic_term) const {
-  auto p = prepare(branch, feats);
+                                         Tensor* semantic_term, SharedMaps* maps) const {
+  auto p = prepare(branch, feats, maps);
   const auto device = p.pred_scores.device();
   const auto fopts = torch::TensorOptions().dtype(torch::kFloat).device(device);
   const int64_t bs = p.pred_scores.size(0), na = p.pred_scores.size(1), nc = p.pred_scores.size(2);
@@ -348,9 +356,10 @@ LossResult SegmentationLoss::operator()(const model::HeadOutputs& preds, const P
 
   LossResult result;
   Tensor semantic_term;
+  SharedMaps maps;
   {
     util::TraceRange range("one-to-many");
-    result.one2many = branch_loss(preds.one2many, preds.feats, targets, o2m_assigner_, &semantic_term);
+    result.one2many = branch_loss(preds.one2many, preds.feats, targets, o2m_assigner_, &semantic_term, &maps);
   }
   if (!options_.end2end) {
     result.total = result.one2many.loss;
@@ -359,13 +368,18 @@ LossResult SegmentationLoss::operator()(const model::HeadOutputs& preds, const P
   }
   {
     util::TraceRange range("one-to-one");
-    // The one-to-one head's semantic map is the one-to-many's, detached (the model's heads): its
-    // term is computed once.
-    const auto& a = preds.one2many.semantic;
-    const auto& b = preds.one2one->semantic;
-    const bool same = a.defined() && b.defined() && a.data_ptr() == b.data_ptr() && a.sizes() == b.sizes() &&
-                      a.strides() == b.strides() && a.scalar_type() == b.scalar_type();
-    result.one2one = branch_loss(*preds.one2one, preds.feats, targets, o2o_assigner_, same ? &semantic_term : nullptr);
+    // The one-to-one head's prototypes and semantic map are the one-to-many's, detached (the
+    // model's heads): they are converted once, and the semantic term is computed once.
+    auto same = [](const Tensor& a, const Tensor& b) {
+      return a.defined() && b.defined() && a.data_ptr() == b.data_ptr() && a.sizes() == b.sizes() &&
+             a.strides() == b.strides() && a.scalar_type() == b.scalar_type();
+    };
+    const auto &sem = preds.one2many.semantic, &sem1 = preds.one2one->semantic;
+    const bool same_semantic = same(sem, sem1);
+    const bool same_maps =
+        same(preds.one2many.proto, preds.one2one->proto) && (same_semantic || (!sem.defined() && !sem1.defined()));
+    result.one2one = branch_loss(*preds.one2one, preds.feats, targets, o2o_assigner_,
+                                 same_semantic ? &semantic_term : nullptr, same_maps ? &maps : nullptr);
   }
   const auto device = result.one2many.loss.device();
   if (!o2m_weight_.defined() || o2m_weight_.device() != device) {

@@ -111,12 +111,19 @@ class SegmentationLoss {
 
  private:
   struct Prepared;  // a branch's predictions as FP32 (B, A, C) and its decoded boxes
-  Prepared prepare(const model::BranchOutputs& branch, const std::vector<Tensor>& feats) const;
+  // A branch's prototypes and semantic map in FP32. The one-to-one branch's are the one-to-many's,
+  // detached, so the two branches share one conversion.
+  struct SharedMaps {
+    Tensor proto, semantic;
+  };
+  // maps: used when defined, stored (detached) when not; nullptr: converted here.
+  Prepared prepare(const model::BranchOutputs& branch, const std::vector<Tensor>& feats, SharedMaps* maps) const;
   MaskQuality mask_quality(const Prepared& p, const PaddedTargets& gt) const;
   // semantic_term: the semantic BCE + Dice term, reused when defined, stored when not (the two
-  // branches share one semantic prediction); nullptr: computed here.
+  // branches share one semantic prediction); nullptr: computed here. maps: as prepare's.
   BranchLoss branch_loss(const model::BranchOutputs& branch, const std::vector<Tensor>& feats, const PaddedTargets& gt,
-                         const TaskAlignedAssigner& assigner, Tensor* semantic_term = nullptr) const;
+                         const TaskAlignedAssigner& assigner, Tensor* semantic_term = nullptr,
+                         SharedMaps* maps = nullptr) const;
 
   LossOptions options_;
   TaskAlignedAssigner o2m_assigner_, o2o_assigner_;
