@@ -5,6 +5,7 @@
 
 #include "lucid/loss/batch_reduction.h"
 #include "lucid/loss/boxes.h"
+#include "lucid/loss/class_bce.h"
 #include "lucid/loss/mask_loss.h"
 #include "lucid/model/model.h"
 #include "lucid/util/device.h"
@@ -50,11 +51,6 @@ Tensor bce_dice(const Tensor& pred, Tensor target) {
 Tensor alternating(double even, double odd, const torch::TensorOptions& opts) {
   auto i = torch::arange(4, opts.dtype(torch::kLong));
   return torch::where(i.remainder(2) == 0, torch::scalar_tensor(even, opts), torch::scalar_tensor(odd, opts));
-}
-
-Tensor bce_none(const Tensor& logits, const Tensor& target) {
-  return F::binary_cross_entropy_with_logits(logits, target,
-                                             F::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kNone));
 }
 
 }  // namespace
@@ -211,7 +207,7 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
     batch_size = norms[2];
   }
   score_sum = score_sum.clamp_min(1);
-  auto bce = bce_none(p.pred_scores, a.target_scores);
+  auto bce = class_bce(p.pred_scores, a.target_scores);
   if (!options_.class_weights.empty()) {
     if (static_cast<int64_t>(options_.class_weights.size()) != nc)
       throw std::invalid_argument("loss: class_weights has " + std::to_string(options_.class_weights.size()) +
