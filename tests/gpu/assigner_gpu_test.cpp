@@ -101,3 +101,30 @@ TEST(AssignerGpu, FusedKernelsGiveTheDenseFormsBytes) {
     }
   }
 }
+
+TEST(AssignerGpu, LogitsGiveTheBytesOfTheirSigmoid) {
+  if (!torch::cuda::is_available()) {
+    GTEST_SKIP() << "no CUDA device";
+  }
+  // The loss hands the assigner its class logits: the fused form takes the sigmoid of the scores it
+  // reads, as ATen's sigmoid computes it, so every target is the one of probabilities given.
+  for (bool o2o : {false, true}) {
+    loss::AssignerOptions o;
+    o.num_classes = 5;
+    if (o2o) o.topk = 7, o.topk2 = 1;
+    loss::TaskAlignedAssigner assigner(o);
+    for (bool with_masks : {false, true}) {
+      auto k = make_case(3, 320, 12, 5, 9);
+      const auto logits = (torch::randn(k.scores.sizes(), k.scores.options()) * 6).contiguous();
+      const loss::MaskQuality* mq = with_masks ? &k.mq : nullptr;
+      const std::string what = std::string(o2o ? "o2o" : "o2m") + (with_masks ? " masks" : "");
+      auto want = assigner.fused(logits.sigmoid(), k.boxes, k.points, k.labels, k.gt_boxes, k.valid, mq);
+      ASSERT_GT(want.fg_mask.sum().item<int64_t>(), 0) << what;
+      auto got = assigner(logits, k.boxes, k.points, k.labels, k.gt_boxes, k.valid, mq, loss::ScoreForm::kLogits);
+      expect_same(got, want, what + " (fused)");
+      auto dense =
+          assigner.dense(logits, k.boxes, k.points, k.labels, k.gt_boxes, k.valid, mq, loss::ScoreForm::kLogits);
+      expect_same(dense, want, what + " (dense)");
+    }
+  }
+}

@@ -49,8 +49,8 @@ Tensor TaskAlignedAssigner::topk_mask(const Tensor& metrics, const Tensor& mask_
 
 Assignment TaskAlignedAssigner::operator()(const Tensor& pd_scores, const Tensor& pd_bboxes,
                                            const Tensor& anchor_points, const Tensor& gt_labels,
-                                           const Tensor& gt_bboxes, const Tensor& mask_gt,
-                                           const MaskQuality* masks) const {
+                                           const Tensor& gt_bboxes, const Tensor& mask_gt, const MaskQuality* masks,
+                                           ScoreForm form) const {
   torch::NoGradGuard no_grad;
   const int64_t bs = pd_scores.size(0), na = pd_scores.size(1), m = gt_bboxes.size(1);
   const int64_t nc = options_.num_classes;
@@ -65,8 +65,8 @@ Assignment TaskAlignedAssigner::operator()(const Tensor& pd_scores, const Tensor
     return out;
   }
   if (fused_available(pd_scores, pd_bboxes))
-    return fused(pd_scores, pd_bboxes, anchor_points, gt_labels, gt_bboxes, mask_gt, masks);
-  return dense(pd_scores, pd_bboxes, anchor_points, gt_labels, gt_bboxes, mask_gt, masks);
+    return fused(pd_scores, pd_bboxes, anchor_points, gt_labels, gt_bboxes, mask_gt, masks, form);
+  return dense(pd_scores, pd_bboxes, anchor_points, gt_labels, gt_bboxes, mask_gt, masks, form);
 }
 
 bool TaskAlignedAssigner::fused_available(const Tensor& pd_scores, const Tensor& pd_bboxes) const {
@@ -80,16 +80,17 @@ bool TaskAlignedAssigner::fused_available(const Tensor& pd_scores, const Tensor&
 
 Assignment TaskAlignedAssigner::fused(const Tensor& pd_scores, const Tensor& pd_bboxes, const Tensor& anchor_points,
                                       const Tensor& gt_labels, const Tensor& gt_bboxes, const Tensor& mask_gt,
-                                      const MaskQuality* masks) const {
+                                      const MaskQuality* masks, ScoreForm form) const {
 #ifdef LUCID_CUDA_KERNELS
   torch::NoGradGuard no_grad;
   const int64_t na = pd_scores.size(1), m = gt_bboxes.size(1);
   auto labels = gt_labels.squeeze(-1).to(torch::kLong).contiguous();  // (B, M)
   auto valid = mask_gt.squeeze(-1).to(torch::kBool).contiguous();     // (B, M)
   auto boxes = gt_bboxes.contiguous();
-  auto metrics = cuda::candidate_metrics(pd_scores.contiguous(), pd_bboxes.contiguous(), anchor_points.contiguous(),
-                                         labels, boxes, widened_boxes(gt_bboxes, mask_gt).contiguous(), valid,
-                                         options_.alpha, options_.beta, masks ? options_.eps : 0.0);
+  auto metrics =
+      cuda::candidate_metrics(pd_scores.contiguous(), pd_bboxes.contiguous(), anchor_points.contiguous(), labels, boxes,
+                              widened_boxes(gt_bboxes, mask_gt).contiguous(), valid, options_.alpha, options_.beta,
+                              masks ? options_.eps : 0.0, form == ScoreForm::kLogits);
   if (masks) {
     // As the dense form: mask IoUs of each GT's 3 * topk best candidates, overlap (CIoU + IoU) / 2.
     auto top = top_candidates(metrics.metric, std::min(3 * options_.topk, na), valid);
@@ -113,15 +114,17 @@ Assignment TaskAlignedAssigner::fused(const Tensor& pd_scores, const Tensor& pd_
   out.target_gt_idx = t.gt_idx;
   return out;
 #else
-  (void)pd_scores, (void)pd_bboxes, (void)anchor_points, (void)gt_labels, (void)gt_bboxes, (void)mask_gt, (void)masks;
+  (void)pd_scores, (void)pd_bboxes, (void)anchor_points, (void)gt_labels, (void)gt_bboxes, (void)mask_gt, (void)masks,
+      (void)form;
   throw std::logic_error("assigner: built without the CUDA kernels");
 #endif
 }
 
-Assignment TaskAlignedAssigner::dense(const Tensor& pd_scores, const Tensor& pd_bboxes, const Tensor& anchor_points,
+Assignment TaskAlignedAssigner::dense(const Tensor& scores_in, const Tensor& pd_bboxes, const Tensor& anchor_points,
                                       const Tensor& gt_labels, const Tensor& gt_bboxes, const Tensor& mask_gt,
-                                      const MaskQuality* masks) const {
+                                      const MaskQuality* masks, ScoreForm form) const {
   torch::NoGradGuard no_grad;
+  const Tensor pd_scores = form == ScoreForm::kLogits ? scores_in.sigmoid() : scores_in;
   const int64_t bs = pd_scores.size(0), na = pd_scores.size(1), m = gt_bboxes.size(1);
   const int64_t nc = options_.num_classes;
   auto lopts = pd_scores.options().dtype(torch::kLong);

@@ -45,16 +45,20 @@ struct Assignment {
   Tensor target_gt_idx;  // (B, A) int64 GT index within the image (0 on background)
 };
 
+// What pd_scores hold: probabilities, or logits whose sigmoid the assigner takes (the fused form
+// only for the candidates it reads, with ATen's sigmoid arithmetic).
+enum class ScoreForm { kProbabilities, kLogits };
+
 class TaskAlignedAssigner {
  public:
   explicit TaskAlignedAssigner(AssignerOptions options);
 
-  // pd_scores (B, A, nc) probabilities; pd_bboxes (B, A, 4) xyxy pixels; anchor_points (A, 2) pixels;
+  // pd_scores (B, A, nc) as `form` says; pd_bboxes (B, A, 4) xyxy pixels; anchor_points (A, 2) pixels;
   // gt_labels (B, M, 1); gt_bboxes (B, M, 4) xyxy pixels; mask_gt (B, M, 1) 1 for real GTs.
   // Runs without gradient.
   Assignment operator()(const Tensor& pd_scores, const Tensor& pd_bboxes, const Tensor& anchor_points,
                         const Tensor& gt_labels, const Tensor& gt_bboxes, const Tensor& mask_gt,
-                        const MaskQuality* masks = nullptr) const;
+                        const MaskQuality* masks = nullptr, ScoreForm form = ScoreForm::kProbabilities) const;
 
   const AssignerOptions& options() const { return options_; }
 
@@ -64,10 +68,10 @@ class TaskAlignedAssigner {
   bool fused_available(const Tensor& pd_scores, const Tensor& pd_bboxes) const;
   Assignment fused(const Tensor& pd_scores, const Tensor& pd_bboxes, const Tensor& anchor_points,
                    const Tensor& gt_labels, const Tensor& gt_bboxes, const Tensor& mask_gt,
-                   const MaskQuality* masks = nullptr) const;
+                   const MaskQuality* masks = nullptr, ScoreForm form = ScoreForm::kProbabilities) const;
   Assignment dense(const Tensor& pd_scores, const Tensor& pd_bboxes, const Tensor& anchor_points,
                    const Tensor& gt_labels, const Tensor& gt_bboxes, const Tensor& mask_gt,
-                   const MaskQuality* masks = nullptr) const;
+                   const MaskQuality* masks = nullptr, ScoreForm form = ScoreForm::kProbabilities) const;
 
   // The stages, exposed for tests. (B, M, A) results.
   // (B, M, 4) xyxy GT boxes with sides shorter than the second stride widened to it (real GTs).

@@ -79,8 +79,8 @@ struct Dims {
 // once, each slot's outputs are written coalesced along the anchors.
 __global__ void candidate_metrics_kernel(const float* scores, const float4* boxes, const float2* points,
                                          const int64_t* labels, const float* gt, const float* widened,
-                                         const bool* valid, Dims d, Pow alpha, Pow beta, float select_eps, bool* cand,
-                                         float* overlaps, float* score_pow, float* metric) {
+                                         const bool* valid, Dims d, Pow alpha, Pow beta, float select_eps, bool logits,
+                                         bool* cand, float* overlaps, float* score_pow, float* metric) {
   const int64_t a = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, b = blockIdx.y;
   if (a >= d.a) return;
   const float4 box = boxes[b * d.a + a];
@@ -96,6 +96,7 @@ __global__ void candidate_metrics_kernel(const float* scores, const float4* boxe
       int64_t cls = labels[slot];
       cls = cls < 0 ? 0 : (cls >= d.nc ? d.nc - 1 : cls);
       s = scores[(b * d.a + a) * d.nc + cls];
+      if (logits) s = __fdiv_rn(1.f, __fadd_rn(1.f, expf(-s)));  // ATen's sigmoid
       o = clamp0(ciou(gt + slot * 4, box));
     }
     const float sp = aten_pow(s, alpha);
@@ -208,7 +209,8 @@ bool assigner_kernels_available(const Tensor& pd_scores, const Tensor& pd_bboxes
 
 CandidateMetrics candidate_metrics(const Tensor& pd_scores, const Tensor& pd_bboxes, const Tensor& anchor_points,
                                    const Tensor& labels, const Tensor& gt_bboxes, const Tensor& widened,
-                                   const Tensor& valid, double alpha, double beta, double select_eps) {
+                                   const Tensor& valid, double alpha, double beta, double select_eps,
+                                   bool scores_are_logits) {
   check(is(pd_scores, at::kFloat) && is(pd_bboxes, at::kFloat) && is(anchor_points, at::kFloat) &&
             is(labels, at::kLong) && is(gt_bboxes, at::kFloat) && is(widened, at::kFloat) && is(valid, at::kBool),
         "unsupported input types or layouts");
@@ -227,8 +229,8 @@ CandidateMetrics candidate_metrics(const Tensor& pd_scores, const Tensor& pd_bbo
       pd_scores.data_ptr<float>(), reinterpret_cast<const float4*>(pd_bboxes.data_ptr<float>()),
       reinterpret_cast<const float2*>(anchor_points.data_ptr<float>()), labels.data_ptr<int64_t>(),
       gt_bboxes.data_ptr<float>(), widened.data_ptr<float>(), valid.data_ptr<bool>(), d, pow_form(alpha),
-      pow_form(beta), static_cast<float>(select_eps), m.cand.data_ptr<bool>(), m.overlaps.data_ptr<float>(),
-      m.score_pow.data_ptr<float>(), m.metric.data_ptr<float>());
+      pow_form(beta), static_cast<float>(select_eps), scores_are_logits, m.cand.data_ptr<bool>(),
+      m.overlaps.data_ptr<float>(), m.score_pow.data_ptr<float>(), m.metric.data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return m;
 }

@@ -24,11 +24,13 @@ struct CandidateMetrics {
                      // candidates and 0 elsewhere (the mask-aware assigner's candidate selection)
 };
 
-// pd_scores (B, A, nc), pd_bboxes (B, A, 4) xyxy pixels, anchor_points (A, 2), labels (B, M) int64,
-// gt_bboxes and widened (B, M, 4) xyxy (the candidate test uses the widened boxes), valid (B, M) bool.
+// pd_scores (B, A, nc) probabilities, or logits (scores_are_logits) whose sigmoid the kernel takes
+// as ATen's, 1 / (1 + exp(-x)), for the scores it reads; pd_bboxes (B, A, 4) xyxy pixels, anchor_points (A, 2), labels
+// (B, M) int64, gt_bboxes and widened (B, M, 4) xyxy (the candidate test uses the widened boxes), valid (B, M) bool.
 CandidateMetrics candidate_metrics(const Tensor& pd_scores, const Tensor& pd_bboxes, const Tensor& anchor_points,
                                    const Tensor& labels, const Tensor& gt_bboxes, const Tensor& widened,
-                                   const Tensor& valid, double alpha, double beta, double select_eps);
+                                   const Tensor& valid, double alpha, double beta, double select_eps,
+                                   bool scores_are_logits = false);
 
 // The mask-aware overlaps in place: overlaps = candidate ? (overlaps + mask_iou) / 2 : 0 with
 // mask_iou (B, M, A) zero outside each GT's selected candidates; metric = score_pow * overlaps^beta.

@@ -192,8 +192,8 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
   range.emplace("assign");
   std::optional<MaskQuality> quality;
   if (options_.mask_assignment && capacity > 0) quality = mask_quality(p, gt);
-  auto a = assigner(p.pred_scores.detach().sigmoid(), p.pred_bboxes.detach() * p.stride_tensor,
-                    p.anchor_points * p.stride_tensor, gt.labels, gt.boxes, gt.valid, quality ? &*quality : nullptr);
+  auto a = assigner(p.pred_scores.detach(), p.pred_bboxes.detach() * p.stride_tensor, p.anchor_points * p.stride_tensor,
+                    gt.labels, gt.boxes, gt.valid, quality ? &*quality : nullptr, ScoreForm::kLogits);
   range.reset();
   range.emplace("box and class");
   auto num_fg = a.fg_mask.sum();
