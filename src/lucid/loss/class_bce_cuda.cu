@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "lucid/loss/class_bce_cuda.h"
+#include "lucid/loss/logit_math.cuh"
 
 namespace lucid::loss::cuda {
 
@@ -12,27 +13,17 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// ATen's log_sigmoid forward on CUDA: min(0, x) - log1p(exp(-|x|)), std::min's choice on -0.
-__device__ __forceinline__ float log_sigmoid(float x) {
-  const float low = x < 0.f ? x : 0.f;
-  return __fsub_rn(low, log1pf(expf(-fabsf(x))));
-}
-
-// binary_cross_entropy_with_logits: ones.sub_(t).mul_(x).sub_(log_sigmoid(x)), each rounded.
+// binary_cross_entropy_with_logits, element-wise.
 __global__ void forward_kernel(const float* x, const float* t, int64_t n, float* out) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float v = x[i];
-    out[i] = __fsub_rn(__fmul_rn(__fsub_rn(1.f, t[i]), v), log_sigmoid(v));
-  }
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = aten_bce_term(x[i], t[i]);
 }
 
-// Its backward: x.sigmoid().sub_(t).mul_(grad), sigmoid as ATen's 1 / (1 + exp(-x)).
+// Its backward: x.sigmoid().sub_(t).mul_(grad).
 __global__ void backward_kernel(const float* grad, bool scalar_grad, const float* x, const float* t, int64_t n,
                                 float* out) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float s = __fdiv_rn(1.f, __fadd_rn(1.f, expf(-x[i])));
-    out[i] = __fmul_rn(__fsub_rn(s, t[i]), scalar_grad ? grad[0] : grad[i]);
-  }
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = __fmul_rn(__fsub_rn(aten_sigmoid(x[i]), t[i]), scalar_grad ? grad[0] : grad[i]);
 }
 
 unsigned blocks_for(int64_t n) {

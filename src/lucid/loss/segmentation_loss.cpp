@@ -7,14 +7,13 @@
 #include "lucid/loss/boxes.h"
 #include "lucid/loss/class_bce.h"
 #include "lucid/loss/mask_loss.h"
+#include "lucid/loss/semantic_term.h"
 #include "lucid/model/model.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
 #include "lucid/util/trace.h"
 
 namespace lucid::loss {
-
-namespace F = torch::nn::functional;
 
 namespace {
 
@@ -37,13 +36,11 @@ std::pair<Tensor, Tensor> grid_anchors(const std::vector<Tensor>& feats, const s
 Tensor bce_dice(const Tensor& pred, Tensor target) {
   const int64_t h = pred.size(2), w = pred.size(3);
   if (target.size(2) != h || target.size(3) != w) target = torch::upsample_nearest2d(target, {h, w});
-  auto bce = F::binary_cross_entropy_with_logits(pred, target);
-  auto p = pred.sigmoid();
-  auto inter = (p * target).sum({2, 3});
-  auto uni = p.sum({2, 3}) + target.sum({2, 3});
-  auto dice = (2.0 * inter + 1) / (uni + 1);
+  const auto parts = semantic_parts(pred, target);
+  auto uni = parts.prob_sum + target.sum({2, 3});
+  auto dice = (2.0 * parts.inter + 1) / (uni + 1);
   auto dice_loss = (1.0 - dice).mean(1).mean();
-  return 0.5 * bce + 0.5 * dice_loss;
+  return 0.5 * parts.bce + 0.5 * dice_loss;
 }
 
 // (even, odd, even, odd) as a float vector made on `opts`' device by kernels alone (no host copy,
@@ -301,7 +298,11 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
       } else {
         auto sem_idx = gt.sem_masks.to(torch::kLong).unsqueeze(1);
         auto present = gt.overlap ? masks != 0 : (masks != 0).any(1);
-        auto sem_target = torch::zeros({bs, nc, sem_idx.size(2), sem_idx.size(3)}, fopts);
+        // In the prediction's layout where the sizes agree, as the fused semantic kernels read them.
+        const bool same_size = sem_idx.size(2) == p.semantic.size(2) && sem_idx.size(3) == p.semantic.size(3);
+        auto sem_target = torch::zeros(
+            {bs, nc, sem_idx.size(2), sem_idx.size(3)},
+            fopts.memory_format(same_size ? p.semantic.suggest_memory_format() : torch::MemoryFormat::Contiguous));
         sem_target.scatter_(1, sem_idx, present.unsqueeze(1).to(torch::kFloat));
         term = bce_dice(p.semantic, sem_target);
         if (semantic_term) *semantic_term = term;
