@@ -98,7 +98,7 @@ TEST(MaskLossGpu, FusedKernelsMatchTheAtenForm) {
   }
 }
 
-TEST(MaskLossGpu, SlotsOfOneWindowSharingABlockGiveTheOneSlotBlocksBytes) {
+TEST(MaskLossGpu, SlotsOfOneWindowSharingBlocksGiveTheOneSlotBlocksBytes) {
   if (!torch::cuda::is_available()) {
     GTEST_SKIP() << "no usable CUDA device";
   }
@@ -132,6 +132,15 @@ TEST(MaskLossGpu, SlotsOfOneWindowSharingABlockGiveTheOneSlotBlocksBytes) {
                                                              in.area, in.valid, loss::cuda::SlotGrouping::kNone);
     EXPECT_TRUE(torch::equal(grouped, single)) << grouped.ne(single).sum().item<int64_t>() << " slot terms differ";
     EXPECT_GT(grouped.ne(0).sum().item<int64_t>(), c.slots) << "too few slot terms to compare";
+    const auto grad_out = torch::linspace(0.5, 1.5, grouped.numel(), grouped.options()).view_as(grouped);
+    const auto [gc, gp] =
+        loss::cuda::cropped_mask_bce_backward(grad_out, in.coefs, in.proto, masks, c.overlap, in.gt_index, in.crop,
+                                              in.area, in.valid, true, loss::cuda::SlotGrouping::kByWindow);
+    const auto [sc, sp] =
+        loss::cuda::cropped_mask_bce_backward(grad_out, in.coefs, in.proto, masks, c.overlap, in.gt_index, in.crop,
+                                              in.area, in.valid, true, loss::cuda::SlotGrouping::kNone);
+    EXPECT_TRUE(torch::equal(gc, sc)) << gc.ne(sc).sum().item<int64_t>() << " coefficient gradients differ";
+    EXPECT_TRUE(torch::equal(gp, sp)) << "prototype gradients differ";
     EXPECT_TRUE(torch::equal(grouped, loss::cuda::cropped_mask_bce_forward(in.coefs, in.proto, masks, c.overlap,
                                                                            in.gt_index, in.crop, in.area, in.valid)))
         << "two runs differ";

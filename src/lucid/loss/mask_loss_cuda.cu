@@ -16,6 +16,10 @@ constexpr int kSlotTile = 32;       // slots staged in shared memory at a time
 constexpr int kMaxGroup = 16;       // slots of one GT window a forward block takes (YOLO26: up to 10)
 static_assert(kMaxGroup * kSlotThreads * 4 <= 8192, "the forward block's sums fit its shared memory");
 
+// Slots a coefficient-gradient block takes: each holds nm accumulators a thread.
+template <int NM>
+constexpr int kGradGroup = NM <= 32 ? 2 : 1;
+
 struct Shape {
   int64_t slots_per_image, nm, h, w, gts;  // K, nm, Hm, Wm, M (per-GT masks)
   bool overlap;
@@ -127,49 +131,86 @@ __global__ void forward_kernel(const float* coefs, const float* proto, const Mas
   }
 }
 
-// d term / d logit over the slot's window: (sigmoid(l) - t) * g, g = grad / area / (Hm * Wm).
-template <typename MaskT, int NM>
+// d term / d logit over the group's window: (sigmoid(l) - t) * g, g = grad / area / (Hm * Wm). A
+// block takes up to G slots of one window; each prototype value it reads serves all of them.
+template <typename MaskT, int NM, int G>
 __global__ void coefs_grad_kernel(const float* grad_out, const float* coefs, const float* proto, const MaskT* masks,
                                   const int64_t* gt_index, const float* crop, const float* area, const bool* valid,
                                   float* grad_coefs, Shape s) {
   const int64_t slot = blockIdx.x, b = slot / s.slots_per_image;
-  __shared__ float c[NM];
+  __shared__ Group group;
+  __shared__ float c[G][NM];
   __shared__ float partial[kSlotThreads / 32][NM];
   const int64_t hw = s.h * s.w;
   if (!valid[slot]) {
     for (int k = threadIdx.x; k < s.nm; k += blockDim.x) grad_coefs[slot * s.nm + k] = 0.f;
     return;
   }
-  const Window win = window_of(crop + slot * 4, static_cast<int>(s.w), static_cast<int>(s.h));
-  for (int k = threadIdx.x; k < NM; k += blockDim.x) c[k] = k < s.nm ? coefs[slot * s.nm + k] : 0.f;
+  const int64_t first = b * s.slots_per_image;
+  if (!lead_group<G>(gt_index, crop, area, valid, first, first + s.slots_per_image, slot, group)) return;
+  const int count = group.count;
+  for (int i = threadIdx.x; i < G * NM; i += blockDim.x) {
+    const int m = i / NM, k = i % NM;
+    c[m][k] = m < count && k < s.nm ? coefs[group.members[m] * s.nm + k] : 0.f;
+  }
   __syncthreads();
-  const float g = grad_out[slot] / area[slot] / static_cast<float>(hw);
+  float g[G];
+#pragma unroll
+  for (int m = 0; m < G; ++m) {
+    const int64_t member = group.members[m < count ? m : 0];
+    g[m] = grad_out[member] / area[member] / static_cast<float>(hw);
+  }
+  const Window win = window_of(crop + slot * 4, static_cast<int>(s.w), static_cast<int>(s.h));
   const int64_t gt = gt_index[slot];
   const float* pb = proto + b * s.nm * hw;
   const int bw = win.x1 - win.x0, n = bw * (win.y1 - win.y0);
-  float acc[NM];
+  float acc[G][NM];
 #pragma unroll
-  for (int k = 0; k < NM; ++k) acc[k] = 0.f;
+  for (int m = 0; m < G; ++m)
+#pragma unroll
+    for (int k = 0; k < NM; ++k) acc[m][k] = 0.f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     const int64_t p = window_pixel(win, bw, s.w, i);
-    const float l = logit<NM>(c, pb, hw, s.nm, p);
-    const float dl = (sigmoid(l) - target_at(masks, s, b, gt, p)) * g;
+    float l[G];
 #pragma unroll
-    for (int k = 0; k < NM; ++k)
-      if (k < s.nm) acc[k] = fmaf(dl, pb[k * hw + p], acc[k]);
+    for (int m = 0; m < G; ++m) l[m] = 0.f;
+#pragma unroll
+    for (int k = 0; k < NM; ++k) {
+      if (k >= s.nm) continue;
+      const float v = pb[k * hw + p];
+#pragma unroll
+      for (int m = 0; m < G; ++m) l[m] = fmaf(c[m][k], v, l[m]);  // logit<NM>'s chain, one per slot
+    }
+    const float t = target_at(masks, s, b, gt, p);
+    float dl[G];
+#pragma unroll
+    for (int m = 0; m < G; ++m) dl[m] = (sigmoid(l[m]) - t) * g[m];
+#pragma unroll
+    for (int k = 0; k < NM; ++k) {
+      if (k >= s.nm) continue;
+      const float v = pb[k * hw + p];
+#pragma unroll
+      for (int m = 0; m < G; ++m) acc[m][k] = fmaf(dl[m], v, acc[m][k]);
+    }
   }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
-  for (int k = 0; k < NM; ++k) {
-    float v = acc[k];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-    if (lane == 0) partial[warp][k] = v;
-  }
-  __syncthreads();
-  for (int k = threadIdx.x; k < s.nm; k += blockDim.x) {
-    float v = 0.f;
-    for (int w = 0; w < kSlotThreads / 32; ++w) v += partial[w][k];
-    grad_coefs[slot * s.nm + k] = v;
+  for (int m = 0; m < G; ++m) {
+    if (m >= count) break;
+#pragma unroll
+    for (int k = 0; k < NM; ++k) {
+      float v = acc[m][k];
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+      if (lane == 0) partial[warp][k] = v;
+    }
+    __syncthreads();
+    const int64_t member = group.members[m];
+    for (int k = threadIdx.x; k < s.nm; k += blockDim.x) {
+      float v = 0.f;
+      for (int w = 0; w < kSlotThreads / 32; ++w) v += partial[w][k];
+      grad_coefs[member * s.nm + k] = v;
+    }
+    __syncthreads();
   }
 }
 
@@ -275,12 +316,18 @@ void launch_forward(const Args& a, const Shape& s, cudaStream_t stream) {
             : launch_forward_kernel<MaskT, NM, 1>(a, s, stream);
 }
 
+template <typename MaskT, int NM, int G>
+void launch_coefs_grad(const Args& a, const Shape& s, cudaStream_t stream) {
+  coefs_grad_kernel<MaskT, NM, G><<<static_cast<unsigned>(a.blocks), kSlotThreads, 0, stream>>>(
+      a.grad, a.coefs, a.proto, static_cast<const MaskT*>(a.masks), a.gt_index, a.crop, a.area, a.valid, a.grad_coefs,
+      s);
+}
+
 template <typename MaskT, int NM>
 void launch_backward(const Args& a, const Shape& s, cudaStream_t stream) {
   if (a.blocks > 0)
-    coefs_grad_kernel<MaskT, NM><<<static_cast<unsigned>(a.blocks), kSlotThreads, 0, stream>>>(
-        a.grad, a.coefs, a.proto, static_cast<const MaskT*>(a.masks), a.gt_index, a.crop, a.area, a.valid, a.grad_coefs,
-        s);
+    a.grouped ? launch_coefs_grad<MaskT, NM, kGradGroup<NM>>(a, s, stream)
+              : launch_coefs_grad<MaskT, NM, 1>(a, s, stream);
   if (a.grad_proto && a.bs > 0 && a.hw > 0) {
     const dim3 grid(static_cast<unsigned>((a.hw + kPixelThreads - 1) / kPixelThreads), static_cast<unsigned>(a.bs));
     proto_grad_kernel<MaskT, NM>

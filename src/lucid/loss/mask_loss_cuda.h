@@ -1,8 +1,8 @@
 // The cropped mask BCE of mask_loss.h as fused CUDA kernels: each slot's work covers only the pixels
 // inside its GT box and nothing for padding slots, where the ATen form computes every slot over the
-// whole map. In the forward, slots of one GT window (the same GT index, crop and area: a GT's
-// foreground anchors) share a block that reads each pixel's prototypes and target once for all of
-// them. Every sum runs in a fixed order (no atomics), the one-slot block's, so the kernels give the
+// whole map. Slots of one GT window (the same GT index, crop and area: a GT's foreground anchors)
+// share a block that reads each pixel's prototypes and target once for several of them (16 in the
+// forward, 2 in the coefficient gradient, whose sums each take nm registers). Every sum runs in a fixed order (no atomics), the one-slot block's, so the kernels give the
 // same bytes on every run and whether slots share blocks or not; their values agree with the ATen
 // form to rounding (a different summation order).
 // Built where nvcc and a CUDA torch are present (the LUCID_CUDA_KERNELS definition); elsewhere
@@ -21,8 +21,8 @@ using at::Tensor;
 inline constexpr int64_t kMaxCoefficients = 64;
 bool available(const Tensor& coefs, const Tensor& proto);
 
-// kByWindow: the forward's slots of one GT window share a block (the default); kNone: a block per
-// slot. Both give the same bytes.
+// kByWindow: slots of one GT window share a block (the default); kNone: a block per slot. Both give
+// the same bytes.
 enum class SlotGrouping { kByWindow, kNone };
 
 // Inputs as cropped_mask_bce's, contiguous FP32 coefs and proto; gt_index int64; masks uint8 or
