@@ -68,6 +68,14 @@ void expect_same(const loss::Assignment& got, const loss::Assignment& want, cons
       << what << ": target_scores, max diff " << (got.target_scores - want.target_scores).abs().max().item<float>();
 }
 
+// The one-to-many (top-10) or one-to-one (top-7 then top-1) assigner over 5 classes.
+loss::TaskAlignedAssigner assigner_for(bool o2o) {
+  loss::AssignerOptions o;
+  o.num_classes = 5;
+  if (o2o) o.topk = 7, o.topk2 = 1;
+  return loss::TaskAlignedAssigner(o);
+}
+
 }  // namespace
 
 TEST(AssignerGpu, FusedKernelsGiveTheDenseFormsBytes) {
@@ -75,10 +83,7 @@ TEST(AssignerGpu, FusedKernelsGiveTheDenseFormsBytes) {
     GTEST_SKIP() << "no CUDA device";
   }
   for (bool o2o : {false, true}) {
-    loss::AssignerOptions o;
-    o.num_classes = 5;
-    if (o2o) o.topk = 7, o.topk2 = 1;
-    loss::TaskAlignedAssigner assigner(o);
+    const auto assigner = assigner_for(o2o);
     for (bool with_masks : {false, true}) {
       for (uint64_t seed : {1, 2}) {
         auto k = make_case(3, 320, 12, 5, seed);
@@ -109,10 +114,7 @@ TEST(AssignerGpu, LogitsGiveTheBytesOfTheirSigmoid) {
   // The loss hands the assigner its class logits: the fused form takes the sigmoid of the scores it
   // reads, as ATen's sigmoid computes it, so every target is the one of probabilities given.
   for (bool o2o : {false, true}) {
-    loss::AssignerOptions o;
-    o.num_classes = 5;
-    if (o2o) o.topk = 7, o.topk2 = 1;
-    loss::TaskAlignedAssigner assigner(o);
+    const auto assigner = assigner_for(o2o);
     for (bool with_masks : {false, true}) {
       auto k = make_case(3, 320, 12, 5, 9);
       const auto logits = (torch::randn(k.scores.sizes(), k.scores.options()) * 6).contiguous();
