@@ -83,7 +83,7 @@ Assignment TaskAlignedAssigner::fused(const Tensor& pd_scores, const Tensor& pd_
                                       const MaskQuality* masks, ScoreForm form) const {
 #ifdef LUCID_CUDA_KERNELS
   torch::NoGradGuard no_grad;
-  const int64_t na = pd_scores.size(1), m = gt_bboxes.size(1);
+  const int64_t na = pd_scores.size(1);
   auto labels = gt_labels.squeeze(-1).to(torch::kLong).contiguous();  // (B, M)
   auto valid = mask_gt.squeeze(-1).to(torch::kBool).contiguous();     // (B, M)
   auto boxes = gt_bboxes.contiguous();
@@ -99,12 +99,7 @@ Assignment TaskAlignedAssigner::fused(const Tensor& pd_scores, const Tensor& pd_
   }
   auto top = top_candidates(metrics.metric, std::min(options_.topk, na), valid);
   auto gts = cuda::resolve_gts(metrics, top, valid);
-  if (options_.topk2 != options_.topk) {
-    auto mask_pos = (torch::arange(m, gts.options()).view({1, m, 1}) == gts.unsqueeze(1)).to(torch::kFloat);
-    auto kept = std::get<1>((metrics.metric * mask_pos).topk(std::min(options_.topk2, na), -1, true));
-    mask_pos = mask_pos * torch::zeros_like(mask_pos).scatter_(-1, kept, 1.0);
-    gts = torch::where(mask_pos.sum(-2) > 0, mask_pos.argmax(-2), torch::full({}, -1, gts.options())).contiguous();
-  }
+  if (options_.topk2 != options_.topk) gts = cuda::keep_top_assigned(metrics.metric, gts, std::min(options_.topk2, na));
   auto t = cuda::assignment_targets(gts, metrics, labels, boxes, options_.num_classes, options_.eps);
   Assignment out;
   out.target_labels = t.labels;

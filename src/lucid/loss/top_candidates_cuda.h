@@ -20,4 +20,12 @@ bool top_candidates_available(const Tensor& metric);
 // reads.
 Tensor top_candidates(const Tensor& metric, int64_t k, const Tensor& valid);
 
+// The second selection of an assigner whose topk2 is below its topk, as one kernel: metric (B, M, A)
+// FP32, gts (B, A) int64 each anchor's slot or -1. An anchor stays with its slot when it is in the
+// top-k set (as above, over the whole row) of that slot's metric times the mask of the anchors
+// assigned to it, as ATen computes the product; otherwise it becomes -1. The ATen form builds that
+// (B, M, A) mask and product, a top-k over every slot, and a sum and an argmax over the slots.
+// Returns the new (B, A) int64.
+Tensor keep_top_assigned(const Tensor& metric, const Tensor& gts, int64_t k);
+
 }  // namespace lucid::loss::cuda
