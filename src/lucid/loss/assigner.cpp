@@ -93,9 +93,9 @@ Assignment TaskAlignedAssigner::fused(const Tensor& pd_scores, const Tensor& pd_
                               masks ? options_.eps : 0.0, form == ScoreForm::kLogits);
   if (masks) {
     // As the dense form: mask IoUs of each GT's 3 * topk best candidates, overlap (CIoU + IoU) / 2.
-    auto top = top_candidates(metrics.metric, std::min(3 * options_.topk, na), valid);
-    auto miou = torch::zeros_like(metrics.overlaps).scatter_(-1, top, device_mask_ious(*masks, top, pd_bboxes, valid));
-    cuda::mask_aware_metrics(metrics, miou, options_.beta);
+    auto top = top_candidates(metrics.metric, std::min(3 * options_.topk, na), valid).contiguous();
+    cuda::mask_aware_metrics(metrics, top, device_mask_ious(*masks, top, pd_bboxes, valid).contiguous(), valid,
+                             options_.beta);
   }
   auto top = top_candidates(metrics.metric, std::min(options_.topk, na), valid);
   auto gts = cuda::resolve_gts(metrics, top, valid);

@@ -109,13 +109,39 @@ __global__ void candidate_metrics_kernel(const float* scores, const float4* boxe
   }
 }
 
-__global__ void mask_aware_kernel(const bool* cand, const float* mask_iou, const float* score_pow, Pow beta, int64_t n,
-                                  float* overlaps, float* metric) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const float o = cand[i] ? __fmul_rn(__fadd_rn(overlaps[i], mask_iou[i]), 0.5f) : 0.f;  // ATen's / 2
-  overlaps[i] = o;
-  metric[i] = __fmul_rn(score_pow[i], aten_pow(o, beta));
+// The mask-aware overlap of one anchor, candidate ? (CIoU + mask IoU) / 2 : 0, and its metric.
+struct Aware {
+  float overlap, metric;
+};
+
+__device__ __forceinline__ Aware mask_aware(bool cand, float overlap, float score_pow, float mask_iou, Pow beta) {
+  const float o = cand ? __fmul_rn(__fadd_rn(overlap, mask_iou), 0.5f) : 0.f;  // ATen's / 2
+  return {o, __fmul_rn(score_pow, aten_pow(o, beta))};
+}
+
+// One block per valid slot's row: its top candidates take their mask IoUs, every other anchor a
+// mask IoU of 0. A padding slot's row holds no candidate and its zeros stay as they are.
+__global__ void mask_aware_kernel(const bool* cand, const int64_t* top, const float* top_iou, const bool* valid,
+                                  const float* score_pow, Pow beta, int64_t a, int64_t k, float* overlaps,
+                                  float* metric) {
+  const int64_t slot = blockIdx.x, row = slot * a;
+  if (!valid[slot]) return;
+  extern __shared__ Aware selected[];  // the top candidates', from the overlaps before any is written
+  for (int64_t j = threadIdx.x; j < k; j += blockDim.x) {
+    const int64_t i = row + top[slot * k + j];
+    selected[j] = mask_aware(cand[i], overlaps[i], score_pow[i], top_iou[slot * k + j], beta);
+  }
+  __syncthreads();
+  for (int64_t x = threadIdx.x; x < a; x += blockDim.x) {
+    const int64_t i = row + x;
+    const Aware v = mask_aware(cand[i], overlaps[i], score_pow[i], 0.f, beta);
+    overlaps[i] = v.overlap, metric[i] = v.metric;
+  }
+  __syncthreads();
+  for (int64_t j = threadIdx.x; j < k; j += blockDim.x) {
+    const int64_t i = row + top[slot * k + j];
+    overlaps[i] = selected[j].overlap, metric[i] = selected[j].metric;
+  }
 }
 
 // Each real GT's top-k candidates claim their anchors.
@@ -235,14 +261,18 @@ CandidateMetrics candidate_metrics(const Tensor& pd_scores, const Tensor& pd_bbo
   return m;
 }
 
-void mask_aware_metrics(CandidateMetrics& m, const Tensor& mask_iou, double beta) {
-  check(is(mask_iou, at::kFloat) && mask_iou.sizes() == m.overlaps.sizes(), "mask IoUs must match the metrics");
-  const int64_t n = m.overlaps.numel();
-  if (n == 0) return;
-  const c10::cuda::CUDAGuard guard(mask_iou.device());
-  mask_aware_kernel<<<blocks(n), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-      m.cand.data_ptr<bool>(), mask_iou.data_ptr<float>(), m.score_pow.data_ptr<float>(), pow_form(beta), n,
-      m.overlaps.data_ptr<float>(), m.metric.data_ptr<float>());
+void mask_aware_metrics(CandidateMetrics& m, const Tensor& top, const Tensor& top_iou, const Tensor& valid,
+                        double beta) {
+  check(is(top, at::kLong) && top.dim() == 3 && is(top_iou, at::kFloat) && top_iou.sizes() == top.sizes() &&
+            is(valid, at::kBool) && top.size(0) == m.cand.size(0) && top.size(1) == m.cand.size(1) &&
+            valid.numel() == top.size(0) * top.size(1),
+        "mask IoUs must match the metrics' slots");
+  const int64_t slots = top.size(0) * top.size(1), a = m.cand.size(2), k = top.size(2);
+  if (slots == 0 || a == 0) return;
+  const c10::cuda::CUDAGuard guard(top.device());
+  mask_aware_kernel<<<static_cast<unsigned>(slots), kThreads, k * sizeof(Aware), at::cuda::getCurrentCUDAStream()>>>(
+      m.cand.data_ptr<bool>(), top.data_ptr<int64_t>(), top_iou.data_ptr<float>(), valid.data_ptr<bool>(),
+      m.score_pow.data_ptr<float>(), pow_form(beta), a, k, m.overlaps.data_ptr<float>(), m.metric.data_ptr<float>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

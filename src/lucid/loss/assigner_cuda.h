@@ -32,9 +32,12 @@ CandidateMetrics candidate_metrics(const Tensor& pd_scores, const Tensor& pd_bbo
                                    const Tensor& valid, double alpha, double beta, double select_eps,
                                    bool scores_are_logits = false);
 
-// The mask-aware overlaps in place: overlaps = candidate ? (overlaps + mask_iou) / 2 : 0 with
-// mask_iou (B, M, A) zero outside each GT's selected candidates; metric = score_pow * overlaps^beta.
-void mask_aware_metrics(CandidateMetrics& m, const Tensor& mask_iou, double beta);
+// The mask-aware overlaps in place: overlaps = candidate ? (overlaps + mask_iou) / 2 : 0, where
+// mask_iou is top_iou (B, M, k) at each valid slot's distinct candidates top (B, M, k) and 0
+// elsewhere; metric = score_pow * overlaps^beta. Padding slots' rows (no candidates, all zeros)
+// are left as they are, which is what the formula gives them.
+void mask_aware_metrics(CandidateMetrics& m, const Tensor& top, const Tensor& top_iou, const Tensor& valid,
+                        double beta);
 
 // Each anchor's GT after the top-k selection top (B, M, k) and the conflict rule: the one GT whose
 // top-k holds it as a candidate, or, held by several, the GT of highest overlap over all slots
