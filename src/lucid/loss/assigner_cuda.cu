@@ -88,9 +88,10 @@ __global__ void candidate_metrics_kernel(const float* scores, const float4* boxe
   const float in_eps = 1e-9f;  // the ATen form's comparison with the double 1e-9, in FP32
   for (int64_t m = 0; m < d.m; ++m) {
     const int64_t slot = b * d.m + m, i = slot * d.a + a;
+    if (!valid[slot]) continue;  // a padding slot's row is never read (see candidate_metrics)
     const float* w = widened + slot * 4;
-    const bool c = valid[slot] && __fsub_rn(pt.x, w[0]) > in_eps && __fsub_rn(pt.y, w[1]) > in_eps &&
-                   __fsub_rn(w[2], pt.x) > in_eps && __fsub_rn(w[3], pt.y) > in_eps;
+    const bool c = __fsub_rn(pt.x, w[0]) > in_eps && __fsub_rn(pt.y, w[1]) > in_eps && __fsub_rn(w[2], pt.x) > in_eps &&
+                   __fsub_rn(w[3], pt.y) > in_eps;
     float s = 0.f, o = 0.f;
     if (c) {
       int64_t cls = labels[slot];
@@ -157,7 +158,8 @@ __global__ void claim_kernel(const int64_t* top, const bool* cand, const bool* v
   claimant[b * d.a + a] = static_cast<int>(slot - b * d.m);  // read only where a single GT claims
 }
 
-__global__ void resolve_kernel(const int* count, const int* claimant, const float* overlaps, Dims d, int64_t* gts) {
+__global__ void resolve_kernel(const int* count, const int* claimant, const float* overlaps, const bool* valid, Dims d,
+                               int64_t* gts) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= d.bs * d.a) return;
   const int c = count[i];
@@ -165,13 +167,15 @@ __global__ void resolve_kernel(const int* count, const int* claimant, const floa
   if (c == 1) {
     g = claimant[i];
   } else if (c > 1) {
-    // argmax over the slots as ATen's: the first maximum, a NaN above everything.
+    // argmax over the slots as ATen's: the first maximum, a NaN above everything. A padding slot's
+    // overlap is 0 (not a candidate); its row is not written.
     const int64_t b = i / d.a, a = i - b * d.a;
     const float* col = overlaps + b * d.m * d.a + a;
-    float best = col[0];
+    const bool* slot_valid = valid + b * d.m;
+    float best = slot_valid[0] ? col[0] : 0.f;
     g = 0;
     for (int64_t m = 1; m < d.m; ++m) {
-      const float v = col[m * d.a];
+      const float v = slot_valid[m] ? col[m * d.a] : 0.f;
       if (best == best && (v > best || v != v)) best = v, g = m;
     }
   }
@@ -292,8 +296,9 @@ Tensor resolve_gts(const CandidateMetrics& m, const Tensor& top, const Tensor& v
                                                                valid.data_ptr<bool>(), d, k, count.data_ptr<int>(),
                                                                claimant.data_ptr<int>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  resolve_kernel<<<blocks(gts.numel()), kThreads, 0, stream>>>(
-      count.data_ptr<int>(), claimant.data_ptr<int>(), m.overlaps.data_ptr<float>(), d, gts.data_ptr<int64_t>());
+  resolve_kernel<<<blocks(gts.numel()), kThreads, 0, stream>>>(count.data_ptr<int>(), claimant.data_ptr<int>(),
+                                                               m.overlaps.data_ptr<float>(), valid.data_ptr<bool>(), d,
+                                                               gts.data_ptr<int64_t>());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return gts;
 }

@@ -16,6 +16,8 @@ using at::Tensor;
 // reproduce (alpha, beta > 0).
 bool assigner_kernels_available(const Tensor& pd_scores, const Tensor& pd_bboxes, double alpha, double beta);
 
+// A padding slot's (valid false) rows are not written: every later step reads valid slots' rows only
+// (the conflict rule takes a padding slot's overlap as its value there, 0).
 struct CandidateMetrics {
   Tensor cand;       // (B, M, A) bool: anchor strictly inside the widened GT box of a real GT
   Tensor overlaps;   // (B, M, A) FP32: CIoU clamped at 0 on candidates, 0 elsewhere
