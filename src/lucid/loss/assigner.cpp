@@ -229,8 +229,9 @@ Tensor TaskAlignedAssigner::device_mask_ious(const MaskQuality& mq, const Tensor
 #ifdef LUCID_CUDA_KERNELS
   if (cuda::candidate_mask_ious_available(mq.coefs, mq.proto, pd_bboxes)) {
     auto gt = mq.gt_masks.contiguous();
-    return cuda::candidate_mask_ious(mq.coefs.contiguous(), mq.proto.contiguous(), gt, gt.flatten(2).sum(-1),
-                                     top.contiguous(), pd_bboxes.contiguous(), mq.scale, valid.contiguous());
+    auto area = mq.gt_area.defined() ? mq.gt_area.contiguous() : gt.flatten(2).sum(-1);
+    return cuda::candidate_mask_ious(mq.coefs.contiguous(), mq.proto.contiguous(), gt, area, top.contiguous(),
+                                     pd_bboxes.contiguous(), mq.scale, valid.contiguous());
   }
 #endif
   (void)valid;  // the ATen form computes padding slots too; the caller zeroes them

@@ -33,6 +33,7 @@ struct MaskQuality {
   Tensor coefs;         // (B, A, nm) mask coefficients
   Tensor proto;         // (B, nm, Hm, Wm) prototypes
   Tensor gt_masks;      // (B, M, Hm, Wm) bool GT masks at prototype resolution
+  Tensor gt_area;       // (B, M) int64 their pixel counts; undefined: counted where needed
   float scale = 0.25f;  // prototype pixels per input pixel (Hm / input height, in FP32 as the reference)
   int64_t chunk_elements = int64_t{1} << 24;
 };

@@ -130,7 +130,10 @@ SegmentationLoss::Prepared SegmentationLoss::prepare(const model::BranchOutputs&
     // network's layout.
     p.proto = branch.proto.to(fl, /*non_blocking=*/false, /*copy=*/false, torch::MemoryFormat::Contiguous).contiguous();
     if (branch.semantic.defined()) p.semantic = branch.semantic.to(fl);
-    if (maps) *maps = SharedMaps{p.proto.detach(), p.semantic.defined() ? p.semantic.detach() : Tensor()};
+    if (maps) {
+      maps->proto = p.proto.detach();
+      maps->semantic = p.semantic.defined() ? p.semantic.detach() : Tensor();
+    }
   }
   const auto device = p.pred_scores.device();
   std::tie(p.anchor_points, p.stride_tensor) = grid_anchors(feats, options_.strides, device);
@@ -151,7 +154,7 @@ SegmentationLoss::Prepared SegmentationLoss::prepare(const model::BranchOutputs&
   return p;
 }
 
-MaskQuality SegmentationLoss::mask_quality(const Prepared& p, const PaddedTargets& gt) const {
+MaskQuality SegmentationLoss::mask_quality(const Prepared& p, const PaddedTargets& gt, SharedMaps* maps) const {
   if (!gt.masks.defined()) throw UserError("loss targets: masks are missing");
   MaskQuality q;
   q.coefs = p.pred_coefs.detach();
@@ -159,6 +162,11 @@ MaskQuality SegmentationLoss::mask_quality(const Prepared& p, const PaddedTarget
   q.chunk_elements = options_.mask_chunk_elements;
   const int64_t mh = q.proto.size(2), mw = q.proto.size(3), m = gt.capacity();
   q.scale = static_cast<float>(mh) / static_cast<float>(p.height);
+  if (maps && maps->gt_masks.defined()) {
+    q.gt_masks = maps->gt_masks;
+    q.gt_area = maps->gt_area;
+    return q;
+  }
   // GT masks at prototype resolution (nearest, as the reference resizes them), one plane per slot.
   auto masks = gt.masks;
   const bool resize = masks.size(-2) != mh || masks.size(-1) != mw;
@@ -172,6 +180,8 @@ MaskQuality SegmentationLoss::mask_quality(const Prepared& p, const PaddedTarget
     if (resize) planes = torch::upsample_nearest2d(planes, {mh, mw});
     q.gt_masks = planes.view({masks.size(0), m, mh, mw}) > 0.5;
   }
+  if (q.gt_masks.is_cuda()) q.gt_area = q.gt_masks.flatten(2).sum(-1);  // the device IoUs' union term
+  if (maps) maps->gt_masks = q.gt_masks, maps->gt_area = q.gt_area;
   return q;
 }
 
@@ -188,7 +198,7 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
   std::optional<util::TraceRange> range;
   range.emplace("assign");
   std::optional<MaskQuality> quality;
-  if (options_.mask_assignment && capacity > 0) quality = mask_quality(p, gt);
+  if (options_.mask_assignment && capacity > 0) quality = mask_quality(p, gt, maps);
   auto a = assigner(p.pred_scores.detach(), p.pred_bboxes.detach() * p.stride_tensor, p.anchor_points * p.stride_tensor,
                     gt.labels, gt.boxes, gt.valid, quality ? &*quality : nullptr, ScoreForm::kLogits);
   range.reset();

@@ -111,14 +111,16 @@ class SegmentationLoss {
 
  private:
   struct Prepared;  // a branch's predictions as FP32 (B, A, C) and its decoded boxes
-  // A branch's prototypes and semantic map in FP32. The one-to-one branch's are the one-to-many's,
-  // detached, so the two branches share one conversion.
+  // A branch's prototypes and semantic map in FP32, and the GT masks at the prototypes' resolution
+  // with their pixel counts. The one-to-one branch's maps are the one-to-many's, detached, so the two
+  // branches share one conversion and one set of GT planes.
   struct SharedMaps {
-    Tensor proto, semantic;
+    Tensor proto, semantic, gt_masks, gt_area;
   };
   // maps: used when defined, stored (detached) when not; nullptr: converted here.
   Prepared prepare(const model::BranchOutputs& branch, const std::vector<Tensor>& feats, SharedMaps* maps) const;
-  MaskQuality mask_quality(const Prepared& p, const PaddedTargets& gt) const;
+  // maps: the GT planes are taken from it when defined, stored in it when not.
+  MaskQuality mask_quality(const Prepared& p, const PaddedTargets& gt, SharedMaps* maps) const;
   // semantic_term: the semantic BCE + Dice term, reused when defined, stored when not (the two
   // branches share one semantic prediction); nullptr: computed here. maps: as prepare's.
   BranchLoss branch_loss(const model::BranchOutputs& branch, const std::vector<Tensor>& feats, const PaddedTargets& gt,
