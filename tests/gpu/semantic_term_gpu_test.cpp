@@ -51,8 +51,9 @@ TEST(SemanticTermGpu, FusedKernelsGiveAtensBytes) {
   const auto f = torch::TensorOptions().dtype(torch::kFloat).device(torch::kCUDA);
   for (auto layout : {torch::MemoryFormat::ChannelsLast, torch::MemoryFormat::Contiguous}) {
     const bool cl = layout == torch::MemoryFormat::ChannelsLast;
-    auto logits = (torch::randn({3, 5, 40, 48}, f) * 6).contiguous(layout);
-    logits.view(-1).narrow(0, 0, 4).copy_(torch::tensor({-100.f, 100.f, -0.f, 0.f}, f));
+    auto values = torch::randn({3, 5, 40, 48}, f) * 6;
+    values.view(-1).narrow(0, 0, 4).copy_(torch::tensor({-100.f, 100.f, -0.f, 0.f}, f));
+    const auto logits = values.contiguous(layout);
     auto target = (torch::rand({3, 5, 40, 48}, f) < 0.2).to(torch::kFloat).contiguous(layout);
     ASSERT_TRUE(loss::cuda::semantic_kernels_available(logits, target)) << (cl ? "channels_last" : "contiguous");
     const auto fused = run(logits, target, true), aten = run(logits, target, false);
