@@ -43,6 +43,20 @@ Tensor bce_dice(const Tensor& pred, Tensor target) {
   return 0.5 * parts.bce + 0.5 * dice_loss;
 }
 
+// The semantic head's target (B, nc, H, W): 1 where an instance of the class covers the pixel
+// (sem_masks: each pixel's class). In the prediction's layout where the sizes agree, as the fused
+// semantic kernels read it.
+Tensor semantic_target(const PaddedTargets& gt, const Tensor& masks, const Tensor& prediction) {
+  auto sem_idx = gt.sem_masks.to(torch::kLong).unsqueeze(1);
+  auto present = gt.overlap ? masks != 0 : (masks != 0).any(1);
+  const bool same_size = sem_idx.size(2) == prediction.size(2) && sem_idx.size(3) == prediction.size(3);
+  const auto layout = same_size ? prediction.suggest_memory_format() : torch::MemoryFormat::Contiguous;
+  auto target = torch::zeros({prediction.size(0), prediction.size(1), sem_idx.size(2), sem_idx.size(3)},
+                             prediction.options().dtype(torch::kFloat).memory_format(layout));
+  target.scatter_(1, sem_idx, present.unsqueeze(1).to(torch::kFloat));
+  return target;
+}
+
 // (even, odd, even, odd) as a float vector made on `opts`' device by kernels alone (no host copy,
 // so that it can be recorded): image or map sizes (w, h, w, h).
 Tensor alternating(double even, double odd, const torch::TensorOptions& opts) {
@@ -306,15 +320,7 @@ BranchLoss SegmentationLoss::branch_loss(const model::BranchOutputs& branch, con
       if (semantic_term && semantic_term->defined()) {
         term = semantic_term->detach();  // the other branch's, of the same prediction and targets
       } else {
-        auto sem_idx = gt.sem_masks.to(torch::kLong).unsqueeze(1);
-        auto present = gt.overlap ? masks != 0 : (masks != 0).any(1);
-        // In the prediction's layout where the sizes agree, as the fused semantic kernels read them.
-        const bool same_size = sem_idx.size(2) == p.semantic.size(2) && sem_idx.size(3) == p.semantic.size(3);
-        auto sem_target = torch::zeros(
-            {bs, nc, sem_idx.size(2), sem_idx.size(3)},
-            fopts.memory_format(same_size ? p.semantic.suggest_memory_format() : torch::MemoryFormat::Contiguous));
-        sem_target.scatter_(1, sem_idx, present.unsqueeze(1).to(torch::kFloat));
-        term = bce_dice(p.semantic, sem_target);
+        term = bce_dice(p.semantic, semantic_target(gt, masks, p.semantic));
         if (semantic_term) *semantic_term = term;
       }
       // The reference has no semantic term for a batch without foreground.
