@@ -2,11 +2,11 @@
 // inside its GT box and nothing for padding slots, where the ATen form computes every slot over the
 // whole map. Slots of one GT window (the same GT index, crop and area: a GT's foreground anchors)
 // share a block that reads each pixel's prototypes and target once for several of them (16 in the
-// forward, 2 in the coefficient gradient, whose sums each take nm registers). Every sum runs in a fixed order (no atomics), the one-slot block's, so the kernels give the
-// same bytes on every run and whether slots share blocks or not; their values agree with the ATen
-// form to rounding (a different summation order).
-// Built where nvcc and a CUDA torch are present (the LUCID_CUDA_KERNELS definition); elsewhere
-// cropped_mask_bce runs its ATen form.
+// forward, 2 in the coefficient gradient, whose sums each take nm registers). Every sum runs in a
+// fixed order (no atomics), the one-slot block's, so the kernels give the same bytes on every run
+// and whether slots share blocks or not; their values agree with the ATen form to rounding (a
+// different summation order). Built where nvcc and a CUDA torch are present (the
+// LUCID_CUDA_KERNELS definition); elsewhere cropped_mask_bce runs its ATen form.
 #pragma once
 #include <ATen/ATen.h>
 
