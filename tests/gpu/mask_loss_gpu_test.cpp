@@ -124,7 +124,7 @@ TEST(MaskLossGpu, SlotsOfOneWindowSharingBlocksGiveTheOneSlotBlocksBytes) {
     in.crop[0][5][0] += 1.0f;  // the GT's index, another window
     in.valid = torch::rand({c.batch, c.slots}, f) < 0.8;
     const auto masks = in.masks.contiguous();
-    const SCOPED_TRACE(c10::str("slots ", c.slots, ", nm ", c.nm, ", ", c.h, " x ", c.w));
+    SCOPED_TRACE(c10::str("slots ", c.slots, ", nm ", c.nm, ", ", c.h, " x ", c.w));
     const auto grouped =
         loss::cuda::cropped_mask_bce_forward(in.coefs, in.proto, masks, c.overlap, in.gt_index, in.crop, in.area,
                                              in.valid, loss::cuda::SlotGrouping::kByWindow);
