@@ -3,9 +3,9 @@
 // recorded once as one CUDA graph and replayed: the network's own floor, which the training step is
 // measured against. Prints ms per step as median (min-max) over timed steps after warm-up.
 //   bench_model_step [model=yolo26n-seg.yaml] [batch=4,16] [imgsz=640] [steps=50] [warmup=10]
-//                    [mode=native,graph] [kernel_times=0]
+//                    [mode=native,graph] [kernel_times=0] [kernel_rows=40]
 // kernel_times=N: after the timed steps, N more under the kernel clock (util/kernel_times.h): the
-// floor's kernels, to set beside a fit's `kernel_times` table.
+// floor's kernel_rows costliest kernels, to set beside a fit's `kernel_times` table.
 #include <ATen/autocast_mode.h>
 
 #include <algorithm>
@@ -40,18 +40,18 @@ torch::Tensor trivial_loss(const model::HeadOutputs& o) {
 }  // namespace
 
 int run(int argc, char** argv) {
-  config::Options o("bench_model_step",
-                    {{"model", "yolo26n-seg.yaml", "model YAML"},
-                     {"batch", "4,16", "comma-separated batch sizes"},
-                     {"imgsz", "640", "square input size"},
-                     {"steps", "50", "timed steps"},
-                     {"warmup", "10", "untimed warm-up steps"},
-                     {"device", "cuda", "cuda or cpu"},
-                     {"mode", "native", "comma-separated: native, graph (CUDA)"},
-                     {"deterministic", "False",
-                      "the fit's deterministic settings (cuDNN deterministic, no benchmark); "
-                      "False: cuDNN benchmark picks the fastest convolutions"},
-                     {"kernel_times", "0", "steps profiled kernel by kernel after the timed ones"}});
+  config::Options o("bench_model_step", {{"model", "yolo26n-seg.yaml", "model YAML"},
+                                         {"batch", "4,16", "comma-separated batch sizes"},
+                                         {"imgsz", "640", "square input size"},
+                                         {"steps", "50", "timed steps"},
+                                         {"warmup", "10", "untimed warm-up steps"},
+                                         {"device", "cuda", "cuda or cpu"},
+                                         {"mode", "native", "comma-separated: native, graph (CUDA)"},
+                                         {"deterministic", "False",
+                                          "the fit's deterministic settings (cuDNN deterministic, no benchmark); "
+                                          "False: cuDNN benchmark picks the fastest convolutions"},
+                                         {"kernel_times", "0", "steps profiled kernel by kernel after the timed ones"},
+                                         {"kernel_rows", "40", "the costliest kernels listed"}});
   o.parse(std::vector<std::string>(argv + 1, argv + argc));
   const bool cuda = o.str("device") == "cuda" && util::cuda_usable();
   const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
@@ -127,7 +127,8 @@ int run(int argc, char** argv) {
       if (const int64_t profiled = o.integer("kernel_times"); profiled > 0 && cuda) {
         util::KernelClock clock;
         for (int64_t i = 0; i < profiled; ++i) mode == "graph" ? graph.replay() : step();
-        std::cout << util::KernelClock::table(clock.stop(profiled, 40)) << std::flush;
+        const int64_t rows = o.integer("kernel_rows");
+        std::cout << util::KernelClock::table(clock.stop(profiled, rows), static_cast<size_t>(rows)) << std::flush;
       }
     }
   }

@@ -36,7 +36,8 @@
 #   cache's build time and size; logs and a summary in OUT_DIR/scale.
 # kernels: for every screen in LUCID_SCREENS a 2-epoch fit natively and with capture_step=True
 #   (LUCID_KERNEL_ARMS) with kernel_times=LUCID_KERNEL_STEPS (default 16): the device time of every
-#   kernel charged to its stage, and the costliest kernels; OUT_DIR/bench-kernels.log.
+#   kernel charged to its stage, and the costliest kernels; OUT_DIR/bench-kernels.log, and every kernel
+#   in OUT_DIR/kernels/SCREEN-ARM.json (the fit report).
 # predict: prediction latency and throughput of the weights LUCID_PREDICT_MODEL (a path in the
 #   checkout, e.g. carried), eager and as compiled packages (format=aoti, compiled here at batch 1
 #   and 16), on LUCID_PREDICT_IMAGE (default: a coco128-seg image from shared/); OUT_DIR/predict.
@@ -152,6 +153,7 @@ for b in "${benches[@]}"; do
            for dw in ${LUCID_FLOOR_DW:-0 1}; do
              LUCID_DEPTHWISE_KERNELS=$dw "$LUCID_BUILD_DIR/bench/bench_model_step" batch=${LUCID_STEP_BATCHES:-4,16,64} \
                imgsz=640 steps=50 warmup=15 mode=graph deterministic=True kernel_times=${LUCID_FLOOR_KERNEL_STEPS:-0} \
+               kernel_rows=${LUCID_FLOOR_KERNEL_ROWS:-40} \
                > "$out/bench-floor-dw$dw.log" 2>&1 || status=1
            done ;;
     loader|loader_gpu)
@@ -240,6 +242,7 @@ for b in "${benches[@]}"; do
                batch="$batch" epochs=2 workers="$workers" kernel_times="${LUCID_KERNEL_STEPS:-16}" "${extra[@]}" \
                > "$log" 2>&1 || status=1
              cat /tmp/lucid-kernels-out/$sc-$arm/fit-1.log >> "$log"
+             cp /tmp/lucid-kernels-$sc-$arm/fit1/fit_report.json "$out/kernels/$sc-$arm.json" || status=1
              echo "== $sc $arm (batch $batch)"
              sed -n '/^kernel times over/,/^[^ ]/p' "$log" | head -70
            done

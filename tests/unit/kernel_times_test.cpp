@@ -34,3 +34,18 @@ TEST(KernelTimes, NoRangesLeaveEveryLaunchOutside) {
   EXPECT_EQ(enclosing_paths({}, {1, 2}), (std::vector<std::string>{"", ""}));
   EXPECT_TRUE(enclosing_paths({{1, 2, "a"}}, {}).empty());
 }
+
+TEST(KernelTimes, TableListsItsRowsCostliestKernelsOfTheSummary) {
+  nlohmann::ordered_json summary{{"steps", 2}, {"device_ms", 6.0}, {"device_ms_per_step", 3.0}};
+  summary["stages"] =
+      nlohmann::ordered_json::array({{{"stage", "step"}, {"kernels", 3}, {"device_ms", 6.0}, {"ms_per_step", 3.0}}});
+  summary["kernels"] = nlohmann::ordered_json::array();
+  for (const auto& [name, ms] : std::vector<std::pair<std::string, double>>{{"gemm", 3.0}, {"add", 2.0}, {"fill", 1.0}})
+    summary["kernels"].push_back({{"name", name}, {"stage", "step"}, {"calls", 2}, {"device_ms", ms}});
+  const auto two = lucid::util::KernelClock::table(summary, 2);
+  EXPECT_NE(two.find("gemm"), std::string::npos) << two;
+  EXPECT_NE(two.find("add"), std::string::npos) << two;
+  EXPECT_EQ(two.find("fill"), std::string::npos) << two;
+  EXPECT_NE(two.find("   1.500       2  step"), std::string::npos) << two;  // 3 ms over 2 steps
+  EXPECT_NE(lucid::util::KernelClock::table(summary).find("fill"), std::string::npos);
+}

@@ -15,7 +15,8 @@ namespace lucid::engine {
 namespace {
 
 // kernel_times=N: the device time of the N steps from the first of the second epoch of this
-// process's fit (the first epoch, if it is the last), charged to the stages.
+// process's fit (the first epoch, if it is the last), charged to the stages. The report keeps every
+// kernel, so that a step's kernels can be set beside the floor's; the printed table the costliest.
 class KernelProfile {
  public:
   KernelProfile(int64_t steps, int64_t epoch, bool primary) : steps_(primary ? steps : 0), epoch_(epoch) {}
@@ -32,7 +33,7 @@ class KernelProfile {
 
  private:
   void stop() {
-    times_ = clock_->stop(profiled_);
+    times_ = clock_->stop(profiled_, util::KernelClock::kAllKernels);
     clock_.reset();
     std::printf("%s", util::KernelClock::table(times_).c_str());
   }

@@ -164,7 +164,7 @@ nlohmann::ordered_json KernelClock::stop(int64_t steps, int64_t top) {
   return j;
 }
 
-std::string KernelClock::table(const nlohmann::ordered_json& summary) {
+std::string KernelClock::table(const nlohmann::ordered_json& summary, size_t rows) {
   const double per = static_cast<double>(std::max<int64_t>(summary.value("steps", int64_t{1}), 1));
   char line[256];
   std::snprintf(line, sizeof line, "kernel times over %lld steps: %.2f ms of device work per step\n",
@@ -180,6 +180,7 @@ std::string KernelClock::table(const nlohmann::ordered_json& summary) {
   }
   out += "  costliest kernels (ms/step, calls, stage, kernel):\n";
   for (const auto& k : summary["kernels"]) {
+    if (rows-- == 0) break;
     std::string name = k["name"].get<std::string>();
     if (name.size() > 110) name = name.substr(0, 107) + "...";
     std::snprintf(line, sizeof line, "  %8.3f %7lld  %-28s %s\n", k["device_ms"].get<double>() / per,

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,10 +28,12 @@ class KernelClock {
 
   // Waits for the device, stops profiling and sums the device time per stage path and per kernel
   // over the `steps` steps profiled: {"steps", "device_ms", "stages": [{stage, kernels, device_ms,
-  // ms_per_step}], "kernels": [{name, stage, calls, device_ms}] (the `top` costliest)}.
+  // ms_per_step}], "kernels": [{name, stage, calls, device_ms}] (the `top` costliest, costliest
+  // first; kAllKernels: every one)}.
+  static constexpr int64_t kAllKernels = std::numeric_limits<int64_t>::max();
   nlohmann::ordered_json stop(int64_t steps, int64_t top = 30);
-  // A summary as an aligned text table.
-  static std::string table(const nlohmann::ordered_json& summary);
+  // A summary as an aligned text table, with its `rows` costliest kernels.
+  static std::string table(const nlohmann::ordered_json& summary, size_t rows = 30);
 
   // Whether a clock runs on the calling thread (TraceRange opens a profiler scope then).
   static bool running_here();
