@@ -20,8 +20,8 @@
 #   (default "b4e5 b16e3 b64e3": batch 4 x 5 epochs, batch 16 x 3, batch 64 x 3 with 16 workers) the
 #   arms in LUCID_ARMS (default "ultralytics native stages step"; also "default", lucid with no capture
 #   option, i.e. capture_step on by default: the Ultralytics package from the
-#   wheels in .whl/ when present (ultralytics, ultralytics_thop, ultralytics_platform, and polars with
-#   polars_runtime_32, which its trainer imports), lucid native (capture_step=False), lucid with the three
+#   wheels in .whl/ when present (ultralytics, ultralytics_thop, ultralytics_platform, and polars (from
+#   1.34 on with polars_runtime_32), which its trainer imports), lucid native (capture_step=False), lucid with the three
 #   stage recordings, lucid with capture_step=True; dwkernels and dwnative: default and native with
 #   lucid's depthwise kernels, LUCID_DEPTHWISE_KERNELS=1; cudnn and cudnnnative: with cuDNN's, =0; the
 #   other lucid arms take the caller's LUCID_DEPTHWISE_KERNELS, unset: the build's default; an arm
