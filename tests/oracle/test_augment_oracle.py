@@ -12,7 +12,6 @@
    fixed matrix, Mosaic with a fixed centre.
 
 Skips (exit 0) when /work/shared/data is missing."""
-import math
 import os
 import random
 import subprocess
@@ -264,14 +263,11 @@ class _TileSet:
         return self.labels[i]
 
 
-def check_pieces(tmp, rep):
-    from ultralytics.data.augment import Mosaic, RandomHSV, RandomPerspective
+def _raster_cases(rng, inputs, expect):
+    """fillPoly, polygon2mask and segment2box cases."""
     from ultralytics.data.utils import polygon2mask
-    from ultralytics.utils.instance import Instances
     from ultralytics.utils.ops import segment2box
 
-    rng = np.random.default_rng(0)
-    inputs, expect = {}, {}
     # fillPoly on integer polygons, including vertices outside the image and at its far edge.
     for c in range(400):
         h, w = int(rng.integers(8, 80)), int(rng.integers(8, 80))
@@ -301,6 +297,12 @@ def check_pieces(tmp, rep):
         inputs[f"box.{c}.poly"] = torch.from_numpy(poly.reshape(-1).copy())
         inputs[f"box.{c}.size"] = torch.tensor([w, h], dtype=torch.float64)
         expect[f"box.{c}.out"] = segment2box(poly.copy(), w, h)
+
+
+def _image_cases(rng, inputs, expect):
+    """resize, warpAffine, warpPerspective and HSV cases."""
+    from ultralytics.data.augment import RandomHSV
+
     # resize and warpAffine on random images.
     for c in range(20):
         h, w = int(rng.integers(20, 200)), int(rng.integers(20, 200))
@@ -343,6 +345,13 @@ def check_pieces(tmp, rep):
         inputs[f"hsv.{c}.img"] = torch.from_numpy(img)
         inputs[f"hsv.{c}.gains"] = torch.tensor(u * [0.015, 0.7, 0.4], dtype=torch.float64)
         expect[f"hsv.{c}.out"] = bgr[:, :, ::-1].copy()
+
+
+def _perspective_cases(rng, inputs):
+    """RandomPerspective.apply_instances cases: (case, kept classes, boxes, segments) of the reference."""
+    from ultralytics.data.augment import RandomPerspective
+    from ultralytics.utils.instance import Instances
+
     # RandomPerspective.apply_instances with a fixed matrix.
     persp_cases = []
     for c in range(30):
@@ -363,6 +372,14 @@ def check_pieces(tmp, rep):
         inputs[f"perspective.{c}.shape"] = torch.tensor([128, 160])
         pack_instances(inputs, f"perspective.{c}.", np.arange(n), list(segs), boxes)
         persp_cases.append((c, res["cls"].reshape(-1).astype(int), res["instances"].bboxes, res["instances"].segments))
+    return persp_cases
+
+
+def _mosaic_cases(rng, inputs):
+    """Mosaic cases: (case, canvas, kept classes, boxes, segments) of the reference."""
+    from ultralytics.data.augment import Mosaic
+    from ultralytics.utils.instance import Instances
+
     # Mosaic with a fixed centre.
     mosaic_cases = []
     for c in range(10):
@@ -397,27 +414,32 @@ def check_pieces(tmp, rep):
         res = mo.apply_image(labels, params)
         res = mo.apply_instances(res, params)
         mosaic_cases.append((c, res["img"], res["cls"].reshape(-1).astype(int), res["instances"].bboxes, res["instances"].segments))
+    return mosaic_cases
 
-    out = run_tool("pieces", inputs, tmp)
 
-    def compare_exact(kind):
-        keys = [k for k in expect if k.startswith(kind + ".")]
-        bad = 0
-        for k in keys:
-            ours, ref = out[k].numpy(), expect[k]
-            if ours.shape != ref.shape or not np.array_equal(ours, ref):
-                bad += 1
-                if bad <= 3:
-                    diff = int((ours != ref).sum()) if ours.shape == ref.shape else -1
-                    rep.check(False, f"{k}: differs from the reference ({diff} pixels)")
-        rep.check(bad == 0, f"{kind}: {bad}/{len(keys)} cases differ")
-        rep.note(f"{kind}: {len(keys) - bad}/{len(keys)} cases identical")
+def compare_exact(out, expect, rep, kind):
+    keys = [k for k in expect if k.startswith(kind + ".")]
+    bad = 0
+    for k in keys:
+        ours, ref = out[k].numpy(), expect[k]
+        if ours.shape != ref.shape or not np.array_equal(ours, ref):
+            bad += 1
+            if bad <= 3:
+                diff = int((ours != ref).sum()) if ours.shape == ref.shape else -1
+                rep.check(False, f"{k}: differs from the reference ({diff} pixels)")
+    rep.check(bad == 0, f"{kind}: {bad}/{len(keys)} cases differ")
+    rep.note(f"{kind}: {len(keys) - bad}/{len(keys)} cases identical")
 
-    compare_exact("fill")
-    compare_exact("mask")
+
+def _check_rasters(out, expect, rep):
+    compare_exact(out, expect, rep, "fill")
+    compare_exact(out, expect, rep, "mask")
     worst = max(float(np.abs(out[k].numpy() - expect[k]).max()) for k in expect if k.startswith("box."))
     rep.check(worst <= 1e-3, f"segment2box: worst difference {worst}")
     rep.note(f"segment2box: 300 cases, worst difference {worst:.2e}")
+
+
+def _check_images(out, expect, rep):
     for kind in ("resize", "warp", "warpp", "hsv"):
         keys = [k for k in expect if k.startswith(kind + ".")]
         worst, frac = 0, 0.0
@@ -432,6 +454,9 @@ def check_pieces(tmp, rep):
         if kind != "warpp":  # perspective (off by default): reported only
             rep.check(worst <= 1, f"{kind}: worst pixel difference {worst} > 1")
         rep.note(f"{kind}: {len(keys)} cases, worst pixel difference {worst}, at most {100 * frac:.3f} % of values differ")
+
+
+def _check_perspective(out, persp_cases, rep):
     worst_b = worst_p = 0.0
     for c, cls, boxes, segs in persp_cases:
         ocls, opolys, oboxes = unpack_instances(out, f"perspective.{c}.out.")
@@ -443,6 +468,9 @@ def check_pieces(tmp, rep):
             worst_p = max(worst_p, max(float(np.abs(p - s).max()) for p, s in zip(opolys, segs)))
     rep.check(worst_b <= 1e-2 and worst_p <= 1e-2, f"perspective: boxes {worst_b}, polygons {worst_p}")
     rep.note(f"perspective instances: {len(persp_cases)} cases, worst box difference {worst_b:.2e}, polygon {worst_p:.2e}")
+
+
+def _check_mosaic(out, mosaic_cases, rep):
     worst_b = 0.0
     for c, img, cls, boxes, segs in mosaic_cases:
         ours = out[f"mosaic.{c}.img_out"].numpy()
@@ -456,6 +484,20 @@ def check_pieces(tmp, rep):
             worst_b = max(worst_b, max(float(np.abs(p - s).max()) for p, s in zip(opolys, segs)))
     rep.check(worst_b <= 1e-4, f"mosaic: labels differ by {worst_b}")
     rep.note(f"mosaic: {len(mosaic_cases)} cases, canvases compared exactly, worst label difference {worst_b:.2e}")
+
+
+def check_pieces(tmp, rep):
+    rng = np.random.default_rng(0)
+    inputs, expect = {}, {}
+    _raster_cases(rng, inputs, expect)
+    _image_cases(rng, inputs, expect)
+    persp_cases = _perspective_cases(rng, inputs)
+    mosaic_cases = _mosaic_cases(rng, inputs)
+    out = run_tool("pieces", inputs, tmp)
+    _check_rasters(out, expect, rep)
+    _check_images(out, expect, rep)
+    _check_perspective(out, persp_cases, rep)
+    _check_mosaic(out, mosaic_cases, rep)
 
 
 def main():
