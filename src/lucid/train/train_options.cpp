@@ -281,7 +281,7 @@ void declare_execution(config::FieldList<S>& f) {
       .to(&S::execution, &ExecutionSettings::stage_times);
   f.integer("kernel_times",
             "profile the CUDA kernels of this many training steps from the second epoch on (the first if only one) "
-            "and charge their device time to the stages; printed and in fit_report.json")
+            "and charge their device time to the stages; the costliest printed, every kernel in fit_report.json")
       .range(0, 100000)
       .role(Role::Execution)
       .to(&S::execution, &ExecutionSettings::kernel_times);
