@@ -4,7 +4,9 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <new>
 #include <stdexcept>
+#include <string>
 
 #ifdef LUCID_HAVE_CAIRO
 #include <cairo.h>
@@ -44,13 +46,23 @@ Color text_color_on(Color c) {
 
 #ifdef LUCID_HAVE_CAIRO
 
+namespace {
+// Cairo's image surfaces hold at most 32767 pixels a side (its MAX_IMAGE_SIZE), and pixman draws
+// nothing from or onto a scaled image at exactly that size (its 16-bit compositing range): canvases
+// and the images drawn on them keep under this side.
+constexpr int kMaxSurfaceSide = 32000;
+}  // namespace
+
 struct Canvas::Impl {
   cairo_surface_t* surface = nullptr;
   cairo_t* cr = nullptr;
+  double scale = 1.0;  // surface pixels per canvas pixel (below 1 only for sides beyond cairo's limit)
   ~Impl() {
     if (cr) cairo_destroy(cr);
     if (surface) cairo_surface_destroy(surface);
   }
+  int surface_width() const { return cairo_image_surface_get_width(surface); }
+  int surface_height() const { return cairo_image_surface_get_height(surface); }
   uint8_t* row(int y) {
     return cairo_image_surface_get_data(surface) + static_cast<size_t>(y) * cairo_image_surface_get_stride(surface);
   }
@@ -66,17 +78,31 @@ void select_font(cairo_t* cr, double size, bool bold) {
   cairo_set_font_size(cr, size);
 }
 
-// Copies RGB pixels into an opaque ARGB32 surface (B, G, R, A bytes on little-endian hosts: cairo
-// stores native-endian 32-bit words).
-cairo_surface_t* surface_from(const data::Image& im) {
-  auto* s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, im.width, im.height);
+// An opaque RGB24 surface of the given size. Cairo refuses sides beyond kMaxSurfaceSide and may run
+// out of memory; either way it hands back an error surface whose data pointer is null, so its status
+// is checked here, once, rather than at each use.
+cairo_surface_t* new_surface(int width, int height) {
+  auto* s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height);
+  const cairo_status_t status = cairo_surface_status(s);
+  if (status == CAIRO_STATUS_SUCCESS && cairo_image_surface_get_data(s)) return s;
+  cairo_surface_destroy(s);
+  if (status == CAIRO_STATUS_NO_MEMORY) throw std::bad_alloc();
+  throw std::invalid_argument("Canvas: cannot make a " + std::to_string(width) + "x" + std::to_string(height) +
+                              " drawing surface");
+}
+
+// Copies RGB pixels into an opaque RGB24 surface (B, G, R, A bytes on little-endian hosts: cairo
+// stores native-endian 32-bit words). A surface smaller than the image samples it (nearest pixel).
+cairo_surface_t* surface_from(const data::Image& im, int width, int height) {
+  auto* s = new_surface(width, height);
   cairo_surface_flush(s);
   uint8_t* base = cairo_image_surface_get_data(s);
   const int stride = cairo_image_surface_get_stride(s);
-  for (int y = 0; y < im.height; ++y) {
+  for (int y = 0; y < height; ++y) {
+    const int sy = static_cast<int>(static_cast<int64_t>(y) * im.height / height);
     auto* dst = reinterpret_cast<uint32_t*>(base + static_cast<size_t>(y) * stride);
-    for (int x = 0; x < im.width; ++x) {
-      const uint8_t* p = im.at(y, x);
+    for (int x = 0; x < width; ++x) {
+      const uint8_t* p = im.at(sy, static_cast<int>(static_cast<int64_t>(x) * im.width / width));
       const uint8_t r = p[0], g = im.channels >= 3 ? p[1] : p[0], b = im.channels >= 3 ? p[2] : p[0];
       dst[x] = 0xFF000000u | (uint32_t(r) << 16) | (uint32_t(g) << 8) | uint32_t(b);
     }
@@ -85,35 +111,51 @@ cairo_surface_t* surface_from(const data::Image& im) {
   return s;
 }
 
+// The surface scale of a width x height image: 1, or what brings its longest side to kMaxSurfaceSide.
+double surface_scale(int width, int height) {
+  const int longest = std::max(width, height);
+  return longest > kMaxSurfaceSide ? static_cast<double>(kMaxSurfaceSide) / longest : 1.0;
+}
+
+int scaled_side(int side, double scale) {
+  return std::clamp(static_cast<int>(std::lround(side * scale)), 1, kMaxSurfaceSide);
+}
+
 }  // namespace
 
 Canvas::Canvas(int width, int height, Color background)
     : impl_(std::make_unique<Impl>()), width_(width), height_(height) {
   if (width <= 0 || height <= 0) throw std::invalid_argument("Canvas: empty size");
-  impl_->surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height);
+  impl_->scale = surface_scale(width, height);
+  impl_->surface = new_surface(scaled_side(width, impl_->scale), scaled_side(height, impl_->scale));
   impl_->cr = cairo_create(impl_->surface);
+  cairo_scale(impl_->cr, impl_->scale, impl_->scale);
   set_color(impl_->cr, background);
   cairo_paint(impl_->cr);
 }
 
 Canvas::Canvas(const data::Image& image) : impl_(std::make_unique<Impl>()), width_(image.width), height_(image.height) {
   if (image.width <= 0 || image.height <= 0) throw std::invalid_argument("Canvas: empty image");
-  impl_->surface = surface_from(image);
+  impl_->scale = surface_scale(image.width, image.height);
+  impl_->surface = surface_from(image, scaled_side(image.width, impl_->scale), scaled_side(image.height, impl_->scale));
   impl_->cr = cairo_create(impl_->surface);
+  cairo_scale(impl_->cr, impl_->scale, impl_->scale);
 }
 
 Canvas::~Canvas() = default;
 
 void Canvas::draw_image(const data::Image& image, double x, double y, double w, double h) {
   if (image.width <= 0 || image.height <= 0) return;
-  auto* s = surface_from(image);
+  const double k = surface_scale(image.width, image.height);
+  const int sw = scaled_side(image.width, k), sh = scaled_side(image.height, k);
+  auto* s = surface_from(image, sw, sh);
   cairo_t* cr = impl_->cr;
   cairo_save(cr);
   cairo_translate(cr, x, y);
-  cairo_scale(cr, w / image.width, h / image.height);
+  cairo_scale(cr, w / sw, h / sh);
   cairo_set_source_surface(cr, s, 0, 0);
   cairo_pattern_set_filter(cairo_get_source(cr), CAIRO_FILTER_BILINEAR);
-  cairo_rectangle(cr, 0, 0, image.width, image.height);
+  cairo_rectangle(cr, 0, 0, sw, sh);
   cairo_fill(cr);
   cairo_restore(cr);
   cairo_surface_destroy(s);
@@ -121,9 +163,10 @@ void Canvas::draw_image(const data::Image& image, double x, double y, double w, 
 
 void Canvas::blend_mask(const uint8_t* mask, int mh, int mw, double x, double y, double s, Color color, double alpha) {
   cairo_surface_flush(impl_->surface);
+  x *= impl_->scale, y *= impl_->scale, s *= impl_->scale;  // in surface pixels from here
   const int x0 = std::max(0, static_cast<int>(std::floor(x))), y0 = std::max(0, static_cast<int>(std::floor(y)));
-  const int x1 = std::min(width_, static_cast<int>(std::ceil(x + mw * s)));
-  const int y1 = std::min(height_, static_cast<int>(std::ceil(y + mh * s)));
+  const int x1 = std::min(impl_->surface_width(), static_cast<int>(std::ceil(x + mw * s)));
+  const int y1 = std::min(impl_->surface_height(), static_cast<int>(std::ceil(y + mh * s)));
   const double cr = color.r * 255 * alpha, cg = color.g * 255 * alpha, cb = color.b * 255 * alpha;
   for (int py = y0; py < y1; ++py) {
     const int i = static_cast<int>((py + 0.5 - y) / s);
@@ -234,10 +277,10 @@ void Canvas::tag(double x, double y, const std::string& s, double size, Color ba
 
 data::Image Canvas::image() const {
   cairo_surface_flush(impl_->surface);
-  data::Image out(height_, width_, 3);
-  for (int y = 0; y < height_; ++y) {
+  data::Image out(impl_->surface_height(), impl_->surface_width(), 3);
+  for (int y = 0; y < out.height; ++y) {
     const auto* row = reinterpret_cast<const uint32_t*>(impl_->row(y));
-    for (int x = 0; x < width_; ++x) {
+    for (int x = 0; x < out.width; ++x) {
       uint8_t* p = out.at(y, x);
       p[0] = static_cast<uint8_t>((row[x] >> 16) & 255);
       p[1] = static_cast<uint8_t>((row[x] >> 8) & 255);

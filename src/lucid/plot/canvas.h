@@ -1,7 +1,9 @@
 // A drawing surface for plots and annotated images: antialiased lines, rectangles, text (DejaVu Sans)
 // and translucent mask fills on an RGB image, drawn with cairo and encoded with the project's
 // JPEG/PNG writers. Cairo is optional at build time: without it available() is false, Canvas cannot
-// be made, and the callers print skip_warning() once instead of plotting.
+// be made, and the callers print skip_warning() once instead of plotting. Cairo holds at most 32767
+// pixels a side: a canvas (or a drawn image) over 32000 is drawn at the reduced scale that brings it
+// to 32000 (coordinates stay the canvas's own), and image() and save() give that reduced image.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -33,6 +35,7 @@ enum class VAlign { Top, Middle, Baseline, Bottom };
 
 class Canvas {
  public:
+  // Throws std::bad_alloc when the drawing surface cannot be allocated.
   Canvas(int width, int height, Color background = {1, 1, 1});
   explicit Canvas(const data::Image& image);  // starts as a copy of the image (RGB)
   ~Canvas();
@@ -60,6 +63,7 @@ class Canvas {
   // (x, y) when it fits, else below.
   void tag(double x, double y, const std::string& s, double size, Color background);
 
+  // The drawing: width() x height(), or the reduced size of a canvas beyond cairo's limit.
   data::Image image() const;
   // PNG or JPEG (quality 95) by the file's extension, written atomically.
   void save(const std::string& path) const;
