@@ -21,6 +21,12 @@ namespace lucid::data {
 namespace {
 
 constexpr long long kMaxPixels = 1LL << 28;  // refuse decompression bombs (~268 MP)
+// Deflate turns one byte into at most 1032 (a 258-byte match per 2 bits): a PNG whose declared
+// pixels need more than this many times its size cannot hold them, whatever its header says.
+constexpr uint64_t kDeflateMaxRatio = 1032;
+// Progressive JPEGs of cameras and encoders have about 10 scans; each scan walks the whole image, so a
+// small file of thousands of scans is a time bomb (libjpeg-turbo's djpeg -maxscan guards the same).
+constexpr int kMaxJpegScans = 256;
 
 uint16_t be16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
 uint32_t be32(const uint8_t* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
@@ -109,6 +115,14 @@ Parse parse_jpeg_header(std::string_view bytes, bool complete, ImageInfo& info, 
   throw error_at(name, 0, have_sof ? "truncated JPEG: no image data" : "corrupt JPEG: no frame header");
 }
 
+// The bytes of a PNG's filtered rows (a filter byte per row), as deflate must produce them.
+uint64_t png_raw_bytes(const uint8_t* ihdr_data) {
+  const uint64_t w = be32(ihdr_data), h = be32(ihdr_data + 4);
+  const uint64_t depth = ihdr_data[8], type = ihdr_data[9];
+  const uint64_t channels = type == 2 ? 3 : type == 4 ? 2 : type == 6 ? 4 : 1;
+  return h * (1 + (w * channels * depth + 7) / 8);
+}
+
 void parse_png_header(std::string_view bytes, ImageInfo& info, const std::string& name) {
   const auto* d = reinterpret_cast<const uint8_t*>(bytes.data());
   if (bytes.size() < 33 || std::memcmp(d + 12, "IHDR", 4) != 0 || be32(d + 8) != 13)
@@ -156,9 +170,20 @@ void jpeg_on_message(j_common_ptr c, int level) {
   c->err->num_warnings++;
 }
 
+// Refuses a progressive JPEG past kMaxJpegScans scans (libjpeg calls this between passes).
+void jpeg_on_progress(j_common_ptr c) {
+  auto* d = reinterpret_cast<j_decompress_ptr>(c);
+  if (d->input_scan_number <= kMaxJpegScans) return;
+  auto* e = reinterpret_cast<JpegErr*>(c->err);
+  std::snprintf(e->message, JMSG_LENGTH_MAX, "more than %d progressive scans", kMaxJpegScans);
+  std::longjmp(e->jump, 1);
+}
+
 bool jpeg_decode(const uint8_t* data, size_t size, Image* out, char* message) {
   jpeg_decompress_struct cinfo;
   JpegErr err;
+  jpeg_progress_mgr progress{};
+  progress.progress_monitor = jpeg_on_progress;
   cinfo.err = jpeg_std_error(&err.mgr);
   err.mgr.error_exit = jpeg_on_error;
   err.mgr.emit_message = jpeg_on_message;
@@ -168,6 +193,7 @@ bool jpeg_decode(const uint8_t* data, size_t size, Image* out, char* message) {
     return false;
   }
   jpeg_create_decompress(&cinfo);
+  cinfo.progress = &progress;
   jpeg_mem_src(&cinfo, data, static_cast<unsigned long>(size));
   jpeg_read_header(&cinfo, TRUE);
   const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
@@ -181,12 +207,14 @@ bool jpeg_decode(const uint8_t* data, size_t size, Image* out, char* message) {
   out->height = int(cinfo.output_height);
   out->width = int(cinfo.output_width);
   out->channels = 3;
-  out->pixels.resize(size_t(out->height) * out->width * 3);
+  // Rows are added as they are decoded: memory grows with the data the file really holds.
+  out->pixels.reserve(size_t(out->height) * out->width * 3);
   // CMYK rows go through a libjpeg-managed scratch row (freed by jpeg_destroy).
   JSAMPARRAY scratch = cmyk ? (*cinfo.mem->alloc_sarray)(reinterpret_cast<j_common_ptr>(&cinfo), JPOOL_IMAGE,
                                                          JDIMENSION(out->width * oc), 1)
                             : nullptr;
   while (cinfo.output_scanline < cinfo.output_height) {
+    out->pixels.resize(size_t(cinfo.output_scanline + 1) * out->width * 3);
     uint8_t* dst = out->pixels.data() + size_t(cinfo.output_scanline) * out->width * 3;
     if (!cmyk) {
       JSAMPROW r = dst;
@@ -268,6 +296,34 @@ void png_read_mem(png_structp png, png_bytep out, png_size_t n) {
   src->pos += n;
 }
 
+// Pixels need only the critical chunks and tRNS (bounded by libpng itself): every other chunk, text,
+// ICC profile, suggested palette or unknown, is skipped unread, so a chunk declaring 2^31-1 bytes
+// costs a skip instead of an allocation of its declared size. The other limits back this up.
+void png_set_limits(png_structp png) {
+  png_set_keep_unknown_chunks(png, PNG_HANDLE_CHUNK_NEVER, nullptr, -1);
+  png_set_user_limits(png, png_uint_32(kMaxPixels), png_uint_32(kMaxPixels));
+  png_set_chunk_cache_max(png, 128);
+  png_set_chunk_malloc_max(png, 8 << 20);
+}
+
+// The rows of a non-interlaced image are decoded one at a time into the image's reserved buffer, so
+// memory grows with the rows the file really holds; interlaced passes need every row at once.
+void png_read_pixels(png_structp png, PngSource* src, Image* out, bool interlaced) {
+  const size_t row_bytes = size_t(out->width) * 3;
+  if (interlaced) {
+    out->pixels.resize(row_bytes * size_t(out->height));
+    src->rows.resize(size_t(out->height));
+    for (int y = 0; y < out->height; ++y) src->rows[size_t(y)] = out->pixels.data() + size_t(y) * row_bytes;
+    png_read_image(png, src->rows.data());
+    return;
+  }
+  out->pixels.reserve(row_bytes * size_t(out->height));
+  for (int y = 0; y < out->height; ++y) {
+    out->pixels.resize(out->pixels.size() + row_bytes);
+    png_read_row(png, out->pixels.data() + size_t(y) * row_bytes, nullptr);
+  }
+}
+
 bool png_decode(PngSource* src, Image* out) {
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, src, png_on_error, png_on_warning);
   if (!png) {
@@ -280,6 +336,7 @@ bool png_decode(PngSource* src, Image* out) {
     return false;
   }
   png_set_read_fn(png, src, png_read_mem);
+  png_set_limits(png);
   png_read_info(png, info);
   const png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
   if (static_cast<long long>(w) * h > kMaxPixels) png_error(png, "image too large");
@@ -291,16 +348,13 @@ bool png_decode(PngSource* src, Image* out) {
   // Alpha is dropped as cv2.imread(IMREAD_COLOR) drops it, also the alpha that the expansions above
   // make of a tRNS (transparency) chunk of palette and low-depth gray images.
   if ((type & PNG_COLOR_MASK_ALPHA) || png_get_valid(png, info, PNG_INFO_tRNS)) png_set_strip_alpha(png);
-  png_set_interlace_handling(png);
+  const bool interlaced = png_set_interlace_handling(png) > 1;
   png_read_update_info(png, info);
   if (png_get_rowbytes(png, info) != size_t(w) * 3) png_error(png, "unexpected row layout after conversion");
   out->height = int(h);
   out->width = int(w);
   out->channels = 3;
-  out->pixels.resize(size_t(h) * w * 3);
-  src->rows.resize(h);
-  for (png_uint_32 y = 0; y < h; ++y) src->rows[y] = out->pixels.data() + size_t(y) * w * 3;
-  png_read_image(png, src->rows.data());
+  png_read_pixels(png, src, out, interlaced);
   png_read_end(png, nullptr);
   png_destroy_read_struct(&png, &info, nullptr);
   return true;
@@ -344,6 +398,22 @@ std::string describe_unknown(std::string_view head) {
     return "unsupported image format TIFF (JPEG and PNG are read)";
   if (head.size() >= 6 && head.substr(0, 3) == "GIF") return "unsupported image format GIF (JPEG and PNG are read)";
   return "not a JPEG or PNG file (unrecognised signature)";
+}
+}  // namespace
+
+namespace {
+// What a decode may allocate, bounded before it starts: at most kMaxPixels pixels, and for a PNG no
+// more rows than its bytes can inflate to.
+void check_decodable(const ImageInfo& info, std::string_view bytes, const std::string& name) {
+  const auto size = std::to_string(info.stored_width) + "x" + std::to_string(info.stored_height);
+  if (static_cast<long long>(info.stored_width) * info.stored_height > kMaxPixels)
+    throw error_at(name, 0, "image too large: " + size + " is more than " + std::to_string(kMaxPixels) + " pixels");
+  if (info.format != ImageFormat::Png) return;
+  const uint64_t raw = png_raw_bytes(reinterpret_cast<const uint8_t*>(bytes.data()) + 16);
+  if (raw > kDeflateMaxRatio * bytes.size() + 4096)
+    throw error_at(name, 0,
+                   "truncated or corrupt PNG: its " + size + " pixels need more data than its " +
+                       std::to_string(bytes.size()) + " bytes can hold");
 }
 }  // namespace
 
@@ -395,6 +465,7 @@ bool jpeg_ends_with_eoi(const std::string& path) {
 
 Image decode_image_memory(std::string_view bytes, const std::string& name) {
   const ImageInfo info = read_image_info_memory(bytes, name);
+  check_decodable(info, bytes, name);
   Image im;
   if (info.format == ImageFormat::Jpeg) {
     char message[JMSG_LENGTH_MAX] = {0};
