@@ -6,10 +6,9 @@
 // torchscript, openvino, tflite, executorch, coreml, engine; export_formats.h lists them and their
 // options) go through scripts/deploy_export.py, the reference's converters run on lucid's weights;
 // their outputs and runtimes are described in docs/deploy.md.
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -19,10 +18,10 @@
 #include "lucid/config/options.h"
 #include "lucid/config/weights_fields.h"
 #include "lucid/deploy/compiled_model.h"
+#include "lucid/util/child_process.h"
 #include "lucid/util/error.h"
+#include "lucid/util/removed_on_signal.h"
 #include "lucid/weights/model_source.h"
-
-extern char** environ;
 
 namespace lucid::cli {
 
@@ -99,18 +98,17 @@ std::string project_python() {
   return env && *env ? std::string(env) : std::string(LUCID_PYTHON);
 }
 
-// Runs argv[0] with its arguments (no shell) and returns its exit status.
-int run_program(const std::vector<std::string>& argv) {
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  if (posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0)
-    throw UserError("cannot start " + argv[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) throw UserError("lost track of " + argv[0]);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+// Seconds an exporter may run: LUCID_EXPORT_TIMEOUT, else two hours (a TensorRT engine or an
+// OpenVINO INT8 calibration of a large model takes tens of minutes; a hung Python, forever).
+constexpr const char* kTimeoutVariable = "LUCID_EXPORT_TIMEOUT";
+double export_timeout() {
+  const char* env = std::getenv(kTimeoutVariable);
+  if (!env || !*env) return 7200;
+  char* end = nullptr;
+  const double v = std::strtod(env, &end);
+  if (*end != '\0' || !(v > 0) || v > 1e7)
+    throw UserError(std::string(kTimeoutVariable) + "=" + env + ": expected seconds, a number above 0");
+  return v;
 }
 
 // Runs a script of the project's Python for `format=`: the weights go over as an FP32 safetensors
@@ -126,23 +124,33 @@ void run_python_export(const engine::InferenceModel& m, const std::string& forma
   const std::string scripts = scripts_env && *scripts_env ? scripts_env : LUCID_SCRIPTS_DIR;
   const std::string script = scripts + "/" + script_name;
   if (!fs::is_regular_file(script)) throw UserError("format=" + format + ": " + script + " is missing");
+  const double timeout = export_timeout();
   const std::string weights = out + ".export-tmp.safetensors";
+  // Removed however the export ends: an error, the exporter's failure, or a signal ending lucid.
+  const util::RemovedOnSignal removed_on_signal(weights);
+  struct RemovedAtEnd {
+    const std::string& path;
+    ~RemovedAtEnd() {
+      std::error_code ignored;
+      fs::remove(path, ignored);
+    }
+  } removed_at_end{weights};
   engine::write_weights_file(weights, *m.model, m.source.names, imgsz, /*half=*/false);
   std::vector<std::string> argv{python, script};
   argv.insert(argv.end(), args.begin(), args.end());
   for (auto& a : argv)
     if (a == "{weights}") a = weights;
-  int status = 0;
-  try {
-    status = run_program(argv);
-  } catch (...) {
-    fs::remove(weights);
-    throw;
+  const auto child = util::run_child(argv, timeout);  // its process group ends with lucid
+  const std::string command = python + " " + script + " " + args.front();
+  if (child.timed_out) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", timeout);
+    throw UserError("format=" + format + ": " + command + " did not finish within " + seconds + " s and was stopped (" +
+                    kTimeoutVariable + " sets the seconds allowed)");
   }
-  fs::remove(weights);
-  if (status != 0)
-    throw UserError("format=" + format + ": " + python + " " + script + " " + args.front() + " failed (exit " +
-                    std::to_string(status) + "; its message is above)");
+  if (child.status != 0)
+    throw UserError("format=" + format + ": " + command + " failed (exit " + std::to_string(child.status) +
+                    "; its message is above)");
 }
 
 // "cpu", "cuda:N" as torch spells them, from the device option ("0" -> cuda:0).

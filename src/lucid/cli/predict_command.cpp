@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -33,6 +34,7 @@
 #include "lucid/predict/predict_sources.h"
 #include "lucid/predict/predict_stream.h"
 #include "lucid/predict/predictor.h"
+#include "lucid/train/run_folder.h"
 #include "lucid/train/trainer.h"
 #include "lucid/util/cpu_threads.h"
 #include "lucid/util/device.h"
@@ -370,9 +372,12 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
 
   // A run folder only where something is written into it (the reference's save, save_txt, save_crop).
   const bool writes = save || o.save_txt || o.save_crop || o.save_json;
+  std::optional<engine::RunFolderLock> run_lock;  // one predict at a time in a folder (exist_ok=True shares one)
   if (writes) {
     o.run_dir = engine::make_run_dir(settings.project, settings.name, settings.exist_ok);
     fs::remove(o.run_dir / "weights");  // an empty folder from make_run_dir; prediction writes no weights
+    run_lock.emplace(o.run_dir, "predict");
+    util::remove_dead_temporaries(o.run_dir.string(), "", 2);  // a killed predict's video or image temporaries
   }
   if (o.save_txt) fs::create_directories(o.run_dir / "labels");
   o.draw = save && plot::available();

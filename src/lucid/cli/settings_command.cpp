@@ -11,7 +11,7 @@ namespace lucid::cli {
 
 int settings_command(const std::vector<std::string>& args) {
   if (args.size() == 1 && args[0] == "reset") {
-    config::save_user_settings(config::UserSettings{});
+    config::reset_user_settings();
     std::printf("Settings reset to the defaults\n");
   } else {
     auto options = config::settings_options(config::load_user_settings());

@@ -1,13 +1,13 @@
 #include "lucid/config/user_settings.h"
 
+#include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "lucid/config/fields.h"
 #include "lucid/util/error.h"
 #include "lucid/util/files.h"
+#include "lucid/util/input_files.h"
 
 namespace lucid::config {
 
@@ -19,6 +19,8 @@ std::string env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
 }
+
+constexpr uint64_t kMaxSettingsBytes = 1 << 20;  // three short keys: a megabyte is far beyond any real file
 
 // A directory setting: any non-empty path.
 std::string read_directory(const std::string& key, const std::string& value) {
@@ -40,14 +42,16 @@ fs::path settings_file() {
 UserSettings load_user_settings() {
   UserSettings s;
   const auto file = settings_file();
-  std::error_code ec;
-  if (!fs::exists(file, ec)) return s;
-  std::ifstream in(file);
-  if (!in) throw UserError(file.string() + ": cannot be read");
-  std::stringstream text;
-  text << in.rdbuf();
-  const auto j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   const std::string reset = " (lucid settings reset writes the defaults)";
+  std::error_code ec;
+  if (fs::status(file, ec).type() == fs::file_type::not_found) return s;  // a dangling link too
+  std::string text;
+  try {  // a fifo would block every command, a device link be read without end: regular files only
+    text = util::read_input_file(file.string(), file.string() + " (the settings file)", kMaxSettingsBytes);
+  } catch (const UserError& e) {
+    throw UserError(e.what() + reset);
+  }
+  const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) throw UserError(file.string() + ": not valid JSON" + reset);
   if (!j.is_object()) throw UserError(file.string() + ": not a JSON object of settings" + reset);
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -99,6 +103,27 @@ void save_user_settings(const UserSettings& s) {
   fs::create_directories(file.parent_path(), ec);
   if (ec) throw UserError(file.parent_path().string() + ": cannot create the settings folder: " + ec.message());
   util::write_atomically(file.string(), [&](std::ostream& out) { out << settings_json(s); });
+}
+
+void reset_user_settings() {
+  const auto file = settings_file();
+  std::error_code ec;
+  const auto own = fs::symlink_status(file, ec).type();
+  const auto target = fs::status(file, ec).type();
+  const bool writable = own == fs::file_type::not_found || target == fs::file_type::regular;
+  if (!writable) {
+    // A fifo, device node, socket or a link to one (or to a folder, or dangling, or a loop) is
+    // unlinked itself, never opened; rmdir removes a folder only while it is empty.
+    const bool folder = own == fs::file_type::directory;
+    if (!fs::remove(file, ec) || ec)
+      throw UserError(file.string() + (folder ? ": is a folder holding files, not the settings file; move it away "
+                                                "(or rm -r it), then run lucid settings reset again"
+                                              : ": is not a regular file and cannot be removed (" + ec.message() +
+                                                    "); remove it, then run lucid settings reset again"));
+    std::printf("Removed %s (%s), which stood where the settings file belongs\n", file.string().c_str(),
+                folder ? "an empty folder" : "not a regular file");
+  }
+  save_user_settings(UserSettings{});
 }
 
 std::string default_project() { return (fs::path(load_user_settings().runs_dir) / "segment").string(); }

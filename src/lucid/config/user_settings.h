@@ -26,7 +26,9 @@ struct UserSettings {
 std::filesystem::path settings_file();
 
 // The file's settings (the defaults without a file). A file that is not a JSON object, or holds an
-// unknown key or a value of the wrong type, is a UserError naming the file and the key.
+// unknown key or a value of the wrong type, is a UserError naming the file and the key; so is a
+// settings path that is not a regular file (a fifo, a device, a folder: util/input_files.h) or one
+// over a megabyte, each with `lucid settings reset` as the remedy.
 UserSettings load_user_settings();
 
 // The settings as `lucid settings` takes them (key=value tokens; unknown keys get the nearest key),
@@ -37,8 +39,13 @@ UserSettings settings_from(const Options& options);
 
 // The file's text for these settings (JSON, two-space indent, keys in declared order).
 std::string settings_json(const UserSettings& settings);
-// Writes the settings file (creating its folder), atomically.
+// Writes the settings file (creating its folder), atomically; a symlink to a regular file is
+// written through (the link kept).
 void save_user_settings(const UserSettings& settings);
+// `lucid settings reset`: the defaults written, whatever stands at the settings path. A fifo, device
+// node, socket, or a symlink to anything but a regular file is removed itself (never opened or
+// written through) and an empty folder too; a folder with files is a UserError saying what to move.
+void reset_user_settings();
 
 // runs_dir/segment: the default project= of train, val and predict.
 std::string default_project();

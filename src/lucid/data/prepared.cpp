@@ -1,10 +1,13 @@
 #include "lucid/data/prepared.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,7 +16,9 @@
 #include "lucid/data/image_io.h"
 #include "lucid/data/resize.h"
 #include "lucid/util/error.h"
+#include "lucid/util/files.h"
 #include "lucid/util/parallel.h"
+#include "lucid/util/removed_on_signal.h"
 
 namespace lucid::data {
 
@@ -191,6 +196,73 @@ bool map_existing(const std::string& path, uint64_t key, int imgsz, const std::v
   return true;
 }
 
+// The cache file being written: a temporary sibling `<name>.tmp.<pid>`, locked while written (a
+// later prepare removes only temporaries no one holds), removed on every error and on a signal that
+// ends the run. Its space is reserved before any image is decoded, and the pixels go in with pwrite:
+// a full disk is an error returned here, where a store through a mapping of a sparse file is SIGBUS.
+class CacheWriter {
+ public:
+  // False when the file cannot be created here (the images are then kept in memory); a disk that
+  // cannot hold `total` bytes is a UserError naming the cache file and the bytes.
+  bool open(const std::string& path, uint64_t total) {
+    path_ = path;
+    tmp_ = path + ".tmp." + std::to_string(::getpid());
+    total_ = total;
+    fd_ = ::open(tmp_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd_ < 0) return false;
+    removed_on_signal_ = std::make_unique<util::RemovedOnSignal>(tmp_);
+    ::flock(fd_, LOCK_EX | LOCK_NB);
+    const int reserved = util::injected_no_space(path) ? ENOSPC : ::posix_fallocate(fd_, 0, off_t(total));
+    // A filesystem without fallocate is written all the same: pwrite reports what it cannot hold.
+    if (reserved != 0 && reserved != EOPNOTSUPP && reserved != EINVAL && reserved != ENOSYS) fail(reserved);
+    if (::ftruncate(fd_, off_t(total)) != 0) fail(errno);
+    return true;
+  }
+  ~CacheWriter() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!tmp_.empty() && !renamed_) ::unlink(tmp_.c_str());
+  }
+  bool failed() const { return error_.load() != 0; }
+  // Thread-safe; the first error is kept for check().
+  void write(uint64_t offset, const void* data, size_t n) {
+    const auto* p = static_cast<const char*>(data);
+    while (n > 0 && !failed()) {
+      const ssize_t w = ::pwrite(fd_, p, n, off_t(offset));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        int expected = 0;
+        error_.compare_exchange_strong(expected, w < 0 ? errno : ENOSPC);
+        return;
+      }
+      p += w, n -= size_t(w), offset += uint64_t(w);
+    }
+  }
+  void check() {
+    if (failed()) fail(error_.load());
+  }
+  // Flushes the file to the disk and renames it into place; returns its descriptor, which the
+  // caller maps (and owns). False in `published` when the rename failed (the file is used unnamed).
+  int finish(bool& published) {
+    check();
+    if (::fsync(fd_) != 0) fail(errno);
+    published = ::rename(tmp_.c_str(), path_.c_str()) == 0;
+    renamed_ = published;
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  [[noreturn]] void fail(int error) { throw UserError(util::write_failure(path_, error, total_)); }
+
+  std::string path_, tmp_;
+  uint64_t total_ = 0;
+  int fd_ = -1;
+  bool renamed_ = false;
+  std::atomic<int> error_{0};
+  std::unique_ptr<util::RemovedOnSignal> removed_on_signal_;
+};
+
 }  // namespace
 
 std::string default_cache_dir() {
@@ -254,11 +326,12 @@ PreparedImages PreparedImages::build(const Split& split, const PreparedOptions& 
   }
   const uint64_t key = cache_key(split, o.imgsz);
   std::string dir = o.cache_dir.empty() ? default_cache_dir() : o.cache_dir;
-  std::string path, tmp;
-  uint8_t* target = nullptr;  // writable layout being filled
-  int fd = -1;
+  std::string path;
+  uint8_t* target = nullptr;  // the RAM store's layout being filled
+  std::unique_ptr<CacheWriter> writer;
   if (o.store == PreparedStore::Disk) {
     path = dir + "/" + hex(key) + "-" + std::to_string(o.imgsz) + ".bin";
+    util::remove_dead_temporaries(dir, ".bin", 0);  // what a killed prepare left
     if (map_existing(path, key, o.imgsz, layout, total, s->map, s->map_size, s->fd, s->entries)) {
       s->key = key;
       s->base = static_cast<const uint8_t*>(s->map);
@@ -272,22 +345,13 @@ PreparedImages PreparedImages::build(const Split& split, const PreparedOptions& 
     }
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    tmp = path + ".tmp." + std::to_string(::getpid());
-    fd = ec ? -1 : ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    void* m = MAP_FAILED;
-    if (fd >= 0 && ::ftruncate(fd, off_t(total)) == 0)
-      m = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) {
-      if (fd >= 0) ::close(fd), ::unlink(tmp.c_str());
-      fd = -1;
+    writer = std::make_unique<CacheWriter>();
+    if (ec || !writer->open(path, total)) {
+      writer.reset();
       report({dir, 0, "cannot write the prepared-image cache here; images are kept in memory for this run"});
-    } else {
-      s->map = m;
-      s->map_size = total;
-      target = static_cast<uint8_t*>(m);
     }
   }
-  if (!target) {
+  if (!writer) {
     s->ram.assign(total, 0);
     target = s->ram.data();
     path.clear();
@@ -301,9 +365,13 @@ PreparedImages PreparedImages::build(const Split& split, const PreparedOptions& 
       [&](size_t i) {
         const auto& rec = split.images[i];
         Entry& e = entries[i];
+        if (writer && writer->failed()) return;  // the disk is full: check() below says so
         try {
           const Image im = prepare_one(rec.path, e);
-          std::memcpy(target + e.offset, im.pixels.data(), im.pixels.size());
+          if (writer)
+            writer->write(e.offset, im.pixels.data(), im.pixels.size());
+          else
+            std::memcpy(target + e.offset, im.pixels.data(), im.pixels.size());
           e.ok = 1;
         } catch (const std::exception& ex) {
           const std::string what = ex.what(), prefix = rec.path + ": ";
@@ -311,6 +379,7 @@ PreparedImages PreparedImages::build(const Split& split, const PreparedOptions& 
         }
       },
       o.threads);
+  if (writer) writer->check();
   for (size_t i = 0; i < entries.size(); ++i)
     if (!entries[i].ok) report({split.images[i].path, 0, failures[i]});
 
@@ -322,25 +391,30 @@ PreparedImages PreparedImages::build(const Split& split, const PreparedOptions& 
   h.key = key;
   h.data_offset = data_offset;
   h.total_size = total;
-  std::memcpy(target + sizeof(Header), entries.data(), sizeof(Entry) * entries.size());
   h.complete = 1;
-  std::memcpy(target, &h, sizeof h);
+  std::vector<uint8_t> head(data_offset, 0);  // the header and entries (written last: complete)
+  std::memcpy(head.data(), &h, sizeof h);
+  std::memcpy(head.data() + sizeof(Header), entries.data(), sizeof(Entry) * entries.size());
   s->entries = std::move(entries);
-  if (fd >= 0) {
-    ::mprotect(s->map, total, PROT_READ);
-    // Make the file durable, then publish it under its final name; keep the mapping we filled.
-    const bool synced = ::msync(s->map, total, MS_SYNC) == 0 && ::fsync(fd) == 0;
-    if (synced && ::rename(tmp.c_str(), path.c_str()) == 0) {
-      s->path = path;
-      s->fd = fd;  // kept for the checks before each use
-      s->key = key;
-    } else {
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      report({path, 0, "cannot finish the prepared-image cache file; it will be rebuilt next time"});
-    }
+  if (!writer) {
+    std::memcpy(target, head.data(), head.size());
+    s->base = target;
+    return PreparedImages(std::move(s));
   }
-  s->base = target;
+  writer->write(0, head.data(), head.size());
+  bool published = false;
+  s->fd = writer->finish(published);  // kept for the checks before each use
+  s->key = key;
+  void* m = ::mmap(nullptr, total, PROT_READ, MAP_SHARED, s->fd, 0);
+  if (m == MAP_FAILED)
+    throw UserError(path + ": cannot map the prepared-image cache file (" + std::strerror(errno) + ")");
+  s->map = m;
+  s->map_size = total;
+  s->base = static_cast<const uint8_t*>(m);
+  if (published)
+    s->path = path;
+  else
+    report({path, 0, "cannot finish the prepared-image cache file; it will be rebuilt next time"});
   return PreparedImages(std::move(s));
 }
 

@@ -113,7 +113,7 @@ fs::path make_run_dir(const std::string& project, const std::string& name, bool 
   throw UserError(base.string() + ": no free run folder name");
 }
 
-RunFolderLock::RunFolderLock(const fs::path& run_dir) {
+RunFolderLock::RunFolderLock(const fs::path& run_dir, const std::string& command) {
   const auto path = run_dir / kLockFile;
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) throw UserError(path.string() + ": cannot create the run folder's lock file: " + std::strerror(errno));
@@ -122,7 +122,7 @@ RunFolderLock::RunFolderLock(const fs::path& run_dir) {
     ::close(fd_);
     fd_ = -1;
     if (err == EWOULDBLOCK)
-      throw UserError(run_dir.string() + ": another lucid train is writing into this run folder (it holds " +
+      throw UserError(run_dir.string() + ": another lucid " + command + " is writing into this run folder (it holds " +
                       kLockFile + "); wait for it to end, or choose another name= (or leave exist_ok=False)");
     throw UserError(path.string() + ": cannot lock the run folder: " + std::strerror(err));
   }

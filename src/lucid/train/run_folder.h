@@ -18,7 +18,8 @@ std::filesystem::path make_run_dir(const std::string& project, const std::string
 // (however it ends). A second writer fails at once, naming the folder.
 class RunFolderLock {
  public:
-  explicit RunFolderLock(const std::filesystem::path& run_dir);
+  // `command` names the writer in the refusal ("another lucid predict is writing ...").
+  explicit RunFolderLock(const std::filesystem::path& run_dir, const std::string& command = "train");
   ~RunFolderLock();
   RunFolderLock(const RunFolderLock&) = delete;
   RunFolderLock& operator=(const RunFolderLock&) = delete;
