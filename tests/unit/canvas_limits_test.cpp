@@ -7,6 +7,7 @@
 #include "data_test_util.h"
 #include "lucid/data/image_io.h"
 #include "lucid/plot/canvas.h"
+#include "peak_memory.h"
 
 using namespace lucid;
 using lucid::testing::TempDir;
@@ -69,4 +70,24 @@ TEST(CanvasLimits, BlankCanvasAndDrawnImageBeyondTheLimit) {
   plot::Canvas small(gray(5, 7, 3));
   EXPECT_EQ(small.image().width, 7);
   EXPECT_EQ(small.image().at(4, 6)[2], 3);
+}
+
+TEST(CanvasLimits, SaveEncodesTheDrawingWithoutACopyAndKeepsIt) {
+  if (!plot::available()) GTEST_SKIP() << "built without cairo";
+  // 4000 x 2000: a 31 MiB surface, whose RGB copy (23 MiB) save used to make before encoding.
+  plot::Canvas canvas(4000, 2000, {0.2, 0.4, 0.6});
+  canvas.fill_rectangle(100, 100, 3500, 300, plot::rgb(250, 10, 20));
+  const auto before = canvas.image();
+  TempDir dir;
+  for (const char* name : {"big.png", "big.jpg"}) {
+    const long long rise = lucid::testing::peak_rise([&] { canvas.save(dir.str(name)); });
+    if (rise < 0) GTEST_SKIP() << "the resident peak cannot be reset here (/proc/self/clear_refs)";
+    EXPECT_LT(rise, 12LL << 20) << name << ": saving raised the resident peak by " << (rise >> 20) << " MiB";
+  }
+  EXPECT_EQ(canvas.image().pixels, before.pixels);  // the surface is as it was
+  const auto png = data::decode_image(dir.str("big.png"));
+  EXPECT_EQ(png.pixels, before.pixels);
+  const auto jpg = data::decode_image(dir.str("big.jpg"));
+  EXPECT_EQ(jpg.width, 4000);
+  EXPECT_NEAR(jpg.at(200, 3000)[0], 250, 4);
 }

@@ -9,41 +9,21 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <functional>
 #include <string>
 
 #include "data_test_util.h"
 #include "lucid/data/image_io.h"
+#include "peak_memory.h"
 
 using namespace lucid;
 using namespace lucid::data;
 using lucid::testing::expect_user_error;
+using lucid::testing::peak_rise;
 using lucid::testing::TempDir;
 
 namespace {
 
 constexpr long long kMiB = 1 << 20;
-
-// A /proc/self/status field in bytes (-1 when absent).
-long long status_bytes(const char* field) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  const size_t n = std::strlen(field);
-  while (std::getline(f, line))
-    if (line.compare(0, n, field) == 0) return std::stoll(line.substr(n + 1)) * 1024;
-  return -1;
-}
-
-// The rise of the resident peak over the resident size before f runs; -1 where the peak cannot be
-// reset (then the test skips).
-long long peak_rise(const std::function<void()>& f) {
-  std::ofstream clear("/proc/self/clear_refs");
-  if (!clear || !(clear << "5" << std::flush)) return -1;
-  const long long before = status_bytes("VmRSS:");
-  f();
-  return status_bytes("VmHWM:") - before;
-}
 
 std::string be32(uint32_t v) {
   const char b[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};

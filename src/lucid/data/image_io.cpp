@@ -243,7 +243,15 @@ struct JpegBuffer {
   ~JpegBuffer() { std::free(data); }
 };
 
-bool jpeg_encode(const Image* im, int quality, const uint8_t* app1, size_t app1_size, JpegBuffer* buf, char* message) {
+// Pixels to encode: rows in caller memory, row_stride bytes apart.
+struct PixelRows {
+  const uint8_t* pixels;
+  int height, width, channels;
+  size_t row_stride;
+};
+
+bool jpeg_encode(const PixelRows* im, int quality, const uint8_t* app1, size_t app1_size, JpegBuffer* buf,
+                 char* message) {
   jpeg_compress_struct cinfo;
   JpegErr err;
   cinfo.err = jpeg_std_error(&err.mgr);
@@ -265,7 +273,7 @@ bool jpeg_encode(const Image* im, int quality, const uint8_t* app1, size_t app1_
   jpeg_start_compress(&cinfo, TRUE);
   if (app1_size) jpeg_write_marker(&cinfo, JPEG_APP0 + 1, app1, unsigned(app1_size));
   while (cinfo.next_scanline < cinfo.image_height) {
-    JSAMPROW r = const_cast<uint8_t*>(im->pixels.data() + size_t(cinfo.next_scanline) * im->width * im->channels);
+    JSAMPROW r = const_cast<uint8_t*>(im->pixels + size_t(cinfo.next_scanline) * im->row_stride);
     jpeg_write_scanlines(&cinfo, &r, 1);
   }
   jpeg_finish_compress(&cinfo);
@@ -517,34 +525,59 @@ Image apply_orientation(const Image& im, int o) {
   return out;
 }
 
-std::string encode_jpeg(const Image& im, int quality, int exif_orientation) {
-  if (im.channels != 1 && im.channels != 3) throw UserError("encode_jpeg: 1 or 3 channels expected");
+namespace {
+PixelRows checked_rows(const Image& im, const char* what) {
   if (im.pixels.size() != size_t(im.height) * im.width * im.channels || im.width <= 0 || im.height <= 0)
-    throw UserError("encode_jpeg: pixel buffer does not match the image size");
+    throw UserError(std::string(what) + ": pixel buffer does not match the image size");
+  return {im.pixels.data(), im.height, im.width, im.channels, size_t(im.width) * im.channels};
+}
+
+std::string encode_jpeg_rows(const PixelRows& rows, int quality, int exif_orientation) {
+  if (rows.channels != 1 && rows.channels != 3) throw UserError("encode_jpeg: 1 or 3 channels expected");
   const std::string app1 = exif_orientation > 0 ? exif_app1(exif_orientation) : std::string();
   JpegBuffer buf;
   char message[JMSG_LENGTH_MAX] = {0};
-  if (!jpeg_encode(&im, quality, reinterpret_cast<const uint8_t*>(app1.data()), app1.size(), &buf, message))
+  if (!jpeg_encode(&rows, quality, reinterpret_cast<const uint8_t*>(app1.data()), app1.size(), &buf, message))
     throw UserError(std::string("JPEG encoding failed: ") + message);
   return std::string(reinterpret_cast<const char*>(buf.data), buf.size);
 }
 
-std::string encode_png(const Image& im) {
-  if (im.channels != 1 && im.channels != 3) throw UserError("encode_png: 1 or 3 channels expected");
+std::string encode_png_rows(const PixelRows& rows) {
+  if (rows.channels != 1 && rows.channels != 3) throw UserError("encode_png: 1 or 3 channels expected");
   png_image p;
   std::memset(&p, 0, sizeof p);
   p.version = PNG_IMAGE_VERSION;
-  p.width = png_uint_32(im.width);
-  p.height = png_uint_32(im.height);
-  p.format = im.channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  p.width = png_uint_32(rows.width);
+  p.height = png_uint_32(rows.height);
+  p.format = rows.channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  const auto stride = png_int_32(rows.row_stride);  // libpng counts components: bytes at 8 bits
   png_alloc_size_t size = 0;
-  if (!png_image_write_to_memory(&p, nullptr, &size, 0, im.pixels.data(), 0, nullptr))
+  if (!png_image_write_to_memory(&p, nullptr, &size, 0, rows.pixels, stride, nullptr))
     throw UserError(std::string("PNG encoding failed: ") + p.message);
   std::string out(size, '\0');
-  if (!png_image_write_to_memory(&p, out.data(), &size, 0, im.pixels.data(), 0, nullptr))
+  if (!png_image_write_to_memory(&p, out.data(), &size, 0, rows.pixels, stride, nullptr))
     throw UserError(std::string("PNG encoding failed: ") + p.message);
   out.resize(size);
   return out;
+}
+}  // namespace
+
+std::string encode_jpeg(const Image& im, int quality, int exif_orientation) {
+  if (im.channels != 1 && im.channels != 3) throw UserError("encode_jpeg: 1 or 3 channels expected");
+  return encode_jpeg_rows(checked_rows(im, "encode_jpeg"), quality, exif_orientation);
+}
+
+std::string encode_png(const Image& im) {
+  if (im.channels != 1 && im.channels != 3) throw UserError("encode_png: 1 or 3 channels expected");
+  return encode_png_rows(checked_rows(im, "encode_png"));
+}
+
+std::string encode_jpeg(const uint8_t* pixels, int height, int width, int channels, size_t row_stride, int quality) {
+  return encode_jpeg_rows({pixels, height, width, channels, row_stride}, quality, 0);
+}
+
+std::string encode_png(const uint8_t* pixels, int height, int width, int channels, size_t row_stride) {
+  return encode_png_rows({pixels, height, width, channels, row_stride});
 }
 
 std::string read_file(const std::string& path) {

@@ -57,6 +57,11 @@ Image apply_orientation(const Image& im, int orientation);
 // EXIF APP1 segment carrying that orientation (used by tests).
 std::string encode_jpeg(const Image& im, int quality = 90, int exif_orientation = 0);
 std::string encode_png(const Image& im);
+// The same from rows in caller memory (1 or 3 channels): height rows of width * channels bytes,
+// row_stride bytes apart, so that a drawing is encoded without a copy.
+std::string encode_jpeg(const uint8_t* pixels, int height, int width, int channels, size_t row_stride,
+                        int quality = 90);
+std::string encode_png(const uint8_t* pixels, int height, int width, int channels, size_t row_stride);
 
 // Whole-file helpers; write_file is atomic (temporary sibling + rename).
 std::string read_file(const std::string& path);

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -310,12 +311,65 @@ data::Image Canvas::image() const { return {}; }
 
 #endif
 
-void Canvas::save(const std::string& path) const {
-  auto im = image();
+namespace {
+bool png_path(const std::string& path) {
   const auto dot = path.rfind('.');
   std::string ext = dot == std::string::npos ? "" : path.substr(dot + 1);
   std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-  data::write_file(path, ext == "png" ? data::encode_png(im) : data::encode_jpeg(im, 95));
+  return ext == "png";
 }
+}  // namespace
+
+#ifdef LUCID_HAVE_CAIRO
+
+namespace {
+// A row of 32-bit pixels (0xFFRRGGBB) packed to RGB bytes in place: forward, so that each pixel is
+// read before a later one's bytes are written.
+void pack_rgb(uint8_t* row, int width) {
+  for (int x = 0; x < width; ++x) {
+    uint32_t v;
+    std::memcpy(&v, row + 4 * size_t(x), 4);
+    row[3 * size_t(x)] = uint8_t(v >> 16), row[3 * size_t(x) + 1] = uint8_t(v >> 8),
+            row[3 * size_t(x) + 2] = uint8_t(v);
+  }
+}
+// The inverse, backward.
+void unpack_rgb(uint8_t* row, int width) {
+  for (int x = width - 1; x >= 0; --x) {
+    const uint8_t* p = row + 3 * size_t(x);
+    const uint32_t v = 0xFF000000u | uint32_t(p[0]) << 16 | uint32_t(p[1]) << 8 | uint32_t(p[2]);
+    std::memcpy(row + 4 * size_t(x), &v, 4);
+  }
+}
+}  // namespace
+
+// Encoded from the surface itself, its rows packed to RGB for the encoder and unpacked after, so that
+// saving a large drawing costs no copy of it.
+void Canvas::save(const std::string& path) const {
+  cairo_surface_flush(impl_->surface);
+  const int w = impl_->surface_width(), h = impl_->surface_height();
+  const auto stride = static_cast<size_t>(cairo_image_surface_get_stride(impl_->surface));
+  for (int y = 0; y < h; ++y) pack_rgb(impl_->row(y), w);
+  std::string bytes;
+  try {
+    bytes = png_path(path) ? data::encode_png(impl_->row(0), h, w, 3, stride)
+                           : data::encode_jpeg(impl_->row(0), h, w, 3, stride, 95);
+  } catch (...) {
+    for (int y = 0; y < h; ++y) unpack_rgb(impl_->row(y), w);
+    throw;
+  }
+  for (int y = 0; y < h; ++y) unpack_rgb(impl_->row(y), w);
+  cairo_surface_mark_dirty(impl_->surface);
+  data::write_file(path, bytes);
+}
+
+#else
+
+void Canvas::save(const std::string& path) const {
+  auto im = image();
+  data::write_file(path, png_path(path) ? data::encode_png(im) : data::encode_jpeg(im, 95));
+}
+
+#endif
 
 }  // namespace lucid::plot
