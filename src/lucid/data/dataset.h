@@ -96,6 +96,9 @@ struct IndexOptions {
   // Every class becomes class 0 of one class named "item" (option single_cls): label classes are
   // then not checked against the dataset's names, as the reference's verify_image_label.
   bool single_cls = false;
+  // The most entries a split folder's walk may visit (folder links are followed, once each); beyond
+  // it the index is refused with an error naming the folder.
+  int64_t max_folder_entries = 10'000'000;
   // Called for each problem as it is found (besides recording it in the split).
   std::function<void(const Problem&)> on_problem;
 };

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
@@ -16,6 +15,7 @@
 #include "lucid/data/dataset.h"
 #include "lucid/data/image_io.h"
 #include "lucid/data/labels.h"
+#include "lucid/metrics/coco_json.h"
 #include "lucid/util/error.h"
 #include "lucid/util/input_files.h"
 #include "lucid/util/parallel.h"
@@ -24,7 +24,8 @@ namespace lucid::data {
 
 namespace fs = std::filesystem;
 
-constexpr uint64_t kMaxDatasetYamlBytes = 64 << 20;  // names of 100,000 classes fit many times over
+using util::kMaxDatasetYamlBytes;
+static_assert(metrics::kMaxCocoCategories == config::kMaxClasses, "a COCO file holds at most the classes lucid trains");
 
 namespace {
 
@@ -63,10 +64,7 @@ bool path_is_file(const fs::path& p) {
 // An image given where a dataset description belongs (by extension or by its signature).
 bool is_image_file(const std::string& path) {
   if (has_image_extension(path)) return true;
-  std::ifstream f(path, std::ios::binary);
-  char head[16] = {};
-  f.read(head, sizeof head);
-  return sniff_format(std::string_view(head, size_t(f.gcount()))) != ImageFormat::Unknown;
+  return sniff_format(util::read_input_head(path, path, 16)) != ImageFormat::Unknown;
 }
 
 // ---- where the splits come from ---------------------------------------------------------------
@@ -87,7 +85,7 @@ struct Spec {
 
 std::vector<std::string> read_class_file(const std::string& path) {
   std::vector<std::string> names;
-  std::string text = read_file(path), line;
+  std::string text = util::read_input_file(path, path, kMaxDatasetYamlBytes), line;
   for (size_t i = 0; i <= text.size(); ++i) {
     if (i == text.size() || text[i] == '\n') {
       line = trim(line);
@@ -296,7 +294,8 @@ Spec spec_from_folder(const std::string& dir) {
   if (!path_is_dir(images)) throw error_at(dir, 0, "no dataset YAML and no images/ folder");
   Spec spec;
   spec.source = norm(dir);
-  if (path_is_file(fs::path(dir) / "classes.txt"))
+  // Anything named classes.txt is read (a fifo or a folder there is refused, not passed over).
+  if (std::error_code ec; fs::symlink_status(fs::path(dir) / "classes.txt", ec).type() != fs::file_type::not_found)
     spec.names = read_class_file((fs::path(dir) / "classes.txt").string());
   if (spec.names.empty()) throw error_at(dir, 0, "no dataset YAML and no classes.txt (one class name per line)");
   std::vector<fs::path> subdirs;
@@ -345,10 +344,16 @@ struct Listing {
   std::vector<Problem> problems;
 };
 
-// Every image below `dir`, following folder links once: an entry that cannot be examined (a link
-// to itself, a link loop back to a folder being listed, a folder that cannot be read) is reported
-// and skipped, and the listing goes on.
-void list_folder(const fs::path& dir, Listing& l) {
+// Every image below `dir`, following folder links once, as the reference's recursive glob follows
+// them: an entry that cannot be examined (a link to itself, a link loop back to a folder being
+// listed, a folder that cannot be read) or a folder on a pseudo file system (/proc, /sys: a link
+// into /proc/<pid>/root leads to the whole machine) is reported and skipped, and the listing goes
+// on. More than max_entries entries (a link to / somewhere below) end the listing with an error.
+void list_folder(const fs::path& dir, const std::string& split, int64_t max_entries, Listing& l) {
+  if (const auto pseudo = util::pseudo_filesystem_name(dir.string()); !pseudo.empty())
+    throw UserError("split '" + split + "': " + dir.string() + " is on the " + pseudo +
+                    " pseudo file system (kernel state, not files): not a dataset folder");
+  int64_t entries = 0;
   std::error_code ec;
   fs::recursive_directory_iterator it(
       dir, fs::directory_options::follow_directory_symlink | fs::directory_options::skip_permission_denied, ec);
@@ -362,6 +367,10 @@ void list_folder(const fs::path& dir, Listing& l) {
   while (!ec && it != fs::recursive_directory_iterator()) {
     const fs::path path = it->path();
     const auto name = path.filename().string();
+    if (++entries > max_entries)
+      throw UserError("split '" + split + "': more than " + std::to_string(max_entries) + " entries below " +
+                      dir.string() + " (at " + path.string() +
+                      "); is a folder link leading out of the dataset? A list file of image paths names larger sets");
     std::error_code e;
     const bool is_dir = it->is_directory(e);
     // Only folders seen for the first time are entered: the iterator would otherwise examine the
@@ -373,10 +382,12 @@ void list_folder(const fs::path& dir, Listing& l) {
       if (is_dir) it.disable_recursion_pending();
     } else if (is_dir) {
       const auto real = fs::canonical(path, e);
-      if (e || !folders.insert(real.string()).second) {
+      const std::string pseudo = e ? std::string() : util::pseudo_filesystem_name(real.string());
+      if (e || !pseudo.empty() || !folders.insert(real.string()).second) {
         it.disable_recursion_pending();
-        skip(path, e ? "cannot be examined (" + e.message() + ")"
-                     : "a link to a folder already listed (a loop, or a second way into it)");
+        skip(path, e                 ? "cannot be examined (" + e.message() + ")"
+                   : !pseudo.empty() ? "a folder on the " + pseudo + " pseudo file system, not files"
+                                     : "a link to a folder already listed (a loop, or a second way into it)");
       }
     } else if (it->is_regular_file(e) && !e && has_image_extension(name)) {
       l.images.push_back(norm(path));
@@ -386,16 +397,18 @@ void list_folder(const fs::path& dir, Listing& l) {
   }
 }
 
-Listing list_split(const SplitSource& s) {
+Listing list_split(const SplitSource& s, int64_t max_entries) {
   Listing l;
   for (const auto& p : s.paths) {
     if (path_is_dir(p)) {
-      list_folder(p, l);
+      list_folder(p, s.name, max_entries, l);
       const std::string root = label_path_for(p + "/x.jpg");  // the folder's label counterpart
       const std::string label_root = fs::path(root).parent_path().string();
       if (label_root != p) l.label_roots.push_back(label_root);
     } else {
-      std::string text = read_file(p);
+      // A list file of image paths (a fifo or /dev/zero there would block or grow without end).
+      const std::string text =
+          util::read_input_file(p, "split '" + s.name + "': list file " + p, util::kMaxListFileBytes);
       const fs::path parent = fs::path(p).parent_path();
       int line = 0;
       size_t i = 0;
@@ -440,6 +453,7 @@ struct Verified {
 // with the problem recorded when the image is unusable.
 bool check_image(const std::string& path, bool decode, ImageInfo& info, std::vector<Problem>& problems) {
   try {
+    util::require_regular_file(path, path);  // a fifo named in a list file would block the read
     info = read_image_info(path);
     if (info.width() < 10 || info.height() < 10)
       throw error_at(
@@ -462,15 +476,16 @@ Verified verify_yolo(const std::string& image, int nc, bool decode) {
   if (!check_image(image, decode, info, v.problems)) return v;
   v.rec.width = info.width();
   v.rec.height = info.height();
-  if (path_is_file(v.rec.label_path)) {
-    std::string text;
-    try {
-      text = read_file(v.rec.label_path);
-    } catch (const std::exception& e) {
-      v.problems.push_back({v.rec.label_path, 0, "cannot read label file; image skipped"});
-      return v;
-    }
-    auto parsed = parse_yolo_labels(text, nc, v.rec.label_path);
+  // No label file: a background image. A label that is there but not a readable regular file (a
+  // fifo, a folder, a device, a link loop or a link to nothing) is a broken label, not a background:
+  // the image is skipped with the reason, as the reference skips an image whose label is corrupt.
+  const auto label = util::read_optional_input_file(v.rec.label_path, util::kMaxLabelFileBytes);
+  if (!label.problem.empty()) {
+    v.problems.push_back({v.rec.label_path, 0, "label file " + label.problem + "; image skipped"});
+    return v;
+  }
+  if (label.present) {
+    auto parsed = parse_yolo_labels(label.text, nc, v.rec.label_path);
     v.problems.insert(v.problems.end(), parsed.problems.begin(), parsed.problems.end());
     if (!parsed.ok) return v;
     v.rec.instances = std::move(parsed.instances);
@@ -519,7 +534,7 @@ Split index_yolo_split(const SplitSource& s, int nc, const IndexOptions& o) {
   Split split;
   split.name = s.name;
   for (const auto& p : s.paths) split.source += (split.source.empty() ? "" : ", ") + p;
-  Listing l = list_split(s);
+  Listing l = list_split(s, o.max_folder_entries);
   for (auto& p : l.problems) add_problem(split, std::move(p), o);
   split.counts.skipped += l.skipped;
   // fraction: the first images of the sorted list; the labels of the others are theirs, not orphans.
@@ -630,6 +645,13 @@ Split index_coco_split(const SplitSource& s, const CocoFile& coco, const CocoCla
     std::vector<Instance> plain, crowd;
     std::vector<int64_t> ann_ids;
     auto it = by_image.find(ci.id);
+    if (it != by_image.end() && it->second.size() > kMaxInstancesPerImage) {
+      v.problems.push_back({s.json, 0,
+                            "image id " + std::to_string(ci.id) + " (" + ci.file_name +
+                                "): " + std::to_string(it->second.size()) + " annotations, more than the " +
+                                std::to_string(kMaxInstancesPerImage) + " one image may hold; image skipped"});
+      return;
+    }
     if (it != by_image.end()) {
       for (const CocoAnnotation* a : it->second) {
         const std::string which = "annotation id " + std::to_string(a->id);
@@ -744,7 +766,7 @@ DatasetIndex build_index(const std::string& data, const IndexOptions& options) {
   for (const auto& s : spec.splits) {
     if (!s.coco) continue;
     index.format = DatasetFormat::Coco;
-    CocoFile f = parse_coco_json(read_file(s.json), s.json);
+    CocoFile f = parse_coco_json(util::read_input_file(s.json, s.json, util::kMaxCocoJsonBytes), s.json);
     CocoClasses c;
     for (const auto& cat : f.categories) {
       c.index[cat.id] = int(c.names.size());

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <set>
 
+#include "lucid/metrics/coco_json.h"
 #include "lucid/util/error.h"
 
 namespace lucid::data {
@@ -120,6 +121,7 @@ LabelParse parse_yolo_labels(std::string_view text, int nc, const std::string& p
   };
   // Split into lines (\n, \r\n or \r) and tokens, keeping 1-based line numbers.
   std::vector<Row> rows;
+  size_t extra_rows = 0;  // non-blank rows beyond the instance cap, counted but not split
   int line = 1;
   size_t i = 0;
   while (i <= text.size()) {
@@ -128,6 +130,11 @@ LabelParse parse_yolo_labels(std::string_view text, int nc, const std::string& p
     std::string_view l = text.substr(i, j - i);
     Row row{line, {}};
     size_t k = 0;
+    if (rows.size() == kMaxInstancesPerImage) {  // over the cap: only count the remaining rows
+      while (k < l.size() && is_space(l[k])) ++k;
+      extra_rows += k < l.size();
+      k = l.size();
+    }
     while (k < l.size()) {
       while (k < l.size() && is_space(l[k])) ++k;
       size_t s = k;
@@ -140,6 +147,9 @@ LabelParse parse_yolo_labels(std::string_view text, int nc, const std::string& p
     ++line;
   }
   if (rows.empty()) return out;  // empty or blank file: a background image
+  if (extra_rows > 0)
+    return fail(0, std::to_string(rows.size() + extra_rows) + " label rows (instances), more than the " +
+                       std::to_string(kMaxInstancesPerImage) + " one image may hold");
 
   const bool polygons = std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.tokens.size() > 6; });
   // A five-value row beside polygons is a box row, not a two-point polygon: the file is refused, as
@@ -439,20 +449,40 @@ namespace {
 
 using Warn = std::function<void(std::string)>;
 
+// The deepest nesting of arrays and objects in JSON text (brackets inside strings do not count).
+// A linear scan: nlohmann's parser callback, which could count the depth while parsing, scans the
+// enclosing array after every object it closes, which made a file of a million annotations take
+// hours (quadratic in the length of the annotations array).
+size_t json_nesting_depth(std::string_view text) {
+  size_t depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 json parse_bounded_json(std::string_view text, const std::string& path) {
+  // Bounded nesting: a COCO file is at most 4 levels deep; refuse pathological depth early.
+  if (json_nesting_depth(text) > 32) throw error_at(path, 0, "JSON nested deeper than 32 levels");
   try {
-    // Bounded nesting: a COCO file is at most 4 levels deep; refuse pathological depth early.
-    json::parser_callback_t limit = [](int depth, json::parse_event_t, json&) {
-      if (depth > 32) throw UserError("JSON nested deeper than 32 levels");
-      return true;
-    };
-    return json::parse(text.begin(), text.end(), limit);
+    return json::parse(text.begin(), text.end());
   } catch (const json::out_of_range&) {  // nlohmann's "number overflow parsing '1e999'"
     throw error_at(path, 0, "not valid JSON: a number too large for a double (such as 1e999)");
   } catch (const json::exception& e) {
     throw error_at(path, 0, "not valid JSON: " + without_library_tag(e.what()));
-  } catch (const UserError& e) {
-    throw error_at(path, 0, e.what());
   }
 }
 
@@ -668,6 +698,10 @@ CocoFile parse_coco_json(std::string_view text, const std::string& path) {
   for (const char* key : {"images", "annotations", "categories"})
     if (!root.contains(key) || !root[key].is_array())
       throw error_at(path, 0, std::string("COCO JSON has no '") + key + "' array");
+  if (root["categories"].size() > metrics::kMaxCocoCategories)
+    throw error_at(path, 0,
+                   std::to_string(root["categories"].size()) + " categories, more than the " +
+                       std::to_string(metrics::kMaxCocoCategories) + " classes a dataset may have");
   CocoFile out;
   const Warn warn = [&](std::string m) { out.problems.push_back({path, 0, std::move(m)}); };
   const auto cat_ids = read_categories(root["categories"], out, warn);

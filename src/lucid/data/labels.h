@@ -22,6 +22,13 @@ namespace lucid::data {
 // [-0.01, 1.01], class an integer in [0, nc), exact duplicate rows (class + box) removed with the
 // remaining rows in sorted order. Any other problem makes the whole file unusable (ok = false) and
 // its image is skipped, as the reference skips it. Blank lines are ignored.
+// The most instances one image may hold (label rows, or COCO annotations of one image): each costs
+// memory and time in every batch it joins (a label file of 100,000 polygons trained in 7.1 GB and
+// 119 s), and real datasets stay far below (COCO's most crowded image has under 100 instances,
+// SKU-110K's densest shelves under 1,000). An image over the cap is skipped with a warning naming
+// the file and the count.
+inline constexpr size_t kMaxInstancesPerImage = 5000;
+
 struct LabelParse {
   bool ok = true;
   std::vector<Instance> instances;

@@ -8,6 +8,7 @@
 
 #include "lucid/metrics/parallel.h"
 #include "lucid/util/error.h"
+#include "lucid/util/memory.h"
 
 namespace lucid::metrics {
 
@@ -178,7 +179,7 @@ void accumulate_one(const std::vector<uint32_t>& flags, uint32_t npig, const Coc
       rc[i] = tp / npig;
       pr[i] = tp / (fp + tp + DBL_EPSILON);
     }
-    res.recall_at(t, k, a, m) = nd ? rc[nd - 1] : 0;
+    res.recall_slot(t, k, a, m) = nd ? rc[nd - 1] : 0;
     for (size_t i = nd - 1; nd > 0 && i > 0; --i) {
       if (pr[i] > pr[i - 1]) pr[i - 1] = pr[i];
     }
@@ -187,7 +188,7 @@ void accumulate_one(const std::vector<uint32_t>& flags, uint32_t npig, const Coc
     size_t i = 0;
     for (size_t r = 0; r < R; ++r) {
       while (i < nd && rc[i] < p.rec_thrs[r]) ++i;
-      res.precision_at(t, r, k, a, m) = i < nd ? pr[i] : 0;
+      res.precision_slot(t, r, k, a, m) = i < nd ? pr[i] : 0;
     }
   }
 }
@@ -236,9 +237,9 @@ double summarize_one(const CocoEvalResult& res, const CocoEvalParams& p, const S
       for (size_t m : ms) {
         for (size_t k = 0; k < res.K; ++k) {
           if (s.ap) {
-            for (size_t ri = 0; ri < res.R; ++ri) add(res.precision_at(t, ri, k, a, m));
+            for (size_t ri = 0; ri < res.R; ++ri) add(res.precision_slot(t, ri, k, a, m));
           } else {
-            add(res.recall_at(t, k, a, m));
+            add(res.recall_slot(t, k, a, m));
           }
         }
       }
@@ -247,7 +248,37 @@ double summarize_one(const CocoEvalResult& res, const CocoEvalParams& p, const S
   return n == 0 ? -1 : sum / static_cast<double>(n);
 }
 
+// The categories with ground truth (their indices, ascending), refused with an error when their
+// result tables would not fit in the memory the machine has.
+std::vector<int32_t> evaluated_categories(const CocoData& data, size_t per_category_values) {
+  std::vector<char> has_truth(data.category_ids.size(), 0);
+  for (const auto& g : data.ground_truth)
+    if (g.category >= 0) has_truth[static_cast<size_t>(g.category)] = 1;
+  std::vector<int32_t> used;
+  for (size_t k = 0; k < has_truth.size(); ++k)
+    if (has_truth[k]) used.push_back(static_cast<int32_t>(k));
+  const uint64_t bytes = uint64_t(used.size()) * per_category_values * sizeof(double);
+  const uint64_t available = util::available_memory_bytes();
+  if (available > 0 && bytes > available / 2)
+    throw UserError("coco eval: " + std::to_string(used.size()) + " categories with ground truth need " +
+                    util::gigabytes(bytes) + " for their results, more than half the " + util::gigabytes(available) +
+                    " available");
+  return used;
+}
+
 }  // namespace
+
+double CocoEvalResult::precision_at(size_t t, size_t r, size_t category, size_t a, size_t m) const {
+  const auto it = std::lower_bound(categories.begin(), categories.end(), static_cast<int32_t>(category));
+  if (it == categories.end() || *it != static_cast<int32_t>(category)) return -1;
+  return precision_slot(t, r, static_cast<size_t>(it - categories.begin()), a, m);
+}
+
+double CocoEvalResult::recall_at(size_t t, size_t category, size_t a, size_t m) const {
+  const auto it = std::lower_bound(categories.begin(), categories.end(), static_cast<int32_t>(category));
+  if (it == categories.end() || *it != static_cast<int32_t>(category)) return -1;
+  return recall_slot(t, static_cast<size_t>(it - categories.begin()), a, m);
+}
 
 CocoEvalParams::CocoEvalParams() : iou_thrs(linspace(0.5, 0.95, 10)), rec_thrs(linspace(0.0, 1.0, 101)) {}
 
@@ -260,9 +291,10 @@ CocoEvalResult coco_evaluate(const CocoData& data, const CocoEvalParams& p) {
     if (!std::isfinite(d.score))
       throw UserError("coco eval: detection " + std::to_string(d.id) + " has a non-finite score");
   }
-  const size_t T = p.iou_thrs.size(), R = p.rec_thrs.size(), K = data.category_ids.size(), A = p.area_rngs.size(),
-               M = p.max_dets.size();
+  const size_t T = p.iou_thrs.size(), R = p.rec_thrs.size(), A = p.area_rngs.size(), M = p.max_dets.size();
   CocoEvalResult res;
+  res.categories = evaluated_categories(data, T * (R + 1) * A * M);
+  const size_t K = res.categories.size(), C = data.category_ids.size();
   res.T = T;
   res.R = R;
   res.K = K;
@@ -277,11 +309,12 @@ CocoEvalResult coco_evaluate(const CocoData& data, const CocoEvalParams& p) {
   parallel_for(groups.size(), p.threads, 16, [&](size_t i) { evals[i] = evaluate_group(data, groups[i], p); });
 
   // accumulate: per category, detections of all images in one score order.
-  std::vector<size_t> cat_begin(K + 1, groups.size());
+  std::vector<size_t> cat_begin(C + 1, groups.size());
   for (size_t i = groups.size(); i-- > 0;) cat_begin[static_cast<size_t>(groups[i].category)] = i;
-  for (size_t k = K; k-- > 0;) cat_begin[k] = std::min(cat_begin[k], cat_begin[k + 1]);
+  for (size_t c = C; c-- > 0;) cat_begin[c] = std::min(cat_begin[c], cat_begin[c + 1]);
   parallel_for(K, p.threads, 1, [&](size_t k) {
-    const size_t gb = cat_begin[k], ge = cat_begin[k + 1];
+    const auto c = static_cast<size_t>(res.categories[k]);
+    const size_t gb = cat_begin[c], ge = cat_begin[c + 1];
     if (gb == ge) return;
     // Concatenate in image order (groups are sorted by image), then a stable sort by score:
     // pycocotools' mergesort over the same concatenation.

@@ -53,21 +53,29 @@ struct CocoEvalParams {
 };
 
 struct CocoEvalResult {
-  // precision[t][r][k][a][m] and recall[t][k][a][m], flattened in that order; -1 where a setting has
-  // no (non-ignored) ground truth.
+  // precision[t][r][k][a][m] and recall[t][k][a][m], flattened in that order, over the K categories
+  // that have ground truth (`categories`: their indices into CocoData::category_ids, ascending); -1
+  // where a setting has no (non-ignored) ground truth. Categories without ground truth are -1
+  // everywhere in pycocotools and count in no statistic, so they take no room: a file listing
+  // 100,000 categories costs what its annotated ones cost.
   size_t T = 0, R = 0, K = 0, A = 0, M = 0;
+  std::vector<int32_t> categories;
   std::vector<double> precision;
   std::vector<double> recall;
   std::array<double, 12> stats{};  // AP, AP50, AP75, APs, APm, APl, AR1, AR10, AR100, ARs, ARm, ARl
 
-  double& precision_at(size_t t, size_t r, size_t k, size_t a, size_t m) {
+  // By slot k (0..K-1, the k-th category of `categories`).
+  double& precision_slot(size_t t, size_t r, size_t k, size_t a, size_t m) {
     return precision[(((t * R + r) * K + k) * A + a) * M + m];
   }
-  double& recall_at(size_t t, size_t k, size_t a, size_t m) { return recall[((t * K + k) * A + a) * M + m]; }
-  double precision_at(size_t t, size_t r, size_t k, size_t a, size_t m) const {
+  double& recall_slot(size_t t, size_t k, size_t a, size_t m) { return recall[((t * K + k) * A + a) * M + m]; }
+  double precision_slot(size_t t, size_t r, size_t k, size_t a, size_t m) const {
     return precision[(((t * R + r) * K + k) * A + a) * M + m];
   }
-  double recall_at(size_t t, size_t k, size_t a, size_t m) const { return recall[((t * K + k) * A + a) * M + m]; }
+  double recall_slot(size_t t, size_t k, size_t a, size_t m) const { return recall[((t * K + k) * A + a) * M + m]; }
+  // By category index (into CocoData::category_ids): -1 for a category without ground truth.
+  double precision_at(size_t t, size_t r, size_t category, size_t a, size_t m) const;
+  double recall_at(size_t t, size_t category, size_t a, size_t m) const;
 };
 
 // Runs evaluate + accumulate + summarize. Detections need finite scores.

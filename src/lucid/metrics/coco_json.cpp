@@ -225,14 +225,8 @@ const json& array_member(const json& obj, const char* key, const std::string& na
 nlohmann::json read_json_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw UserError(path + ": is a folder, not a JSON file");
-  // A regular file of at most 16 GiB (COCO's largest instances file is under 0.5 GB): a device or a
-  // fifo would be read without end.
-  std::string text;
-  try {
-    text = util::read_input_file(path, path, uint64_t(16) << 30);
-  } catch (const std::ios_base::failure&) {  // libstdc++ throws from underflow on a failed read()
-    throw UserError(path + ": read failed");
-  }
+  // A regular file within the COCO bound: a device or a fifo would be read without end.
+  const std::string text = util::read_input_file(path, path, util::kMaxCocoJsonBytes);
   try {
     return json::parse(text);
   } catch (const json::out_of_range&) {  // nlohmann's "number overflow parsing '1e999'"
@@ -250,6 +244,9 @@ CocoData coco_eval_data_from_json(const json& gt, const std::string& gt_name, co
   const json& anns = array_member(gt, "annotations", gt_name);
   const json& cats = array_member(gt, "categories", gt_name);
 
+  if (cats.size() > kMaxCocoCategories)
+    throw UserError(gt_name + ": " + std::to_string(cats.size()) + " categories, more than the " +
+                    std::to_string(kMaxCocoCategories) + " that may be evaluated");
   const ImageIndex img_index = index_images(images, gt_name, false);
   CocoData data;
   data.num_images = img_index.height.size();

@@ -11,11 +11,17 @@
 // ids not in the ground truth, invalid RLE, duplicate ids.
 #pragma once
 #include <nlohmann/json_fwd.hpp>
+
+#include <cstddef>
 #include <string>
 
 #include "lucid/metrics/coco_eval.h"
 
 namespace lucid::metrics {
+
+// The most categories a COCO file may list (lucid's bound on classes): per-category results scale
+// with them, so a small file listing millions would cost gigabytes.
+inline constexpr size_t kMaxCocoCategories = 100000;
 
 CocoData load_coco_eval_data(const std::string& gt_path, const std::string& results_path, IouType iou_type,
                              int threads = 0);
