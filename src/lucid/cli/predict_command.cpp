@@ -40,6 +40,7 @@
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
 #include "lucid/util/files.h"
+#include "lucid/util/printable.h"
 #include "lucid/weights/model_source.h"
 
 namespace lucid::cli {
@@ -95,13 +96,6 @@ nlohmann::json image_id_for(const std::string& stem) {
   return numeric ? nlohmann::json(std::stoll(stem)) : nlohmann::json(stem);
 }
 
-// The reference's increment_path for a crop file: path, else path-2, path-3, ... (before the suffix).
-fs::path free_crop_path(const fs::path& dir, const std::string& name) {
-  fs::path p = dir / (name + ".jpg");
-  for (int k = 2; fs::exists(p); ++k) p = dir / (name + "-" + std::to_string(k) + ".jpg");
-  return p;
-}
-
 struct Outputs {
   fs::path run_dir;
   bool draw = false, save_txt = false, save_conf = false, save_json = false, save_crop = false, save_frames = false;
@@ -124,19 +118,6 @@ void write_txt(const fs::path& path, const engine::Prediction& p, bool save_conf
       out << "\n";
     }
   });
-}
-
-void write_crops(const fs::path& crops_dir, const std::string& name, const data::Image& image,
-                 const engine::Prediction& p, const std::vector<std::string>& names) {
-  for (int64_t i = 0; i < p.boxes.size(0); ++i) {
-    auto b = p.boxes[i];
-    const auto win = engine::detection_crop_window(b[0].item<float>(), b[1].item<float>(), b[2].item<float>(),
-                                                   b[3].item<float>(), image.width, image.height);
-    if (win.empty()) continue;
-    const auto dir = crops_dir / names[static_cast<size_t>(p.cls[i].item<int64_t>())];
-    fs::create_directories(dir);
-    data::write_file(free_crop_path(dir, name).string(), data::encode_jpeg(engine::crop_image(image, win), 95));
-  }
 }
 
 void append_json(nlohmann::json& results, const engine::Prediction& p, const std::string& image_name,
@@ -168,7 +149,7 @@ std::string detections_summary(const engine::Prediction& p, const std::vector<st
   for (int64_t i = 0; i < p.boxes.size(0); ++i) ++counts[static_cast<size_t>(p.cls[i].item<int64_t>())];
   std::string summary;
   for (size_t c = 0; c < counts.size(); ++c)
-    if (counts[c]) summary += std::to_string(counts[c]) + " " + names[c] + ", ";
+    if (counts[c]) summary += std::to_string(counts[c]) + " " + util::printable(names[c]) + ", ";
   return summary.empty() ? "(no detections), " : summary;
 }
 
@@ -387,6 +368,7 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
   double total_ms = 0;
   int64_t predicted = 0;
   VideoOutput video;
+  engine::CropFiles crops(o.run_dir / "crops");
   bool more = true;
   for (auto items = next_items(stream, batch, more); !items.empty(); items = next_items(stream, batch, more)) {
     std::vector<data::Image> images;
@@ -420,7 +402,7 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
       const std::string frame_name = item.video ? name + "_" + std::to_string(item.frame) : name;
       if (o.draw) save_drawn(o, item, image, p, names, path, name, frame_name, video);
       if (o.save_txt) write_txt(o.run_dir / "labels" / (frame_name + ".txt"), p, o.save_conf);
-      if (o.save_crop) write_crops(o.run_dir / "crops", frame_name, image, p, names);
+      if (o.save_crop) engine::write_crops(crops, frame_name, image, p, names);
       if (o.save_json) append_json(results, p, frame_name, fs::path(path).filename().string(), item.frame, names);
       if (sink)
         sink(PredictedImage{path, item.video, item.frame, item.frames, image, p, names, input.height, input.width, ms});

@@ -16,6 +16,7 @@
 #include "lucid/data/image_io.h"
 #include "lucid/data/labels.h"
 #include "lucid/metrics/coco_json.h"
+#include "lucid/util/class_names.h"
 #include "lucid/util/error.h"
 #include "lucid/util/input_files.h"
 #include "lucid/util/parallel.h"
@@ -86,8 +87,10 @@ struct Spec {
 std::vector<std::string> read_class_file(const std::string& path) {
   std::vector<std::string> names;
   std::string text = util::read_input_file(path, path, kMaxDatasetYamlBytes), line;
+  int line_number = 0;
   for (size_t i = 0; i <= text.size(); ++i) {
     if (i == text.size() || text[i] == '\n') {
+      util::check_class_name(line, path + ":" + std::to_string(++line_number));
       line = trim(line);
       if (!line.empty()) names.push_back(line);
       line.clear();
@@ -125,6 +128,22 @@ void reject_duplicate_keys(const YAML::Node& node, const std::string& path) {
   }
 }
 
+// One entry of a dataset YAML's names. A class name is a plain value: a nested list or mapping (or
+// nothing) would become an empty name, which no label could be told apart by; a NUL is refused
+// (util/class_names.h).
+std::string class_name(const YAML::Node& v, const std::string& which, const std::string& yaml_path) {
+  const int line = v.Mark().line >= 0 ? v.Mark().line + 1 : 0;
+  if (!v.IsScalar() || v.Scalar().empty())
+    throw error_at(yaml_path, line,
+                   "names: " + which + " is " +
+                       (v.IsSequence() ? "a list"
+                        : v.IsMap()    ? "a mapping"
+                                       : "empty") +
+                       ", expected a class name");
+  util::check_class_name(v.Scalar(), yaml_path + (line > 0 ? ":" + std::to_string(line) : "") + ": names: " + which);
+  return v.Scalar();
+}
+
 Spec spec_from_yaml(const std::string& yaml_path) {
   YAML::Node root;
   try {
@@ -141,18 +160,7 @@ Spec spec_from_yaml(const std::string& yaml_path) {
     // names / nc
     if (root["names"] && !root["names"].IsNull()) {
       const auto n = root["names"];
-      // A class name is a plain value: a nested list or mapping (or nothing) would become an empty
-      // name, which no label could be told apart by.
-      auto name_of = [&](const YAML::Node& v, const std::string& which) {
-        if (!v.IsScalar() || v.Scalar().empty())
-          throw error_at(yaml_path, line_of(v),
-                         "names: " + which + " is " +
-                             (v.IsSequence() ? "a list"
-                              : v.IsMap()    ? "a mapping"
-                                             : "empty") +
-                             ", expected a class name");
-        return v.as<std::string>();
-      };
+      auto name_of = [&](const YAML::Node& v, const std::string& which) { return class_name(v, which, yaml_path); };
       if (n.IsSequence()) {
         for (size_t i = 0; i < n.size(); ++i) spec.names.push_back(name_of(n[i], "entry " + std::to_string(i)));
       } else if (n.IsMap()) {

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "lucid/metrics/coco_json.h"
+#include "lucid/util/class_names.h"
 #include "lucid/util/error.h"
 
 namespace lucid::data {
@@ -705,6 +706,8 @@ CocoFile parse_coco_json(std::string_view text, const std::string& path) {
   CocoFile out;
   const Warn warn = [&](std::string m) { out.problems.push_back({path, 0, std::move(m)}); };
   const auto cat_ids = read_categories(root["categories"], out, warn);
+  for (const auto& c : out.categories)
+    util::check_class_name(c.name, path + ": category id " + std::to_string(c.id) + " name");
   const auto image_at = read_images(root["images"], out, warn);
   size_t k = 0;
   for (const auto& a : root["annotations"])

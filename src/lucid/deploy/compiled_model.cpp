@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "lucid/util/class_names.h"
 #include "lucid/util/error.h"
 
 namespace lucid::engine {
@@ -78,6 +79,7 @@ CompiledModel::CompiledModel(const std::string& option, const std::string& path,
     auto names = nlohmann::json::parse(field(meta, what_, "lucid.names"));
     if (!names.is_array() || static_cast<int64_t>(names.size()) != nc_) throw std::invalid_argument("size");
     for (const auto& n : names) names_.push_back(n.get<std::string>());
+    util::check_class_names(names_, what_ + ": package metadata lucid.names");
   } catch (const UserError&) {
     throw;
   } catch (const std::exception&) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "lucid/util/class_names.h"
 #include "lucid/util/error.h"
 
 namespace lucid::engine {
@@ -63,6 +64,7 @@ TorchScriptModel::TorchScriptModel(const std::string& option, const std::string&
                     ": its config.txt is not a segmentation model's export metadata (names, imgsz, batch, "
                     "stride, task segment): export it with lucid export format=torchscript");
   }
+  util::check_class_names(names_, what_ + ": config.txt names");
   if (imgsz_ < 32 || batch_ < 1 || stride_ < 1)
     throw UserError(what_ + ": its config.txt gives imgsz " + std::to_string(imgsz_) + ", batch " +
                     std::to_string(batch_) + ", stride " + std::to_string(stride_));

@@ -13,6 +13,7 @@
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
 #include "lucid/util/files.h"
+#include "lucid/util/printable.h"
 #include "lucid/util/progress.h"
 
 namespace lucid::engine {
@@ -252,7 +253,7 @@ std::string Validator::format_results(const metrics::SegmentationMetrics& m) con
   if (options_.verbose && nc > 1) {
     for (const auto& c : m.per_class) {
       const std::string name = c.cls >= 0 && c.cls < static_cast<int64_t>(options_.names.size())
-                                   ? options_.names[c.cls]
+                                   ? util::printable(options_.names[c.cls])
                                    : std::to_string(c.cls);
       s += row(name, c.images, c.instances, metrics::mean_results(c.box, c.mask)) + "\n";
     }

@@ -5,6 +5,7 @@
 
 #include "lucid/model/torch_pickle.h"
 #include "lucid/model/torch_zip.h"
+#include "lucid/util/class_names.h"
 #include "lucid/util/error.h"
 
 namespace lucid::model {
@@ -68,6 +69,7 @@ class Reader {
     if (n->kind == Kind::List || n->kind == Kind::Tuple) {
       for (const Node* c : n->items) {
         if (c->kind != Kind::Str) fail("model names hold a " + c->describe());
+        util::check_class_name(c->text, zip_.path() + ": model names entry " + std::to_string(out.size()));
         out.push_back(c->text);
       }
       return out;
@@ -79,6 +81,7 @@ class Reader {
       if (k->kind != Kind::Int || k->integer < 0 || static_cast<uint64_t>(k->integer) >= out.size() || seen[k->integer])
         fail("model names are not indexed 0.." + std::to_string(out.size() - 1));
       if (v->kind != Kind::Str) fail("model name " + std::to_string(k->integer) + " is a " + v->describe());
+      util::check_class_name(v->text, zip_.path() + ": model name " + std::to_string(k->integer));
       seen[k->integer] = true;
       out[k->integer] = v->text;
     }

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -14,6 +13,7 @@
 #include "lucid/train/train_options.h"
 #include "lucid/util/error.h"
 #include "lucid/util/files.h"
+#include "lucid/util/printable.h"
 
 namespace lucid::engine {
 
@@ -25,29 +25,9 @@ constexpr const char* kLockFile = ".lucid.lock";
 using config::kArgsFile;
 using config::kLucidArgsFile;
 
-bool has_control_character(const std::string& v) {
-  for (const unsigned char c : v)
-    if (c < 0x20 || c == 0x7f) return true;
-  return false;
-}
-
-std::string escaped(const std::string& v) {
-  std::string out;
-  for (const unsigned char c : v) {
-    if (c < 0x20 || c == 0x7f) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\x%02x", c);
-      out += b;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
-
 void check_run_name(const std::string& name) {
-  if (has_control_character(name))
-    throw UserError("option name=" + escaped(name) +
+  if (util::has_control_character(name))
+    throw UserError("option name=" + util::printable(name) +
                     ": a run name may not hold control characters (newline, tab, ...)");
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
     throw UserError("option name=" + name +
@@ -87,9 +67,9 @@ void refuse_control_characters(const nlohmann::ordered_json& record) {
   for (auto it = record.begin(); it != record.end(); ++it) {
     if (!it.value().is_string()) continue;
     const auto& v = it.value().get_ref<const std::string&>();
-    if (has_control_character(v))
+    if (util::has_control_character(v))
       throw UserError(
-          "option " + it.key() + "=" + escaped(v) +
+          "option " + it.key() + "=" + util::printable(v) +
           ": holds a control character (newline, tab, ...); the run's records keep each option on one line");
   }
 }

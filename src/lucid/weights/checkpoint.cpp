@@ -5,6 +5,7 @@
 #include <set>
 
 #include "lucid/model/safetensors.h"
+#include "lucid/util/class_names.h"
 #include "lucid/util/error.h"
 
 namespace lucid::engine {
@@ -60,8 +61,11 @@ LoopState from_json(const nlohmann::ordered_json& j, const std::string& path) {
   s.epochs_without_improvement = int_field(j, "epochs_without_improvement", 0, 1'000'000, path);
   if (!j.contains("names") || !j["names"].is_array())
     throw UserError(path + ": checkpoint state 'names' is not a list");
-  for (const auto& n : j["names"])
+  for (size_t k = 0; k < j["names"].size(); ++k) {
+    const auto& n = j["names"][k];
     if (!n.is_string()) throw UserError(path + ": checkpoint state 'names' holds a value that is not a string");
+    util::check_class_name(n.get<std::string>(), path + ": checkpoint state 'names' entry " + std::to_string(k));
+  }
   if (j["names"].empty()) throw UserError(path + ": checkpoint state 'names' is empty");
   s.names = j["names"];
   if (!j.contains("train_args") || !j["train_args"].is_object())

@@ -6,6 +6,7 @@
 #include "lucid/config/options.h"
 #include "lucid/model/safetensors.h"
 #include "lucid/model/ultralytics_pt.h"
+#include "lucid/util/class_names.h"
 #include "lucid/util/error.h"
 #include "lucid/weights/checkpoint.h"
 #include "lucid/weights/run_record.h"
@@ -101,6 +102,7 @@ std::vector<std::string> metadata_names(const std::map<std::string, std::string>
   for (const auto& n : j) {
     if (!n.is_string()) throw UserError(path + ": metadata 'names' holds a value that is not a string");
     out.push_back(n.get<std::string>());
+    util::check_class_name(out.back(), path + ": metadata 'names' entry " + std::to_string(out.size() - 1));
   }
   return out;
 }
