@@ -150,7 +150,7 @@ TEST(DatasetIndex, UltralyticsLayoutWithEveryKindOfProblem) {
   EXPECT_EQ(val.counts.images, 2) << all_problems(val);
   EXPECT_EQ(val.counts.skipped, 1);
   EXPECT_EQ(val.counts.backgrounds, 1);
-  EXPECT_TRUE(has_problem(val, "images/val/missing.jpg", 0, "missing")) << all_problems(val);
+  EXPECT_TRUE(has_problem(val, "images/val/missing.jpg", 0, "no such file")) << all_problems(val);
   EXPECT_TRUE(has_problem(val, "val.txt", 5, "not an image file name")) << all_problems(val);
   EXPECT_EQ(seen.size(), train.problems.size() + val.problems.size());
 }
