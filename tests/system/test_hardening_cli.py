@@ -168,7 +168,9 @@ def memory_checks(tmp, env, big):
     image = next((big.parent / "images" / "val").iterdir())
     r = Run(["predict", f"model={weights}", f"source={image}", "conf=0", "max_det=1000000000", "device=cpu",
              f"project={tmp / 'pred'}"], dict(env, LUCID_AVAILABLE_MEMORY="4000000000"), cap=CAP, timeout=120)
-    check(r.refused("conf=", "max_det=") and r.peak < (2 << 30),
+    # Refused before allocating, or (masks made a chunk at a time since the third round) run within
+    # the bound.
+    check((r.refused("conf=", "max_det=") or r.code == 0) and r.peak < (2 << 30),
           f"7 predict conf=0 max_det=1000000000, peak {r.peak >> 20} MiB: {r}")
     return weights, image
 

@@ -156,7 +156,13 @@ CommandOutcome val_run(const std::vector<std::string>& command_line) {
               data_path.c_str(), split_name.c_str(), static_cast<long long>(split->images.size()), imgsz,
               device.str().c_str());
   auto prepared = engine::prepare_split(*split, imgsz, data::PreparedStore::Ram, 0);
-  auto r = engine::evaluate(*loaded.model, device, prepared, vo, eo, &std::cout);
+  vo.refuse_non_finite = true;
+  engine::ValResults r;
+  try {
+    r = engine::evaluate(*loaded.model, device, prepared, vo, eo, &std::cout);
+  } catch (const engine::NonFiniteOutputs& e) {
+    throw UserError("model=" + checkpoint + ": " + e.what());
+  }
 
   report::ReportContent rc;
   rc.title = "lucid val: " + run_dir.string();

@@ -306,7 +306,10 @@ ValResults Validator::run(model::SegmentationModelImpl& model, const torch::Devi
       tick(pass.t_loss, t0);
     }
     auto out = to_fp32(raw);
-    const auto dets = postprocess(model, out, nms, uses_one_to_one(model.end2end(), o.nms));
+    const bool one_to_one = uses_one_to_one(model.end2end(), o.nms);
+    const auto pred = candidates(model, out, nms, one_to_one);
+    if (o.refuse_non_finite) require_finite_candidates(pred, one_to_one);
+    const auto dets = detections(pred, nms, one_to_one, model.nc());
     score_batch(o, pass, batch, dets, out.primary().proto, device);
     tick(pass.t_post, t0);
     ++pass.res.batches;

@@ -70,6 +70,9 @@ struct ValidatorOptions {
   // Batches to come, for the progress bar drawn after the header when the log is std::cout (on a
   // terminal; util/progress.h); 0: no bar.
   int64_t batches = 0;
+  // NonFiniteOutputs (inference/postprocess.h) when every candidate of a batch is NaN or infinite, as
+  // predict refuses them (lucid val); training's validation scores such a batch as zeros.
+  bool refuse_non_finite = false;
   std::vector<std::string> names;  // class names; empty: the class ids
   // COCO results file (written atomically at the end); empty: none. Writing it switches masks to
   // native resolution, which also changes the mask metrics, as in the reference.

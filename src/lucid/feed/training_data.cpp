@@ -136,7 +136,7 @@ void require_memory_for_ram_cache(const std::vector<const data::Split*>& splits,
   for (const auto* split : splits) need += data::prepared_bytes(*split, imgsz), images += split->images.size();
   const uint64_t with_margin = need + need / 2;
   const uint64_t available = util::available_memory_bytes();
-  if (available == 0 || with_margin <= available) return;
+  if (with_margin <= available) return;
   throw UserError("option cache=ram: the " + std::to_string(images) + " prepared images at imgsz=" +
                   std::to_string(imgsz) + " need " + std::to_string(need) + " bytes (" + util::gigabytes(need) + "; " +
                   std::to_string(with_margin) + " bytes with the reference's 50% margin) but " +

@@ -12,6 +12,9 @@ namespace F = torch::nn::functional;
 
 namespace {
 
+// FP32 mask pixels a chunk of detections may hold at once.
+constexpr int64_t kMaskChunkPixels = int64_t(1) << 24;
+
 // Python's round(): to nearest, ties to even.
 int64_t py_round(double v) { return static_cast<int64_t>(std::nearbyint(v)); }
 
@@ -153,7 +156,8 @@ std::vector<Tensor> non_max_suppression(const Tensor& prediction, const NmsOptio
       rows = rows.index_select(0, order.narrow(0, 0, o.max_nms));
     }
     auto offset = rows.narrow(1, 5, 1) * (o.agnostic ? 0.0 : o.max_wh);
-    auto keep = nms(rows.narrow(1, 0, 4) + offset, rows.select(1, 4), o.iou, o.max_det);
+    // At most every candidate is kept: a max_det beyond them (max_det=1000000000) changes nothing.
+    auto keep = nms(rows.narrow(1, 0, 4) + offset, rows.select(1, 4), o.iou, std::min(o.max_det, rows.size(0)));
     out.push_back(rows.index_select(0, keep));
   }
   return out;
@@ -194,16 +198,29 @@ Tensor one_to_many_dense(const model::SegmentationModelImpl& model, const model:
   return torch::cat({(x1y1 + x2y2) / 2, x2y2 - x1y1, dense.narrow(1, 4, dense.size(1) - 4)}, 1);
 }
 
+Tensor candidates(const model::SegmentationModelImpl& model, const model::HeadOutputs& out, const NmsOptions& options,
+                  bool one_to_one) {
+  if (!one_to_one) return one_to_many_dense(model, out);
+  TORCH_CHECK(model.end2end(), "postprocess: the one-to-one head of a model without one");
+  return model.decode(out, options.max_det, options.agnostic);
+}
+
+std::vector<Tensor> detections(const Tensor& candidates, NmsOptions options, bool one_to_one, int64_t nc) {
+  if (one_to_one) return select_end2end(candidates, options.conf, options.max_det, options.classes);
+  options.nc = nc;
+  options.xywh = true;
+  return non_max_suppression(candidates, options);
+}
+
 std::vector<Tensor> postprocess(const model::SegmentationModelImpl& model, const model::HeadOutputs& out,
                                 NmsOptions options, bool one_to_one) {
-  if (one_to_one) {
-    TORCH_CHECK(model.end2end(), "postprocess: the one-to-one head of a model without one");
-    auto rows = model.decode(out, options.max_det, options.agnostic);
-    return select_end2end(rows, options.conf, options.max_det, options.classes);
-  }
-  options.nc = model.nc();
-  options.xywh = true;
-  return non_max_suppression(one_to_many_dense(model, out), options);
+  return detections(candidates(model, out, options, one_to_one), options, one_to_one, model.nc());
+}
+
+void require_finite_candidates(const Tensor& candidates, bool end2end) {
+  // A candidate is a row of end-to-end rows (B, K, 6 + nm), else a column of (B, 4 + nc + nm, A).
+  const auto finite = torch::isfinite(candidates).all(end2end ? -1 : 1);
+  if (candidates.numel() > 0 && !finite.any().item<bool>()) throw NonFiniteOutputs();
 }
 
 Tensor crop_mask(Tensor masks, const Tensor& boxes) {
@@ -219,13 +236,23 @@ Tensor crop_mask(Tensor masks, const Tensor& boxes) {
 }
 
 Tensor process_mask(const Tensor& protos, const Tensor& coefs, const Tensor& boxes, std::array<int64_t, 2> shape) {
-  const int64_t mh = protos.size(1), mw = protos.size(2);
+  const int64_t mh = protos.size(1), mw = protos.size(2), n = coefs.size(0);
   auto u8 = torch::TensorOptions().dtype(torch::kUInt8).device(coefs.device());
-  if (coefs.size(0) == 0) return torch::zeros({0, mh, mw}, u8);
-  auto logits = mask_logits(protos, coefs);
+  if (n == 0) return torch::zeros({0, mh, mw}, u8);
   const double wr = static_cast<double>(mw) / shape[1], hr = static_cast<double>(mh) / shape[0];
   auto ratios = torch::tensor({wr, hr, wr, hr}, torch::TensorOptions().dtype(torch::kFloat32)).to(boxes.device());
-  return crop_mask(logits.gt(0.0).to(torch::kUInt8), boxes.to(torch::kFloat32) * ratios.unsqueeze(0));
+  auto scaled = boxes.to(torch::kFloat32) * ratios.unsqueeze(0);
+  // The float logits a chunk of detections at a time (validation keeps up to max_nms of them per
+  // image): memory follows the binary masks, not detections x prototype planes in FP32.
+  const int64_t step = std::max<int64_t>(1, kMaskChunkPixels / std::max<int64_t>(mh * mw, 1));
+  if (n <= step) return crop_mask(mask_logits(protos, coefs).gt(0.0).to(torch::kUInt8), scaled);
+  auto out = torch::empty({n, mh, mw}, u8);
+  for (int64_t i = 0; i < n; i += step) {
+    const int64_t k = std::min(step, n - i);
+    out.narrow(0, i, k).copy_(
+        crop_mask(mask_logits(protos, coefs.narrow(0, i, k)).gt(0.0).to(torch::kUInt8), scaled.narrow(0, i, k)));
+  }
+  return out;
 }
 
 Tensor process_mask_upsampled(const Tensor& protos, const Tensor& coefs, const Tensor& boxes,

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "lucid/structures/letterbox.h"
+#include "lucid/util/error.h"
 
 namespace lucid::model {
 class SegmentationModelImpl;
@@ -65,8 +66,31 @@ Tensor one_to_many_dense(const model::SegmentationModelImpl& model, const model:
 
 // Detections of a batch: the end-to-end selection of the one-to-one head when one_to_one (an
 // end-to-end model), else NMS over the one-to-many decode. options.nc is taken from the model.
+// The same as detections(candidates(...)), which let a caller look at the candidates in between.
 std::vector<Tensor> postprocess(const model::SegmentationModelImpl& model, const model::HeadOutputs& out,
                                 NmsOptions options, bool one_to_one);
+// The network's candidates: the one-to-one top-k rows (B, k, 6 + nm) when one_to_one, else the
+// one-to-many decode (B, 4 + nc + nm, A).
+Tensor candidates(const model::SegmentationModelImpl& model, const model::HeadOutputs& out, const NmsOptions& options,
+                  bool one_to_one);
+// The detections of candidates (select_end2end or non_max_suppression with nc classes).
+std::vector<Tensor> detections(const Tensor& candidates, NmsOptions options, bool one_to_one, int64_t nc);
+
+// Thrown when every candidate the network outputs for a batch holds a NaN or infinite value (weights
+// that pass the checks on their values, yet overflow in float32): nothing could be detected, and an
+// empty result (or metrics of zero) would say there is nothing to detect. The caller names the
+// model file.
+class NonFiniteOutputs : public UserError {
+ public:
+  NonFiniteOutputs()
+      : UserError(
+            "every candidate the network outputs holds NaN or infinite values (its weights overflow in "
+            "float32); nothing can be predicted") {}
+};
+
+// Throws NonFiniteOutputs when no candidate (a row of end-to-end rows, else a column of the dense
+// decode) is finite: the one rule predict and val apply.
+void require_finite_candidates(const Tensor& candidates, bool end2end);
 
 // Zeroes mask pixels outside their boxes: keeps columns x1 <= x < x2 and rows y1 <= y < y2 (pixel
 // indices compared with the box coordinates). masks (N, H, W), boxes (N, 4) in mask pixels. In place

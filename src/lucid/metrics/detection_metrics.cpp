@@ -93,10 +93,19 @@ Tensor box_iou(const Tensor& a, const Tensor& b, double eps) {
 }
 
 Tensor mask_iou(const Tensor& a, const Tensor& b, double eps) {
-  auto af = a.to(torch::kFloat32), bf = b.to(torch::kFloat32);
-  auto inter = torch::matmul(af, bf.t()).clamp_min(0);
-  auto uni = (af.sum(1).unsqueeze(1) + bf.sum(1).unsqueeze(0)) - inter;
-  return inter / (uni + eps);
+  auto af = a.to(torch::kFloat32);
+  const int64_t n = b.size(0), pixels = std::max<int64_t>(b.size(1), 1);
+  // b's rows in FP32 a chunk at a time: validation may hold thousands of binary masks per image.
+  const int64_t step = std::max<int64_t>(1, (int64_t(1) << 24) / pixels);
+  if (n <= step) {
+    auto bf = b.to(torch::kFloat32);
+    auto inter = torch::matmul(af, bf.t()).clamp_min(0);
+    auto uni = (af.sum(1).unsqueeze(1) + bf.sum(1).unsqueeze(0)) - inter;
+    return inter / (uni + eps);
+  }
+  std::vector<Tensor> parts;
+  for (int64_t i = 0; i < n; i += step) parts.push_back(mask_iou(a, b.narrow(0, i, std::min(step, n - i)), eps));
+  return torch::cat(parts, 1);
 }
 
 Tensor match_predictions(const Tensor& pred_cls, const Tensor& true_cls, const Tensor& iou) {

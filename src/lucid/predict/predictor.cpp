@@ -44,14 +44,16 @@ Tensor letterboxed_input(const data::Image& image, const PredictLetterbox& lb) {
 }
 
 // The prediction of one image from its detections `det` (rows of postprocess) and prototypes.
-// The masks of n detections hold at worst n float planes of the input size (of the prototypes with
-// retina_masks) and n windows as large as the image: with conf=0 and a huge max_det that is
-// thousands of planes. Refused before anything is allocated when it passes the memory available.
-void require_memory_for_masks(int64_t n, int64_t plane_pixels, int64_t image_pixels, const PredictOptions& o) {
-  const uint64_t need =
-      static_cast<uint64_t>(n) * (static_cast<uint64_t>(plane_pixels) * 4 + static_cast<uint64_t>(image_pixels));
+// Its masks are made a chunk of detections at a time (float planes of the input size, or of the
+// prototypes with retina_masks), each kept as its window of the image: memory is n windows and one
+// chunk of planes, n being at most the network's candidates. Refused before anything is allocated
+// when that passes the memory available.
+void require_memory_for_masks(int64_t n, int64_t chunk, int64_t plane_pixels, int64_t image_pixels,
+                              const PredictOptions& o) {
+  const uint64_t need = static_cast<uint64_t>(n) * static_cast<uint64_t>(image_pixels) +
+                        static_cast<uint64_t>(std::min(n, chunk)) * static_cast<uint64_t>(plane_pixels) * 8;
   const uint64_t available = util::available_memory_bytes();
-  if (available == 0 || need <= available) return;
+  if (need <= available) return;
   char conf[32];
   std::snprintf(conf, sizeof conf, "%g", o.conf);
   throw UserError("predict: the " + std::to_string(n) + " detections kept at conf=" + conf + " max_det=" +
@@ -69,26 +71,22 @@ Prediction image_prediction(const Tensor& det, const Tensor& proto, const Predic
   auto coefs = det.narrow(1, 6, det.size(1) - 6);
   auto boxes = scale_boxes(boxes_in, back, orig);
   const int64_t n = det.size(0);
-  require_memory_for_masks(n, o.retina_masks ? proto.size(1) * proto.size(2) : int64_t(lb.height) * lb.width,
-                           int64_t(h0) * w0, o);
+  const int64_t plane = o.retina_masks ? proto.size(1) * proto.size(2) : int64_t(lb.height) * lb.width;
+  const int64_t chunk = std::max<int64_t>(1, o.mask_chunk_pixels / std::max<int64_t>({int64_t(h0) * w0, plane, 1}));
+  require_memory_for_masks(n, chunk, plane, int64_t(h0) * w0, o);
   // retina_masks: the mask logits at prototype resolution, brought to the original image by
-  // native_masks. Otherwise the masks at input resolution, all detections at once (the input is at
-  // most imgsz square), then scaled back as the reference draws them.
-  Tensor logits, in_masks;
-  if (o.retina_masks && n > 0) {
-    const int64_t c = proto.size(0), mh = proto.size(1), mw = proto.size(2);
-    logits = coefs.to(torch::kFloat32).matmul(proto.to(torch::kFloat32).view({c, -1})).view({-1, mh, mw});
-  }
-  if (!o.retina_masks) in_masks = process_mask_upsampled(proto, coefs, boxes_in, input);
-  // At the original resolution a chunk of detections at a time, each mask kept as its window; every
-  // mask is computed on its own, so the chunk size does not change a pixel.
-  const int64_t chunk = std::max<int64_t>(1, o.mask_chunk_pixels / std::max<int64_t>(int64_t(h0) * w0, 1));
+  // native_masks. Otherwise the masks at input resolution, then scaled back as the reference draws
+  // them. Every mask is computed on its own, so the chunk size does not change a pixel.
   std::vector<structures::MaskWindow> windows;
   windows.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; i += chunk) {
     const int64_t k = std::min(chunk, n - i);
-    Tensor masks = o.retina_masks ? native_masks(logits.narrow(0, i, k), boxes.narrow(0, i, k), orig)
-                                  : scale_masks(in_masks.narrow(0, i, k), back, orig).gt(0.5).to(torch::kUInt8);
+    const auto c = coefs.narrow(0, i, k);
+    Tensor masks = o.retina_masks
+                       ? process_mask_native(proto, c, boxes.narrow(0, i, k), orig)
+                       : scale_masks(process_mask_upsampled(proto, c, boxes_in.narrow(0, i, k), input), back, orig)
+                             .gt(0.5)
+                             .to(torch::kUInt8);
     for (auto& w : structures::mask_windows(masks)) windows.push_back(std::move(w));
   }
   // Detections whose mask is empty are dropped, as in the reference.
@@ -144,9 +142,7 @@ std::vector<Prediction> predict_images(Network& network, std::span<const data::I
     // The one-to-one head's top-k keeps at least 300 candidates, as the reference's predictor sets it, so
     // that classes= filters before the max_det cut.
     const auto out = network.run(x, std::max<int64_t>(o.max_det, 300), o.agnostic_nms);
-    // A candidate is a row of pred (end-to-end: (B, K, 6 + nm); else (B, 4 + nc + nm, A)).
-    const auto finite_rows = torch::isfinite(out.pred).all(network.end2end() ? -1 : 1);
-    if (!finite_rows.any().item<bool>()) throw NonFiniteOutputs();
+    require_finite_candidates(out.pred, network.end2end());
     const auto dets = network_detections(network, out, nms);
     for (size_t k = 0; k < members.size(); ++k) {
       const size_t i = members[k];

@@ -37,9 +37,9 @@ struct PredictOptions {
   // The reference's nms (uses_one_to_one): unset or true, the one-to-many head and NMS; false, the
   // one-to-one head of an end-to-end model.
   std::optional<bool> nms;
-  // Masks are brought to the original resolution a chunk of detections at a time, each chunk at
-  // most this many pixels (one detection per chunk for images larger than it), so that memory
-  // follows the image size, not detections x image size.
+  // Masks are made and brought to the original resolution a chunk of detections at a time, each
+  // chunk at most this many pixels of the image or of the mask planes, whichever is larger (one
+  // detection per chunk beyond it), so that memory follows the image size, not detections x size.
   int64_t mask_chunk_pixels = int64_t(1) << 25;
 };
 
@@ -78,17 +78,8 @@ std::vector<Prediction> predict_images(model::SegmentationModelImpl& model, cons
 std::vector<Prediction> predict_images(Network& network, std::span<const data::Image> images,
                                        const PredictOptions& options);
 
-// Thrown by predict_images when every candidate the network outputs for a batch holds a NaN or
-// infinite value (weights
-// that pass the checks on their values, yet overflow in float32): nothing could be detected, and
-// an empty result would say there is nothing to detect. The caller names the model file.
-class NonFiniteOutputs : public UserError {
- public:
-  NonFiniteOutputs()
-      : UserError(
-            "every candidate the network outputs holds NaN or infinite values (its weights overflow in "
-            "float32); nothing can be predicted") {}
-};
+// NonFiniteOutputs (inference/postprocess.h) is thrown by predict_images when every candidate the
+// network outputs for a batch holds a NaN or infinite value.
 
 // The outline of the largest 8-connected region of a binary mask (h x w, nonzero = inside) as the
 // pixel coordinates x0, y0, x1, y1, ... of its boundary pixels with straight runs reduced to their
