@@ -5,6 +5,7 @@
 #pragma once
 #include <yaml-cpp/yaml.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -14,9 +15,14 @@ namespace lucid::config {
 // class names is 200,000).
 constexpr uint64_t kMaxYamlNodes = 1'000'000;
 
+// Deeper than any real YAML nests (a model YAML nests 4 levels); yaml-cpp's parser recurses per
+// level and stops at its own limit with nothing but "bad file".
+constexpr size_t kMaxYamlDepth = 256;
+
 // The first document of `text` parsed, after checking that its nodes, with every alias expanded,
-// number at most max_nodes; more is a UserError naming `source` and the line of the alias that
-// passed the limit. Syntax errors are YAML::Exceptions, as YAML::Load's.
+// number at most max_nodes and nest at most kMaxYamlDepth levels; more is a UserError naming
+// `source` and the line that passed the limit (saying whether aliases or plain entries did). Syntax errors are
+// YAML::Exceptions, as YAML::Load's.
 YAML::Node load_bounded_yaml(const std::string& text, const std::string& source, uint64_t max_nodes = kMaxYamlNodes);
 
 }  // namespace lucid::config

@@ -161,6 +161,10 @@ Spec spec_from_yaml(const std::string& yaml_path) {
     if (root["names"] && !root["names"].IsNull()) {
       const auto n = root["names"];
       auto name_of = [&](const YAML::Node& v, const std::string& which) { return class_name(v, which, yaml_path); };
+      if ((n.IsSequence() || n.IsMap()) && n.size() > static_cast<size_t>(config::kMaxClasses))
+        throw error_at(yaml_path, line_of(n),
+                       "names: " + std::to_string(n.size()) + " classes, more than the " +
+                           std::to_string(config::kMaxClasses) + " a model can have");
       if (n.IsSequence()) {
         for (size_t i = 0; i < n.size(); ++i) spec.names.push_back(name_of(n[i], "entry " + std::to_string(i)));
       } else if (n.IsMap()) {

@@ -11,6 +11,8 @@
 #define LUCID_HAVE_NCCL 1
 #endif
 
+#include <c10/util/Logging.h>
+
 #include <cstdlib>
 
 #include "lucid/util/error.h"
@@ -48,6 +50,15 @@ std::optional<long long> env_int(const char* name, long long lo, long long hi) {
 
 std::unique_ptr<World> g_world;
 
+// A library exception's own words in one line: c10::Error's what() goes on with a C++ backtrace of
+// "frame #N" lines.
+std::string reason(const std::exception& e) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  std::string s = c10_error ? c10_error->what_without_backtrace() : e.what();
+  const auto end = s.find('\n');
+  return end == std::string::npos ? s : s.substr(0, end);
+}
+
 }  // namespace
 
 std::optional<Member> member_from_env() {
@@ -76,7 +87,7 @@ void PendingReduce::wait() {
     // fails the operation, NCCL's watchdog aborts the communicator.
     work_->work->wait();
   } catch (const std::exception& e) {
-    throw UserError(std::string("data-parallel collective failed (another rank stopped or timed out): ") + e.what());
+    throw UserError(std::string("data-parallel collective failed (another rank stopped or timed out): ") + reason(e));
   }
   work_.reset();
 }
@@ -96,7 +107,17 @@ World::World(const Member& member, const torch::Device& device, std::chrono::mil
   so.numWorkers = member.world;
   so.timeout = timeout;
   try {
-    impl_->store = c10::make_intrusive<c10d::TCPStore>(member.master_addr, so);
+    {
+      // A client that cannot connect logs c10's exception, backtrace and all, at ERROR before it
+      // throws; the one line below says it instead.
+      const int level = FLAGS_caffe2_log_level;
+      FLAGS_caffe2_log_level = 3;  // FATAL only
+      struct Restore {
+        int level;
+        ~Restore() { FLAGS_caffe2_log_level = level; }
+      } restore{level};
+      impl_->store = c10::make_intrusive<c10d::TCPStore>(member.master_addr, so);
+    }
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("lucid", impl_->store);
     if (device.is_cuda()) {
 #ifdef LUCID_HAVE_NCCL
@@ -121,8 +142,8 @@ World::World(const Member& member, const torch::Device& device, std::chrono::mil
     throw;
   } catch (const std::exception& e) {
     throw UserError("rank " + std::to_string(member.rank) + " of " + std::to_string(member.world) +
-                    ": cannot join the process group at MASTER_ADDR=" + member.master_addr +
-                    " MASTER_PORT=" + std::to_string(member.master_port) + ": " + e.what());
+                    ": cannot reach the rendezvous at MASTER_ADDR=" + member.master_addr +
+                    " MASTER_PORT=" + std::to_string(member.master_port) + " (environment variables): " + reason(e));
   }
 }
 
@@ -136,7 +157,7 @@ PendingReduce World::all_reduce_sum_async(std::vector<torch::Tensor> tensors) {
     return PendingReduce(
         std::make_shared<PendingReduce::Work>(PendingReduce::Work{impl_->backend->allreduce(tensors, o)}));
   } catch (const std::exception& e) {
-    throw UserError(std::string("data-parallel all-reduce failed (another rank stopped or timed out): ") + e.what());
+    throw UserError(std::string("data-parallel all-reduce failed (another rank stopped or timed out): ") + reason(e));
   }
 }
 
@@ -152,7 +173,7 @@ void World::broadcast(std::vector<torch::Tensor> tensors, int root) {
   } catch (const UserError&) {
     throw;
   } catch (const std::exception& e) {
-    throw UserError(std::string("data-parallel broadcast failed (another rank stopped or timed out): ") + e.what());
+    throw UserError(std::string("data-parallel broadcast failed (another rank stopped or timed out): ") + reason(e));
   }
 }
 
@@ -166,7 +187,7 @@ std::string World::share(const std::string& key, const std::string& text, int ro
     const auto v = impl_->store->get(k);  // waits up to the store's timeout
     return std::string(v.begin(), v.end());
   } catch (const std::exception& e) {
-    throw UserError("data-parallel store: " + k + " not shared by rank " + std::to_string(root) + ": " + e.what());
+    throw UserError("data-parallel store: " + k + " not shared by rank " + std::to_string(root) + ": " + reason(e));
   }
 }
 

@@ -26,6 +26,20 @@ bool in_layers(const std::string& name, const std::vector<int>& layers) {
   return false;
 }
 
+// The number of layers freeze= counts (model.0, model.1, ...): one past the highest index named.
+int64_t numbered_layers(model::SegmentationModelImpl& model) {
+  int64_t n = 0;
+  for (const auto& m : model.named_modules("", /*include_self=*/false)) {
+    const auto& key = m.key();
+    if (key.rfind("model.", 0) != 0) continue;
+    const auto end = key.find('.', 6);
+    const auto index = key.substr(6, end == std::string::npos ? std::string::npos : end - 6);
+    if (!index.empty() && index.size() <= 4 && index.find_first_not_of("0123456789") == std::string::npos)
+      n = std::max<int64_t>(n, std::stoll(index) + 1);
+  }
+  return n;
+}
+
 }  // namespace
 
 std::vector<int> parse_freeze(const std::string& spec) {
@@ -43,9 +57,18 @@ std::vector<int> parse_freeze(const std::string& spec) {
   return layers;
 }
 
-void freeze_layers(model::SegmentationModelImpl& model, const std::vector<int>& layers) {
-  for (auto& p : model.named_parameters())
-    if (in_layers(p.key(), layers)) p.value().set_requires_grad(false);
+void freeze_layers(model::SegmentationModelImpl& model, const std::vector<int>& layers, const std::string& spec) {
+  bool any_trains = false;
+  for (auto& p : model.named_parameters()) {
+    if (in_layers(p.key(), layers))
+      p.value().set_requires_grad(false);
+    else
+      any_trains = any_trains || p.value().requires_grad();
+  }
+  // With nothing left to train the first backward pass fails with the library's own text.
+  if (!any_trains)
+    throw UserError("option freeze=" + spec + ": freezes every one of the model's " +
+                    std::to_string(numbered_layers(model)) + " layers, so nothing would train; freeze fewer layers");
 }
 
 void train_mode(model::SegmentationModelImpl& model, const std::vector<int>& layers) {

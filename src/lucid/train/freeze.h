@@ -12,8 +12,10 @@ namespace lucid::engine {
 // The layer indices of a freeze option ("" or None: none); errors name the option.
 std::vector<int> parse_freeze(const std::string& spec);
 
-// requires_grad off for every parameter of the layers (names "model.<i>.").
-void freeze_layers(model::SegmentationModelImpl& model, const std::vector<int>& layers);
+// requires_grad off for every parameter of the layers (names "model.<i>."). Freezing every
+// parameter is a UserError naming freeze=`spec` and the model's layer count.
+void freeze_layers(model::SegmentationModelImpl& model, const std::vector<int>& layers,
+                   const std::string& spec = "None");
 
 // model.train(), then eval mode for the BatchNorm modules of the frozen layers.
 void train_mode(model::SegmentationModelImpl& model, const std::vector<int>& layers);

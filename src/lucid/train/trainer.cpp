@@ -105,7 +105,7 @@ void Trainer::build_model(const ModelStart& start, bool resuming) {
   if (dist::world()) parallel_ = std::make_unique<dist::DataParallel>(*dist::world(), *model_, s_.sync_bn);
   // sync_bn computes BatchNorm the same way in one process, so worlds of every size compare.
   if (!parallel_ && s_.sync_bn) dist::use_sync_batch_norm(nullptr);
-  freeze_layers(*model_, s_.frozen);
+  freeze_layers(*model_, s_.frozen, s_.freeze);
 }
 
 void Trainer::build_loss() {

@@ -1,5 +1,7 @@
 #include "lucid/util/device.h"
 
+#include <optional>
+
 #include "lucid/util/error.h"
 
 namespace lucid::util {
@@ -22,11 +24,17 @@ std::string device_name(const std::string& spec) {
   if (spec == "cpu") return spec;
   std::string s = spec;
   if (std::isdigit(static_cast<unsigned char>(s[0]))) s = "cuda:" + s;
+  const std::string expected = "option device=" + spec + ": expected cpu, cuda, cuda:N or N";
+  std::optional<torch::Device> d;
   try {
-    return torch::Device(s).str();
+    d = torch::Device(s);
   } catch (const std::exception&) {
-    throw UserError("option device=" + spec + ": expected cpu, cuda, cuda:N or N");
+    throw UserError(expected);
   }
+  // PyTorch parses every device type it knows (mps, xpu, meta, ...); lucid runs on CPU and CUDA only,
+  // and the others fail later with the library's own text.
+  if (!d->is_cpu() && !d->is_cuda()) throw UserError(expected + " (lucid runs on CPU and CUDA devices only)");
+  return d->str();
 }
 
 torch::Device parse_device(const std::string& spec) {

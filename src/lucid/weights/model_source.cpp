@@ -1,5 +1,6 @@
 #include "lucid/weights/model_source.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -82,10 +83,36 @@ int64_t metadata_int(const std::map<std::string, std::string>& meta, const std::
 
 // An imgsz a weights file states, before predict or val letterboxes to it: 0 (not stated) or
 // imgsz='s range.
+// imgsz='s range, rounded up to the stride as the option is (with a warning naming the file), so an
+// imgsz of 100 letterboxes to 128 rather than to a size the network's strides cannot divide.
 int64_t checked_imgsz(int64_t v, const std::string& file, const std::string& where) {
-  if (v == 0 || (v >= 1 && v <= config::kMaxImgsz)) return v;
+  if (v == 0) return v;
+  if (v >= 1 && v <= config::kMaxImgsz) return config::stride_multiple(v, file + ": its " + where + " imgsz");
   throw UserError(file + ": its imgsz " + std::to_string(v) + " (" + where + ") is not from 1 to " +
                   std::to_string(config::kMaxImgsz) + "; the file is damaged, or give imgsz=");
+}
+
+// train_args.imgsz of a checkpoint: an integer, or a text of digits (the reference's check_imgsz
+// reads '640' as 640 and raises a TypeError for a float); null or missing is not stated. Anything
+// else is refused naming the file and the field, not ignored.
+int64_t train_args_imgsz(const nlohmann::json& args, const std::string& file) {
+  if (!args.contains("imgsz") || args["imgsz"].is_null()) return 0;
+  const auto& v = args["imgsz"];
+  if (v.is_number_integer()) return checked_imgsz(v.get<int64_t>(), file, "train_args");
+  if (v.is_string()) {
+    const auto& t = v.get_ref<const std::string&>();
+    if (!t.empty() && t.size() <= 6 && t.find_first_not_of("0123456789") == std::string::npos)
+      return checked_imgsz(std::stoll(t), file, "train_args");
+  }
+  std::string shown = v.dump();  // JSON writes a NaN as null
+  if (v.is_number_float()) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v.get<double>());
+    shown = b;
+  }
+  if (shown.size() > 40) shown = shown.substr(0, 40) + "...";
+  throw UserError(file + ": its train_args.imgsz " + shown + " (" + v.type_name() +
+                  ") is not an integer imgsz; the file is damaged, or give imgsz=");
 }
 
 std::vector<std::string> metadata_names(const std::map<std::string, std::string>& meta, const std::string& path) {
@@ -122,8 +149,7 @@ void read_pt(ModelSource& s, bool weights) {
   if (weights) s.weights = std::move(w.state);
   const auto& a = w.train_args;
   if (a.is_object()) {
-    if (a.contains("imgsz") && a["imgsz"].is_number_integer())
-      s.imgsz = checked_imgsz(a["imgsz"].get<int64_t>(), s.file, "train_args");
+    s.imgsz = train_args_imgsz(a, s.file);
     if (a.contains("data") && a["data"].is_string()) s.data = a["data"].get<std::string>();
     if (a.contains("overlap_mask") && a["overlap_mask"].is_boolean()) s.overlap_mask = a["overlap_mask"].get<bool>();
   }
