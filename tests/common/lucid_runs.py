@@ -4,8 +4,11 @@ its time column, fit_report.json without its measurements and a checkpoint's loo
 import hashlib
 import json
 import os
+import resource
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 BUILD_DIR = Path(os.environ.get("LUCID_BUILD_DIR", Path(__file__).resolve().parents[2] / "build"))
@@ -19,6 +22,39 @@ def check(ok, what):
     print(("ok   " if ok else "FAIL ") + what, flush=True)
     if not ok:
         failures.append(what)
+
+
+LIBRARY_WORDS = ("filesystem error", "vector::", "enforce fail", "bad_alloc", "std::", "terminate called")
+
+
+class Run:
+    """One finished lucid command under an optional address-space cap (ulimit -v): exit code (negative:
+    the signal), stderr, peak RSS in bytes, timed out."""
+
+    def __init__(self, args, env, cap=None, timeout=60, cwd=None):
+        limit = (lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, cap))) if cap else None
+        with tempfile.TemporaryFile() as err:
+            p = subprocess.Popen([str(LUCID), *map(str, args)], env=env, cwd=cwd, stdout=subprocess.DEVNULL,
+                                 stderr=err, preexec_fn=limit)
+            timer = threading.Timer(timeout, p.kill)
+            timer.start()
+            _, status, usage = os.wait4(p.pid, 0)
+            self.timed_out = not timer.is_alive()
+            timer.cancel()
+            err.seek(0)
+            self.stderr = err.read().decode(errors="replace")
+        self.code = os.waitstatus_to_exitcode(status)
+        self.peak = usage.ru_maxrss * 1024
+        lines = self.stderr.strip().splitlines()
+        self.last = lines[-1] if lines else ""
+
+    def refused(self, *fragments):
+        """Exit 1 within the time, one last error line holding every fragment, no library words."""
+        return (not self.timed_out and self.code == 1 and all(f in self.last for f in fragments) and
+                not any(w in self.last for w in LIBRARY_WORDS))
+
+    def __str__(self):
+        return f"exit {self.code}{' (timed out)' if self.timed_out else ''}: {self.last[-220:]}"
 
 
 def lucid(args, env, expect=0, cwd=None):

@@ -22,42 +22,12 @@ from safetensors import safe_open
 from safetensors.numpy import save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
-from lucid_runs import BUILD_DIR, LUCID, check, failures, synth_data  # noqa: E402
+from lucid_runs import BUILD_DIR, LUCID, Run, check, failures, synth_data  # noqa: E402
 
 TOOLS = Path(os.environ.get("LUCID_TOOLS_DIR", BUILD_DIR / "tests"))
 TIMEOUT = 60
 CAP = 6 << 30  # ulimit -v for the runs whose defect was a runaway allocation
-LIBRARY_WORDS = ("filesystem error", "vector::", "enforce fail", "bad_alloc", "std::", "terminate called")
 ROOT = os.geteuid() == 0
-
-
-class Run:
-    """One finished lucid command: exit code (negative: the signal), stderr, peak RSS, timed out."""
-
-    def __init__(self, args, env, cap=None, timeout=TIMEOUT, cwd=None):
-        limit = (lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, cap))) if cap else None
-        with tempfile.TemporaryFile() as err:
-            p = subprocess.Popen([str(LUCID), *map(str, args)], env=env, cwd=cwd, stdout=subprocess.DEVNULL,
-                                 stderr=err, preexec_fn=limit)
-            timer = threading.Timer(timeout, p.kill)
-            timer.start()
-            _, status, usage = os.wait4(p.pid, 0)
-            self.timed_out = not timer.is_alive()
-            timer.cancel()
-            err.seek(0)
-            self.stderr = err.read().decode(errors="replace")
-        self.code = os.waitstatus_to_exitcode(status)
-        self.peak = usage.ru_maxrss * 1024
-        lines = self.stderr.strip().splitlines()
-        self.last = lines[-1] if lines else ""
-
-    def refused(self, *fragments):
-        """Exit 1 within the time, one last error line holding every fragment, no library words."""
-        return (not self.timed_out and self.code == 1 and all(f in self.last for f in fragments) and
-                not any(w in self.last for w in LIBRARY_WORDS))
-
-    def __str__(self):
-        return f"exit {self.code}{' (timed out)' if self.timed_out else ''}: {self.last[-220:]}"
 
 
 def node_copy(path, which):

@@ -12,6 +12,7 @@ node copies and the tmpfs need root; without it those checks are skipped and sai
 import os
 import resource
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
-from lucid_runs import BUILD_DIR, LUCID, check, failures, synth_data  # noqa: E402
+from lucid_runs import BUILD_DIR, LUCID, Run, check, failures, synth_data  # noqa: E402
 
 TOOLS = Path(os.environ.get("LUCID_TOOLS_DIR", BUILD_DIR / "tests"))
 ROOT = os.geteuid() == 0
@@ -207,21 +208,20 @@ def settings_kinds(tmp, env, data, weights, image):
     else:
         print("skip 7 settings.json as a link to a device node copy (needs root for mknod)")
     kinds.append(("an empty folder", lambda: file.mkdir(), "folder"))
+    listener = socket.socket(socket.AF_UNIX)
+    kinds.append(("a socket", lambda: listener.bind(str(file)), "socket"))
     work = tmp / "settings_cwd"
     work.mkdir()
     for kind, make, word in kinds:
         make()
         for name, (args, named) in commands.items():
             start = time.monotonic()
-            code, last, timed_out = run(args, e, timeout=30, cap=CAP, cwd=work)
+            r = Run(args, e, cap=CAP, timeout=30, cwd=work)
             took = time.monotonic() - start
-            if named:
-                ok = code == 1 and str(file) in last and word in last and "settings reset" in last
-            else:
-                ok = code in (0, 1) and str(file) not in last
-            check(ok and not timed_out and took < 20,
+            ok = r.refused(str(file), word, "settings reset") if named else r.code in (0, 1) and str(file) not in r.last
+            check(ok and took < 20 and r.peak < (1 << 30),
                   f"7 settings.json as {kind}: {name} {'fails at once naming it' if named else 'ends without it'} "
-                  f"({took:.1f} s, exit {code}: {last})")
+                  f"({took:.1f} s, peak {r.peak >> 20} MiB, {r})")
         check(not any(work.iterdir()), f"7 settings.json as {kind}: nothing written without a runs folder")
         code, _, _ = run(["settings", "reset"], e, timeout=30)
         kept_device = word != "character device" or stat.S_ISCHR(os.lstat(config / "zero").st_mode)

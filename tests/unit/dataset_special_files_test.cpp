@@ -22,21 +22,14 @@
 #include "lucid/metrics/coco_json.h"
 #include "lucid/util/error.h"
 #include "lucid/util/input_files.h"
+#include "user_error.h"
 
 using namespace lucid;
+using lucid::testing::error_of;
 using lucid::testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Runs f; if it is still running after 10 s (a reader blocked on a fifo, as before the fix), the
 // fifo gets a writer that closes at once, which ends the read, and the test fails instead of hanging.

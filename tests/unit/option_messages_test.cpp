@@ -21,20 +21,13 @@
 #include "lucid/util/error.h"
 #include "lucid/util/memory.h"
 #include "lucid/weights/model_source.h"
+#include "user_error.h"
 
 using namespace lucid;
+using lucid::testing::error_of;
 using lucid::testing::TempDir;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 bool one_line(const std::string& s) { return s.find('\n') == std::string::npos; }
 

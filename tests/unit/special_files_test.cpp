@@ -18,21 +18,14 @@
 #include "lucid/util/error.h"
 #include "lucid/util/files.h"
 #include "lucid/util/input_files.h"
+#include "user_error.h"
 
 using namespace lucid;
+using lucid::testing::error_of;
 using lucid::testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 void write_text(const fs::path& p, const std::string& content) {
   util::write_atomically(p.string(), [&](std::ostream& o) { o << content; });

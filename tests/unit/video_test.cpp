@@ -13,6 +13,7 @@
 
 #include "data_test_util.h"
 #include "lucid/data/video.h"
+#include "user_error.h"
 #include "video_frames.h"
 
 namespace {
@@ -21,6 +22,7 @@ using lucid::UserError;
 using lucid::data::Image;
 using lucid::data::VideoReader;
 using lucid::data::VideoWriter;
+using lucid::testing::error_of;
 using lucid::testing::TempDir;
 using lucid::testing::video_frame;
 namespace fs = std::filesystem;
@@ -38,15 +40,6 @@ void write_video(const std::string& path, int frames, int width = kW, int height
   for (int k = 0; k < frames; ++k) w.write(video_frame(k, height, width));
   w.close();
   EXPECT_EQ(w.frames_written(), frames);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 class Video : public ::testing::TestWithParam<const char*> {

@@ -17,23 +17,16 @@
 #include "lucid/util/error.h"
 #include "lucid/weights/model_source.h"
 #include "pt_archive.h"
+#include "user_error.h"
 
 using namespace lucid;
+using lucid::testing::error_of;
 using lucid::testing::TempDir;
 
 namespace {
 
 void put(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 // `levels` anchors each listing the previous one ten times: 10^levels nodes once expanded.
