@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 BUILD_DIR = Path(os.environ.get("LUCID_BUILD_DIR", Path(__file__).resolve().parents[2] / "build"))
@@ -29,24 +30,29 @@ LIBRARY_WORDS = ("filesystem error", "vector::", "enforce fail", "bad_alloc", "s
 
 class Run:
     """One finished lucid command under an optional address-space cap (ulimit -v): exit code (negative:
-    the signal), stderr, peak RSS in bytes, timed out."""
+    the signal), stdout, stderr, its error lines, peak RSS in bytes, seconds, timed out."""
 
     def __init__(self, args, env, cap=None, timeout=60, cwd=None):
         limit = (lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, cap))) if cap else None
-        with tempfile.TemporaryFile() as err:
-            p = subprocess.Popen([str(LUCID), *map(str, args)], env=env, cwd=cwd, stdout=subprocess.DEVNULL,
-                                 stderr=err, preexec_fn=limit)
+        start = time.monotonic()
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            p = subprocess.Popen([str(LUCID), *map(str, args)], env=env, cwd=cwd, stdout=out, stderr=err,
+                                 preexec_fn=limit)
             timer = threading.Timer(timeout, p.kill)
             timer.start()
             _, status, usage = os.wait4(p.pid, 0)
             self.timed_out = not timer.is_alive()
             timer.cancel()
+            out.seek(0)
             err.seek(0)
+            self.stdout = out.read().decode(errors="replace")
             self.stderr = err.read().decode(errors="replace")
+        self.seconds = time.monotonic() - start
         self.code = os.waitstatus_to_exitcode(status)
         self.peak = usage.ru_maxrss * 1024
         lines = self.stderr.strip().splitlines()
         self.last = lines[-1] if lines else ""
+        self.errors = [line for line in lines if ": error: " in line]
 
     def refused(self, *fragments):
         """Exit 1 within the time, one last error line holding every fragment, no library words."""
@@ -54,7 +60,8 @@ class Run:
                 not any(w in self.last for w in LIBRARY_WORDS))
 
     def __str__(self):
-        return f"exit {self.code}{' (timed out)' if self.timed_out else ''}: {self.last[-220:]}"
+        return (f"exit {self.code}{' (timed out)' if self.timed_out else ''}, {self.seconds:.1f} s, "
+                f"peak {self.peak >> 20} MiB: {self.last[-220:]}")
 
 
 def lucid(args, env, expect=0, cwd=None):

@@ -8,16 +8,13 @@ rather than blocking the test. Device node copies need root (mknod in a temporar
 /dev is never touched); without root those checks are skipped and said to be."""
 import json
 import os
-import resource
 import stat
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
+import lucid_runs  # noqa: E402
 from lucid_runs import LUCID, check, failures, synth_data  # noqa: E402
 
 TIMEOUT = 60
@@ -25,35 +22,11 @@ CAP = 4 << 30  # ulimit -v for the runs whose defect was a runaway allocation
 ROOT = os.geteuid() == 0
 
 
-class Run:
-    """One finished lucid command: exit code, stdout, stderr, peak RSS, seconds, timed out."""
+class Run(lucid_runs.Run):
+    """A lucid command under ulimit -v CAP unless cap= says otherwise."""
 
     def __init__(self, args, env, cap=CAP, timeout=TIMEOUT):
-        limit = (lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, cap))) if cap else None
-        start = time.monotonic()
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            p = subprocess.Popen([str(LUCID), *map(str, args)], env=env, stdout=out, stderr=err, preexec_fn=limit)
-            timer = threading.Timer(timeout, p.kill)
-            timer.start()
-            _, status, usage = os.wait4(p.pid, 0)
-            self.timed_out = not timer.is_alive()
-            timer.cancel()
-            out.seek(0)
-            err.seek(0)
-            self.stdout = out.read().decode(errors="replace")
-            self.stderr = err.read().decode(errors="replace")
-        self.seconds = time.monotonic() - start
-        self.code = os.waitstatus_to_exitcode(status)
-        self.peak = usage.ru_maxrss * 1024
-        lines = self.stderr.strip().splitlines()
-        self.last = lines[-1] if lines else ""
-
-    def refused(self, *fragments):
-        return not self.timed_out and self.code == 1 and all(f in self.last for f in fragments)
-
-    def __str__(self):
-        return (f"exit {self.code}{' (timed out)' if self.timed_out else ''}, {self.seconds:.1f} s, "
-                f"peak {self.peak / 2**20:.0f} MiB: {self.last[-200:]}")
+        super().__init__(args, env, cap=cap, timeout=timeout)
 
 
 def write_yaml(path, train, names="[a, b, c]"):

@@ -7,13 +7,11 @@ tried). Helper tools (hostile_files_tool, video_tool) come from LUCID_TOOLS_DIR 
 build/tests). Device-node copies need root (mknod in a temporary folder); without root those
 checks are skipped and said to be."""
 import os
-import resource
 import signal
 import stat
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 

@@ -6,12 +6,10 @@ signal, no library text. The .pt files are written with the ultralytics package 
 (those checks are skipped without it); the full disk is a small tmpfs (skipped where it cannot be
 mounted)."""
 import os
-import resource
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +18,7 @@ from safetensors import safe_open
 from safetensors.numpy import save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
+import lucid_runs  # noqa: E402
 from lucid_runs import LUCID, check, failures, synth_data  # noqa: E402
 
 TIMEOUT = 120
@@ -28,36 +27,16 @@ LIBRARY_TEXT = ("Sizes of tensors", "bad file", "element 0 of tensors", "frame #
                 "c10::", "std::", "terminate called", "bad_alloc", "alias")
 
 
-class Run:
-    """One finished lucid command under ulimit -v: exit code (negative: the signal), stderr, peak RSS."""
+class Run(lucid_runs.Run):
+    """A lucid command under ulimit -v CAP, refused only with exactly one error line and no library
+    text anywhere in its stderr."""
 
     def __init__(self, args, env, timeout=TIMEOUT):
-        def limit():
-            resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP))
-
-        with tempfile.TemporaryFile() as err:
-            p = subprocess.Popen([str(LUCID), *map(str, args)], env=env, stdout=subprocess.DEVNULL, stderr=err,
-                                 preexec_fn=limit)
-            timer = threading.Timer(timeout, p.kill)
-            timer.start()
-            _, status, usage = os.wait4(p.pid, 0)
-            self.timed_out = not timer.is_alive()
-            timer.cancel()
-            err.seek(0)
-            self.stderr = err.read().decode(errors="replace")
-        self.code = os.waitstatus_to_exitcode(status)
-        self.peak = usage.ru_maxrss * 1024
-        self.errors = [line for line in self.stderr.splitlines() if ": error: " in line]
+        super().__init__(args, env, cap=CAP, timeout=timeout)
 
     def refused(self, *fragments):
-        """Exit 1 in time, one error line holding every fragment, no library text anywhere."""
         return (not self.timed_out and self.code == 1 and len(self.errors) == 1 and
                 all(f in self.errors[0] for f in fragments) and not any(w in self.stderr for w in LIBRARY_TEXT))
-
-    def __str__(self):
-        last = self.stderr.strip().splitlines()[-1:] or [""]
-        return (f"exit {self.code}{' (timed out)' if self.timed_out else ''}, peak {self.peak >> 20} MiB, "
-                f"{self.stderr.count(chr(10))} stderr lines: {last[0][-240:]}")
 
 
 def rewritten(src, dst, tensors=None, **meta):
