@@ -2,7 +2,7 @@
 # `pip install .` of the lucid_yolo package (docs/python.md), against the torch already installed.
 #
 #   scripts/python_package.sh            into a fresh venv, build/pyvenv (LUCID_PACKAGE_VENV=DIR: DIR), that
-#                                        first gets only the pinned torch, numpy and scikit-build-core, as a
+#                                        first gets only the pinned torch, numpy, pillow and scikit-build-core, as a
 #                                        user installs it; the test set-up (scripts/setup.sh) runs this after
 #                                        its build
 #   ... --wheel                          also writes the wheel to build/dist and prints its size
@@ -17,7 +17,8 @@ venv=${LUCID_PACKAGE_VENV:-$build/pyvenv}
 rm -rf "$venv"
 python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip
-"$venv/bin/python" -m pip install -q "$(pin torch)" "$(pin numpy)" "$(pin scikit-build-core)"
+# pillow: the package's tests give it PIL images (tests/python/memory_sources.py), as users do.
+"$venv/bin/python" -m pip install -q "$(pin torch)" "$(pin numpy)" "$(pin pillow)" "$(pin scikit-build-core)"
 # No build isolation: the build links the torch installed in the venv (as torchvision's source builds).
 config=(-C "build-dir=$build")
 cd "$root"

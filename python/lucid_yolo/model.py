@@ -1,11 +1,8 @@
 """``YOLO``: the reference's model object over lucid's commands. Every keyword argument is the
 ``lucid`` command's option of the same name, parsed and checked by the native option declarations
 (docs/cli.md); model= and source= come from the object and the call."""
-import os
 import queue
 import threading
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 from . import _lucid
@@ -13,6 +10,7 @@ from ._tokens import tokens
 from .callbacks import REFERENCE_EVENTS, Trainer, default_callbacks
 from .metrics import SegmentMetrics
 from .results import Results
+from .sources import command_source, memory_source
 
 
 def _is_yaml(path):
@@ -90,12 +88,20 @@ class YOLO:
         return self.metrics
 
     def predict(self, source=None, stream=False, **kwargs):
-        """Predicts (``lucid predict``) on an image or video file, a folder, a glob, a list file or a
-        list of them; returns a list of Results, or with stream=True a generator yielding each image's
-        (or video frame's) Results as it is predicted. Nothing is written unless save=True etc."""
-        args = {"save": False, **self.overrides, **kwargs, "model": self.model, "source": _source(source)}
+        """Predicts (``lucid predict``) on an image or video file, a folder, a glob, a list file, images
+        in memory (numpy BGR arrays, PIL images, torch tensors: lucid_yolo/sources.py) or a list of
+        them; returns a list of Results, or with stream=True a generator yielding each image's (or video
+        frame's) Results as it is predicted. Nothing is written unless save=True etc."""
+        args = {"save": False, **self.overrides, **kwargs, "model": self.model}
         args.pop("mode", None)
-        run = _PredictRun(tokens(args))
+        memory = memory_source(source)
+        if memory is None:
+            args["source"] = command_source(source)
+        else:
+            args.pop("source", None)
+            if memory[1] is not None:  # a tensor is predicted at its own size, as the reference does
+                args["imgsz"] = max(memory[1])
+        run = _PredictRun(tokens(args), memory[0] if memory else None)
         return run.stream() if stream else list(run.stream())
 
     def __call__(self, source=None, stream=False, **kwargs):
@@ -137,34 +143,15 @@ def _run_command(name, args):
         raise _lucid.LucidError(f"lucid {name} {' '.join(args)}: exit {code}")
 
 
-def _source(source):
-    """The source as `lucid predict` takes it. A URL is the file of its name in the working directory
-    when there is one (as the reference's check_file), else downloaded there; a list of paths goes
-    over as a list file."""
-    if source is None:
-        raise ValueError("predict(): source= is required (an image, video, folder, glob or list of them)")
-    if isinstance(source, (list, tuple)):
-        paths = [_source(s) for s in source]
-        listing = Path(os.environ.get("TMPDIR", "/tmp")) / f"lucid_sources_{os.getpid()}_{id(source)}.txt"
-        listing.write_text("".join(f"{os.path.abspath(p)}\n" for p in paths))
-        return str(listing)
-    source = str(source)
-    if source.startswith(("http://", "https://")):
-        name = Path(urllib.parse.unquote(urllib.parse.urlparse(source).path)).name
-        if not Path(name).exists():
-            urllib.request.urlretrieve(source, name)
-        return name
-    return source
-
-
 class _PredictRun:
     """The native predict runs on a thread of its own (the GIL released) and hands each image's
     result over a small queue, so a generator yields it while the next one is predicted."""
 
     _END = object()
 
-    def __init__(self, args):
+    def __init__(self, args, memory=None):
         self.args = args
+        self.memory = memory
         self.items = queue.Queue(maxsize=2)
         self.cancelled = threading.Event()
         self.save_dir = None
@@ -180,7 +167,7 @@ class _PredictRun:
 
     def _work(self):
         try:
-            self.save_dir = _lucid.predict(self.args, self._sink)["save_dir"]
+            self.save_dir = _lucid.predict(self.args, self._sink, self.memory)["save_dir"]
             self.items.put(self._END)
         except BaseException as e:  # handed to the consumer, which raises it
             if not self.cancelled.is_set():

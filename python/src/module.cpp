@@ -2,6 +2,7 @@
 // `key=value` tokens, so that options are declared and checked in one place; the GIL is released
 // while they run and taken back only for callbacks, predicted images and signal checks.
 #include <pybind11/functional.h>
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -80,9 +81,34 @@ py::dict val(const Tokens& args) {
   return outcome_dict(without_gil(errors, [&] { return cli::val_run(args); }));
 }
 
+// In-memory images from (name, pixels) pairs: pixels an (H, W, 3) uint8 RGB array, copied here
+// while the GIL is held, or None for the file `name`.
+std::vector<engine::MemoryImage> memory_images(const py::list& given) {
+  std::vector<engine::MemoryImage> images;
+  for (const auto& entry : given) {
+    const auto pair = entry.cast<py::tuple>();
+    engine::MemoryImage m{pair[0].cast<std::string>(), std::nullopt};
+    if (!pair[1].is_none()) {
+      const auto a = pair[1].cast<py::array_t<uint8_t, py::array::c_style | py::array::forcecast>>();
+      constexpr auto most = static_cast<py::ssize_t>(1) << 30;
+      if (a.ndim() != 3 || a.shape(2) != 3 || a.shape(0) < 1 || a.shape(1) < 1 || a.shape(0) > most ||
+          a.shape(1) > most)
+        throw py::value_error(m.name + ": expected an (H, W, 3) RGB array");
+      data::Image image(static_cast<int>(a.shape(0)), static_cast<int>(a.shape(1)), 3);
+      std::copy(a.data(), a.data() + a.size(), image.pixels.begin());
+      m.pixels = std::move(image);
+    }
+    images.push_back(std::move(m));
+  }
+  return images;
+}
+
 // Each predicted image goes to `sink` as a dict (prediction_dict) as soon as it is predicted.
-py::dict predict(const Tokens& args, py::object sink) {
+// memory: None (the images are source='s) or a list for memory_images.
+py::dict predict(const Tokens& args, py::object sink, const py::object& memory) {
   ErrorStash errors;
+  std::optional<std::vector<engine::MemoryImage>> images;
+  if (!memory.is_none()) images = memory_images(memory.cast<py::list>());
   cli::PredictSink to_python = [&](const cli::PredictedImage& item) {
     py::gil_scoped_acquire gil;
     if (PyErr_CheckSignals() != 0) errors.keep_current();
@@ -96,7 +122,8 @@ py::dict predict(const Tokens& args, py::object sink) {
     }
     if (errors.holds()) throw NativeStop();
   };
-  return outcome_dict(without_gil(errors, [&] { return cli::predict_run(args, to_python); }));
+  return outcome_dict(
+      without_gil(errors, [&] { return cli::predict_run(args, to_python, images ? &*images : nullptr); }));
 }
 
 // The other commands, as `lucid <command> args`; returns the exit code (0, or 2 for bad usage).
@@ -134,7 +161,7 @@ PYBIND11_MODULE(_lucid, m) {
   m.attr("LucidError") = py::reinterpret_borrow<py::object>(lucid_error);
   m.def("train", &train, py::arg("args"), py::arg("on_event"));
   m.def("val", &val, py::arg("args"));
-  m.def("predict", &predict, py::arg("args"), py::arg("sink"));
+  m.def("predict", &predict, py::arg("args"), py::arg("sink"), py::arg("memory") = py::none());
   m.def("command", &command, py::arg("name"), py::arg("args"));
   m.def("plot", &plot_result, "the image (RGB bytes) with a prediction drawn on it, as lucid predict draws it");
   m.def("write_image", &write_image, py::arg("path"), py::arg("rgb"), py::arg("height"), py::arg("width"));

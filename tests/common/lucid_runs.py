@@ -1,6 +1,7 @@
 """What the Python-driven tests share: the built `lucid` binary, `lucid train` runs that stop the
 test with their output when they fail, single commands and checks, small synthetic datasets, file digests, results.csv without
-its time column, fit_report.json without its measurements and a checkpoint's loop state."""
+its time column, fit_report.json without its measurements, a checkpoint's loop state and weights
+raised to confident detections."""
 import hashlib
 import json
 import os
@@ -113,3 +114,24 @@ def checkpoint_state(path):
     raw = Path(path).read_bytes()
     n = int.from_bytes(raw[:8], "little")
     return json.loads(json.loads(raw[8:8 + n])["__metadata__"]["lucid"])
+
+
+def confident(weights):
+    """The weights with every class logit raised by 9: a one-epoch model scores nothing above the
+    default conf=0.25, these score dozens of detections per image, with masks, so that tests that
+    compare predictions compare some."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(weights), "pt") as f:
+        meta = f.metadata()
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    raised = [k for k in tensors if ".cv3." in k or ".one2one_cv3." in k]
+    raised = [k for k in raised if k.endswith(".2.bias")]
+    if len(raised) != 6:
+        sys.exit(f"{weights}: expected the 6 class-logit biases of a yolo26 segment head, found {raised}")
+    for k in raised:
+        tensors[k] = tensors[k] + 9
+    out = Path(weights).with_name("confident.safetensors")
+    save_file(tensors, str(out), metadata=meta)
+    return out

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lucid_runs import check, digest, failures, lucid, synth_data  # noqa: E402
+from lucid_runs import check, confident, digest, failures, lucid, synth_data  # noqa: E402
 from package_env import PACKAGE_PYTHON, package_env, require_package  # noqa: E402
 
 TRAIN = ["epochs=2", "imgsz=64"]
@@ -34,27 +34,6 @@ def write_video(frames, path):
     for f in frames:
         out.write(cv2.resize(cv2.imread(str(f)), (w, h)))
     out.release()
-
-
-def confident(weights):
-    """The weights with every class logit raised by 9: a one-epoch model scores nothing above the
-    snippets' default conf=0.25, these score dozens of detections per image, the same for the
-    package and the command (what the test compares), with masks."""
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
-    with safe_open(str(weights), "pt") as f:
-        meta = f.metadata()
-        tensors = {k: f.get_tensor(k) for k in f.keys()}
-    raised = [k for k in tensors if ".cv3." in k or ".one2one_cv3." in k]
-    raised = [k for k in raised if k.endswith(".2.bias")]
-    if len(raised) != 6:
-        sys.exit(f"{weights}: expected the 6 class-logit biases of a yolo26 segment head, found {raised}")
-    for k in raised:
-        tensors[k] = tensors[k] + 9
-    out = Path(weights).with_name("confident.safetensors")
-    save_file(tensors, str(out), metadata=meta)
-    return out
 
 
 def prepare(work, env):

@@ -10,6 +10,7 @@
 
 #include "lucid/data/image_io.h"
 #include "lucid/evaluate/validator.h"
+#include "lucid/predict/predict_stream.h"
 #include "lucid/predict/predictor.h"
 
 namespace lucid::cli {
@@ -39,6 +40,9 @@ struct PredictedImage {
 
 // Called for each image or frame in source order, after the command's own outputs for it.
 using PredictSink = std::function<void(const PredictedImage&)>;
-CommandOutcome predict_run(const std::vector<std::string>& args, const PredictSink& sink);
+// memory: images given in memory (in place of source=, which must then be absent), predicted and
+// written under their names as a folder's images are.
+CommandOutcome predict_run(const std::vector<std::string>& args, const PredictSink& sink,
+                           std::vector<engine::MemoryImage>* memory = nullptr);
 
 }  // namespace lucid::cli

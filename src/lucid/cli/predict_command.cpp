@@ -310,7 +310,8 @@ std::vector<engine::PredictItem> next_items(engine::PredictStream& stream, size_
 
 int predict_command(const std::vector<std::string>& args) { return predict_run(args, nullptr).exit_code; }
 
-CommandOutcome predict_run(const std::vector<std::string>& command_line, const PredictSink& sink) {
+CommandOutcome predict_run(const std::vector<std::string>& command_line, const PredictSink& sink,
+                           std::vector<engine::MemoryImage>* memory) {
   const auto args = config::map_deprecated_end2end(command_line);
   auto options = predict_fields().options();
   if (!options.parse_or_help(args)) return {};
@@ -324,11 +325,18 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
   const bool save = settings.save;
   Outputs o = settings.outputs;
   const bool verbose = settings.verbose;
-  const auto listed = engine::list_predict_sources(settings.source);
+  if (memory && options.given("source"))
+    throw UserError("option source=" + settings.source + ": the images are given in memory; leave source= out");
+  const auto listed = memory ? engine::PredictSources{} : engine::list_predict_sources(settings.source);
   if (!listed.videos.empty() && !data::video::available())
     throw UserError("source=" + settings.source + ": " + listed.videos.front() + " is a video and " +
                     data::video::unavailable_message());
-  engine::PredictStream stream(listed.images, listed.videos, vid_stride);
+  std::optional<engine::PredictStream> opened;
+  if (memory)
+    opened.emplace(std::move(*memory));
+  else
+    opened.emplace(listed.images, listed.videos, vid_stride);
+  auto& stream = *opened;
   const auto& sources = stream.paths();
   const auto out_names = output_names(sources);
   const torch::Device device = util::parse_device(settings.device);
@@ -418,7 +426,9 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
   if (stream.incomplete())
     std::printf("%lld video(s) cut short by a decoding error (see the warnings)\n",
                 static_cast<long long>(stream.incomplete()));
-  if (predicted == 0) throw UserError("source=" + settings.source + ": no image or video frame could be read");
+  if (predicted == 0)
+    throw UserError(memory ? std::string("predict: no image was given")
+                           : "source=" + settings.source + ": no image or video frame could be read");
   if (o.save_json)
     util::write_atomically((o.run_dir / "predictions.json").string(),
                            [&](std::ostream& out) { out << results.dump(); });

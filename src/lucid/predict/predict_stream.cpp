@@ -14,6 +14,13 @@ PredictStream::PredictStream(const std::vector<std::string>& images, const std::
   paths_.insert(paths_.end(), videos.begin(), videos.end());
 }
 
+PredictStream::PredictStream(std::vector<MemoryImage> images) : images_(images.size()) {
+  for (auto& m : images) {
+    paths_.push_back(std::move(m.name));
+    memory_.push_back(std::move(m.pixels));
+  }
+}
+
 PredictStream::~PredictStream() = default;
 
 bool PredictStream::next(PredictItem& item) {
@@ -45,7 +52,12 @@ bool PredictStream::next(PredictItem& item) {
     const auto& path = paths_[k];
     try {
       if (k < images_) {
-        item.image = data::decode_image(path);
+        if (k < memory_.size() && memory_[k]) {
+          item.image = std::move(*memory_[k]);
+          memory_[k].reset();  // held once, as a file's decoded pixels
+        } else {
+          item.image = data::decode_image(path);
+        }
         item.source = k;
         item.video = false;
         item.frame = item.frames = 0;

@@ -3,9 +3,12 @@
 // OpenCV's grab/retrieve loop of the reference takes them). Only the current frame is held, so a
 // video of any length streams. A file that cannot be read is warned about and skipped (an error
 // when it is the only source); a video whose decoding fails part-way keeps the frames before.
+// Images may also be given in memory (the Python package's arrays, PIL images and tensors), each
+// under the name its results carry.
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,9 +26,17 @@ struct PredictItem {
   data::Image image;
 };
 
+// An image of an in-memory prediction: its pixels, or none to decode the file `name`.
+struct MemoryImage {
+  std::string name;
+  std::optional<data::Image> pixels;
+};
+
 class PredictStream {
  public:
   PredictStream(const std::vector<std::string>& images, const std::vector<std::string>& videos, int vid_stride);
+  // The given images, in order; their names are paths().
+  explicit PredictStream(std::vector<MemoryImage> images);
   ~PredictStream();
   // The next image or frame; false when every source is done.
   bool next(PredictItem& item);
@@ -37,6 +48,7 @@ class PredictStream {
  private:
   std::vector<std::string> paths_;
   size_t images_ = 0;
+  std::vector<std::optional<data::Image>> memory_;  // in-memory images (empty: every image a file)
   int vid_stride_ = 1;
   size_t next_ = 0;  // the next source to open
   std::unique_ptr<data::VideoReader> reader_;
