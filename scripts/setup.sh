@@ -17,7 +17,7 @@ pkgs=(build-essential cmake ninja-build ccache pkg-config python3-venv clang-for
       libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev
       libjpeg62-turbo-dev libpng-dev zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
       libcairo2-dev fonts-dejavu-core libavcodec-dev libavformat-dev libavutil-dev libswscale-dev
-      libgloo-dev)
+      libgloo-dev libonnx-dev libprotobuf-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

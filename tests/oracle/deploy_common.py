@@ -76,11 +76,11 @@ def letterbox(paths, imgsz, auto):
     return out
 
 
-def lucid_outputs(model, inputs, tmp):
-    """lucid's network (deploy_oracle_tool, as `lucid predict nms=False` loads model: an end-to-end
-    model through its one-to-one head, the head lucid's export carries) on each input: [(pred, proto)]."""
+def lucid_outputs(model, inputs, tmp, nms="False"):
+    """lucid's network (deploy_oracle_tool, as `lucid predict nms=...` loads model; False: an end-to-end
+    model through its one-to-one head; None: every model's one-to-many head) on each input: [(pred, proto)]."""
     save_file({f"x{k}": x.contiguous() for k, x in enumerate(inputs)}, tmp / "inputs.safetensors")
-    run([TOOL, model, tmp / "inputs.safetensors", tmp / "lucid_out.safetensors", "False"])
+    run([TOOL, model, tmp / "inputs.safetensors", tmp / "lucid_out.safetensors", nms])
     out = load_file(tmp / "lucid_out.safetensors")
     return [(out[f"{k}.pred"], out[f"{k}.proto"]) for k in range(len(inputs))]
 

@@ -3,7 +3,7 @@
 // metadata, which every lucid command loads back. format=pt writes an Ultralytics checkpoint through
 // the project's Python (scripts/ultralytics_weights.py), which the reference's YOLO(...).val(),
 // .predict() and .export() load, with the class names kept. The deployment formats (onnx, aoti,
-// torchscript, openvino, tflite, executorch, coreml, engine; export_formats.h lists them and their
+// torchscript, openvino, litert, executorch, coreml, engine; export_formats.h lists them and their
 // options) go through scripts/deploy_export.py, the reference's converters run on lucid's weights;
 // their outputs and runtimes are described in docs/deploy.md.
 #include <unistd.h>
@@ -18,6 +18,7 @@
 #include "lucid/config/options.h"
 #include "lucid/config/weights_fields.h"
 #include "lucid/deploy/compiled_model.h"
+#include "lucid/deploy/onnx/onnx_export.h"
 #include "lucid/util/child_process.h"
 #include "lucid/util/error.h"
 #include "lucid/util/removed_on_signal.h"
@@ -51,8 +52,8 @@ const config::FieldList<ExportSettings>& export_fields() {
     f->text("model", "weights: a lucid train checkpoint (its EMA weights), lucid weights (.safetensors) or a .pt")
         .to(&S::model);
     f->text("format",
-            "safetensors, pt, onnx, aoti (a compiled package, .pt2), torchscript, openvino, tflite, executorch, coreml "
-            "or engine (TensorRT); docs/deploy.md")
+            "safetensors, pt, onnx, aoti (a compiled package, .pt2), torchscript, openvino, litert (LiteRT, .tflite; "
+            "also format=tflite), executorch, coreml or engine (TensorRT); docs/deploy.md")
         .check([](const std::string& v) { return (find_export_format(v), true); }, "a supported format", {"paddle"})
         .to(&S::format);
     f->flag("half", "",
@@ -163,6 +164,30 @@ std::string export_device(const std::string& spec) {
   throw UserError("option device=" + spec + ": expected cpu, 0, cuda or cuda:N");
 }
 
+// format=onnx written by lucid (deploy/onnx/): no Python. nms=True (NMS inside the file) is still
+// the Python exporter's.
+bool native_onnx(const config::Options& options, const ExportSettings& s) {
+  if (s.format != "onnx" || (options.given("nms") && s.nms)) return false;
+  if (engine::onnx::available()) return true;
+  std::fprintf(stderr,
+               "format=onnx: this lucid was built without the ONNX library (libonnx-dev); the Python exporter "
+               "(scripts/deploy_export.py) writes the file\n");
+  return false;
+}
+
+void write_native_onnx(const engine::InferenceModel& m, const config::Options& options, const ExportSettings& s,
+                       int64_t imgsz, const fs::path& out) {
+  engine::onnx::ExportOptions o;
+  o.imgsz = imgsz;
+  o.batch = s.batch;
+  o.dynamic = s.dynamic;
+  o.half = s.half;
+  if (s.opset > 0) o.opset = static_cast<int>(s.opset);
+  if (options.given("nms")) o.nms = s.nms;
+  const auto what = engine::onnx::write_file(out.string(), *m.model, m.source.names, o);
+  std::printf("%s: %s\n", out.string().c_str(), what.c_str());
+}
+
 }  // namespace
 
 int export_command(const std::vector<std::string>& args) {
@@ -201,6 +226,8 @@ int export_command(const std::vector<std::string>& args) {
     std::vector<std::string> args{"to-pt", "{weights}", out.string()};
     if (!half) args.push_back("--fp32");
     run_python_export(m, format.name, imgsz, out.string(), "ultralytics_weights.py", args);
+  } else if (native_onnx(options, settings)) {
+    write_native_onnx(m, options, settings, imgsz, out);
   } else {
     std::vector<std::string> args{format.name, "{weights}", out.string()};
     auto rest = exporter_arguments(format, options, imgsz, device, half);

@@ -216,6 +216,11 @@ Tensor DFLImpl::forward(const Tensor& x) {
   return y.view({b, 4, a});
 }
 
+Tensor UpsampleImpl::forward(const Tensor& x) {
+  return F::interpolate(
+      x, F::InterpolateFuncOptions().scale_factor(std::vector<double>{scale_, scale_}).mode(torch::kNearest));
+}
+
 ProtoImpl::ProtoImpl(int64_t c1, int64_t c_, int64_t c2) {
   cv1 = register_module("cv1", Conv(c1, c_, 3));
   upsample = register_module(

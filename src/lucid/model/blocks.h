@@ -102,6 +102,7 @@ class BottleneckImpl : public torch::nn::Module {
   BottleneckImpl(int64_t c1, int64_t c2, bool shortcut = true, int64_t g = 1, int64_t k1 = 3, int64_t k2 = 3,
                  double e = 0.5);
   Tensor forward(const Tensor& x);
+  bool adds() const { return add_; }  // the residual x + cv2(cv1(x))
 
  private:
   Conv cv1{nullptr}, cv2{nullptr};
@@ -126,6 +127,10 @@ class AttentionImpl : public torch::nn::Module {
  public:
   AttentionImpl(int64_t dim, int64_t num_heads = 8, double attn_ratio = 0.5);
   Tensor forward(const Tensor& x);
+  int64_t heads() const { return num_heads_; }
+  int64_t key_dim() const { return key_dim_; }
+  int64_t head_dim() const { return head_dim_; }
+  double scale() const { return scale_; }
 
  private:
   int64_t num_heads_, head_dim_, key_dim_;
@@ -138,6 +143,7 @@ class PSABlockImpl : public torch::nn::Module {
  public:
   PSABlockImpl(int64_t c, double attn_ratio = 0.5, int64_t num_heads = 4, bool shortcut = true);
   Tensor forward(const Tensor& x);
+  bool adds() const { return add_; }
 
  private:
   Attention attn{nullptr};
@@ -168,6 +174,8 @@ class SPPFImpl : public torch::nn::Module {
   // cv1_act: cv1 with the shared SiLU (YOLOv8/11 rows) instead of none (YOLO26).
   SPPFImpl(int64_t c1, int64_t c2, int64_t k = 5, int64_t n = 3, bool shortcut = false, bool cv1_act = false);
   Tensor forward(const Tensor& x);
+  int64_t pools() const { return n_; }
+  bool adds() const { return add_; }
 
  private:
   Conv cv1{nullptr}, cv2{nullptr};
@@ -188,6 +196,30 @@ class C2PSAImpl : public torch::nn::Module {
   Chain m{nullptr};
 };
 TORCH_MODULE(C2PSA);
+
+// torch.cat of the inputs along one dimension (the reference's Concat).
+class ConcatImpl : public torch::nn::Module {
+ public:
+  explicit ConcatImpl(int64_t d) : d_(d) {}
+  Tensor forward(const std::vector<Tensor>& x) { return torch::cat(x, d_); }
+  int64_t dim() const { return d_; }
+
+ private:
+  int64_t d_;
+};
+TORCH_MODULE(Concat);
+
+// Nearest-neighbour upsampling by a scale factor (the reference's nn.Upsample).
+class UpsampleImpl : public torch::nn::Module {
+ public:
+  explicit UpsampleImpl(double scale) : scale_(scale) {}
+  Tensor forward(const Tensor& x);
+  double scale() const { return scale_; }
+
+ private:
+  double scale_;
+};
+TORCH_MODULE(Upsample);
 
 // Fixed expectation over reg_max bins (weights 0..c1-1, never trained).
 class DFLImpl : public torch::nn::Module {

@@ -170,30 +170,6 @@ std::function<Tensor(const std::vector<Tensor>&)> single_input(Holder h) {
   return [p](const std::vector<Tensor>& in) { return p->forward(in[0]); };
 }
 
-class ConcatImpl : public torch::nn::Module {
- public:
-  explicit ConcatImpl(int64_t d) : d_(d) {}
-  Tensor forward(const std::vector<Tensor>& x) { return torch::cat(x, d_); }
-
- private:
-  int64_t d_;
-};
-TORCH_MODULE(Concat);
-
-class UpsampleImpl : public torch::nn::Module {
- public:
-  explicit UpsampleImpl(double scale) : scale_(scale) {}
-  Tensor forward(const Tensor& x) {
-    namespace F = torch::nn::functional;
-    return F::interpolate(
-        x, F::InterpolateFuncOptions().scale_factor(std::vector<double>{scale_, scale_}).mode(torch::kNearest));
-  }
-
- private:
-  double scale_;
-};
-TORCH_MODULE(Upsample);
-
 int64_t count_params(const torch::nn::Module& m) {
   int64_t n = 0;
   for (const auto& p : m.parameters()) n += p.numel();

@@ -47,6 +47,13 @@ class SegmentationModelImpl : public torch::nn::Module {
   // Inference output (see SegmentHeadImpl::decode) from raw predictions.
   Tensor decode(const HeadOutputs& out, int64_t max_det = 300, bool agnostic = false) const;
 
+  // The layer graph as the YAML gives it: layer i's module and the layers it reads (-1 the one
+  // before, other negatives relative, else absolute), and the layers the head reads.
+  size_t layer_modules() const { return nodes_.size(); }
+  std::shared_ptr<torch::nn::Module> layer(size_t i) const { return layers_->ptr(i); }
+  const std::vector<int>& layer_inputs(size_t i) const { return nodes_[i].from; }
+  const std::vector<int>& head_inputs() const { return head_from_; }
+
   const config::ModelSpec& spec() const { return spec_; }
   const std::vector<double>& strides() const { return strides_; }
   const std::vector<LayerInfo>& layer_table() const { return table_; }
