@@ -160,13 +160,13 @@ def main():
             else:
                 print(f"error as expected: {msg.splitlines()[-1]}")
 
-        # NMS inside the file is still the Python exporter's: its errors name the Python.
-        error([f"model={ckpt}", "format=onnx", "nms=True", f"out={tmp / 'x.onnx'}"], "LUCID_PYTHON",
+        # The formats still made by the Python exporter name the Python when it cannot serve.
+        error([f"model={ckpt}", "format=torchscript", f"out={tmp / 'x.torchscript'}"], "LUCID_PYTHON",
               {"LUCID_PYTHON": str(tmp / "no-python")})
         bare = tmp / "python-without-site-packages"
         bare.write_text(f"#!/bin/sh\nexec {sys.executable} -I -S \"$@\"\n")
         bare.chmod(0o755)
-        error([f"model={ckpt}", "format=onnx", "nms=True", f"out={tmp / 'x.onnx'}"], "missing: torch",
+        error([f"model={ckpt}", "format=torchscript", f"out={tmp / 'x.torchscript'}"], "missing: torch",
               {"LUCID_PYTHON": str(bare)})
         error([f"model={ckpt}", "format=onnx", "opset=3"], "option opset=3")
         error([f"model={ckpt}", "format=onnx", "opset=11"], "option opset=11")

@@ -142,7 +142,8 @@ echo late > "$4"
 
 
 def export_children(tmp, env, weights):
-    """10c: export stopped by SIGINT, SIGTERM or SIGKILL; 10d: a hanging exporter times out."""
+    """10c: export stopped by SIGINT, SIGTERM or SIGKILL; 10d: a hanging exporter times out (a format
+    still made by the Python exporter: torchscript)."""
     fake = tmp / "fake_python"
     fake.write_text(FAKE_PYTHON)
     fake.chmod(0o755)
@@ -150,9 +151,9 @@ def export_children(tmp, env, weights):
     folder.mkdir()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
         pids = folder / f"pids_{sig.name}"
-        out = folder / f"m_{sig.name}.onnx"
+        out = folder / f"m_{sig.name}.torchscript"
         e = dict(env, LUCID_PYTHON=str(fake), FAKE_PIDS=str(pids))
-        p = subprocess.Popen([str(LUCID), "export", f"model={weights}", "format=onnx", f"out={out}"], env=e,
+        p = subprocess.Popen([str(LUCID), "export", f"model={weights}", "format=torchscript", f"out={out}"], env=e,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=signalled_child)
         wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2 or p.poll() is not None, 60)
         children = [int(x) for x in pids.read_text().split()] if pids.exists() else []
@@ -173,7 +174,7 @@ def export_children(tmp, env, weights):
     pids = folder / "pids_timeout"
     e = dict(env, LUCID_PYTHON=str(fake), FAKE_PIDS=str(pids), LUCID_EXPORT_TIMEOUT="1")
     start = time.monotonic()
-    code, last, timed_out = run(["export", f"model={weights}", "format=onnx", f"out={folder / 'hang.onnx'}"], e,
+    code, last, timed_out = run(["export", f"model={weights}", "format=torchscript", f"out={folder / 'hang.torchscript'}"], e,
                                 timeout=20)
     took = time.monotonic() - start
     children = [int(x) for x in pids.read_text().split()] if pids.exists() else []

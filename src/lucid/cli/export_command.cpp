@@ -164,10 +164,9 @@ std::string export_device(const std::string& spec) {
   throw UserError("option device=" + spec + ": expected cpu, 0, cuda or cuda:N");
 }
 
-// format=onnx written by lucid (deploy/onnx/): no Python. nms=True (NMS inside the file) is still
-// the Python exporter's.
-bool native_onnx(const config::Options& options, const ExportSettings& s) {
-  if (s.format != "onnx" || (options.given("nms") && s.nms)) return false;
+// format=onnx written by lucid (deploy/onnx/): no Python.
+bool native_onnx(const ExportSettings& s) {
+  if (s.format != "onnx") return false;
   if (engine::onnx::available()) return true;
   std::fprintf(stderr,
                "format=onnx: this lucid was built without the ONNX library (libonnx-dev); the Python exporter "
@@ -184,6 +183,8 @@ void write_native_onnx(const engine::InferenceModel& m, const config::Options& o
   o.half = s.half;
   if (s.opset > 0) o.opset = static_cast<int>(s.opset);
   if (options.given("nms")) o.nms = s.nms;
+  o.conf = s.conf;
+  o.iou = s.iou;
   const auto what = engine::onnx::write_file(out.string(), *m.model, m.source.names, o);
   std::printf("%s: %s\n", out.string().c_str(), what.c_str());
 }
@@ -226,7 +227,7 @@ int export_command(const std::vector<std::string>& args) {
     std::vector<std::string> args{"to-pt", "{weights}", out.string()};
     if (!half) args.push_back("--fp32");
     run_python_export(m, format.name, imgsz, out.string(), "ultralytics_weights.py", args);
-  } else if (native_onnx(options, settings)) {
+  } else if (native_onnx(settings)) {
     write_native_onnx(m, options, settings, imgsz, out);
   } else {
     std::vector<std::string> args{format.name, "{weights}", out.string()};

@@ -98,6 +98,9 @@ std::string write_file(const std::string& path, const model::SegmentationModelIm
                     std::to_string(stride));
   NetworkLayout layout;
   layout.one_to_one = model.end2end() && o.nms == std::optional<bool>(false);
+  layout.nms = o.nms == std::optional<bool>(true);
+  layout.conf = o.conf;
+  layout.iou = o.iou;
   layout.max_det = o.max_det;
   layout.dynamic = o.dynamic;
   layout.batch = o.batch;
@@ -110,8 +113,12 @@ std::string write_file(const std::string& path, const model::SegmentationModelIm
   const std::string shape = o.dynamic ? "dynamic batch, height and width"
                                       : "input (" + std::to_string(o.batch) + ", 3, " + std::to_string(o.imgsz) + ", " +
                                             std::to_string(o.imgsz) + ")";
+  char thresholds[64];
+  std::snprintf(thresholds, sizeof thresholds, "NMS inside (conf %g, iou %g)", o.conf, o.iou);
   return "ONNX opset " + std::to_string(o.opset) + ", " + (o.half ? "FP16" : "FP32") + ", " + shape + ", " +
-         (layout.one_to_one ? "the one-to-one head's top-k" : "the one-to-many head (NMS outside)");
+         (layout.one_to_one ? "the one-to-one head's top-k"
+          : layout.nms      ? thresholds
+                            : "the one-to-many head (NMS outside)");
 }
 
 }  // namespace lucid::engine::onnx

@@ -19,8 +19,10 @@ struct ExportOptions {
   bool half = false;
   int opset = 18;  // the reference's default
   // The reference's nms: unset, the one-to-many head's dense output for NMS outside (every model);
-  // false, an end-to-end model's one-to-one top-k (other models: the dense output).
+  // false, an end-to-end model's one-to-one top-k (other models: the dense output); true, NMS inside
+  // the file over the one-to-many head at conf and iou.
   std::optional<bool> nms;
+  double conf = 0.25, iou = 0.7;
   int64_t max_det = 300;
 };
 

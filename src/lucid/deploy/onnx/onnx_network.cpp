@@ -305,10 +305,12 @@ Value dense(Writer& w, Graph& g, const model::SegmentationModelImpl& model, cons
   return w.concat({box, g.op("Sigmoid", {scores}), coefs}, 1);
 }
 
-// The last axis's maximum, (B, A) from (B, A, C): ReduceMax takes its axes as an input from opset 18.
-Value max_last(Graph& g, const Value& x) {
-  if (g.opset() >= 18) return g.op("ReduceMax", {x, g.ints({-1})}, {{"keepdims", int64_t{0}}});
-  return g.op("ReduceMax", {x}, {{"axes", std::vector<int64_t>{-1}}, {"keepdims", int64_t{0}}});
+// The last axis's maximum, (B, A) or (B, A, 1) from (B, A, C): ReduceMax takes its axes as an input
+// from opset 18.
+Value max_last(Graph& g, const Value& x, bool keepdims = false) {
+  const Attribute keep{"keepdims", int64_t{keepdims}};
+  if (g.opset() >= 18) return g.op("ReduceMax", {x, g.ints({-1})}, {keep});
+  return g.op("ReduceMax", {x}, {{"axes", std::vector<int64_t>{-1}}, keep});
 }
 
 // SegmentHeadImpl::decode's top-k of the one-to-one head (not agnostic): (B, k, 6 + nm).
@@ -326,6 +328,43 @@ Value top_k(Writer& w, Graph& g, const Value& y, int64_t nc, int64_t nm, int64_t
     return g.op("GatherElements", {v, g.op("Expand", {idx, g.ints({1, 1, n})})}, {{"axis", int64_t{1}}});
   };
   return w.concat({take(boxes, 4), w.unsqueeze(top[0], -1), labels, take(coefs, nm)}, -1);
+}
+
+// Class-aware NMS over the dense output (non_max_suppression in inference/postprocess.h, one label
+// per anchor): per image the kept rows x1 y1 x2 y2 score class coef... by descending score, at most
+// max_det, scattered into zero rows (B, max_det, 6 + nm).
+Value nms_inside(Writer& w, Graph& g, const Value& images, const Value& y, int64_t nc, int64_t nm,
+                 const NetworkLayout& layout) {
+  constexpr double kClassOffset = 7680;  // boxes of different classes never overlap (NmsOptions::max_wh)
+  auto parts = w.split(w.transpose(y, {0, 2, 1}), {4, nc, nm}, -1);
+  auto xy_wh = w.split(parts[0], {2, 2}, -1);
+  auto half_wh = g.op("Div", {xy_wh[1], g.scalar(2)});
+  auto box = w.concat({g.op("Sub", {xy_wh[0], half_wh}), g.op("Add", {xy_wh[0], half_wh})}, -1);
+  auto score = max_last(g, parts[1], /*keepdims=*/true);
+  auto cls = g.op("Cast", {g.op("ArgMax", {parts[1]}, {{"axis", int64_t{-1}}, {"keepdims", int64_t{1}}})},
+                  {{"to", g.float_type()}});
+  auto table = w.concat({box, score, cls, parts[2]}, -1);  // (B, A, 6 + nm)
+  auto shifted = g.op("Add", {box, g.op("Mul", {cls, g.scalar(kClassOffset)})});
+  const Attribute fp32{"to", int64_t{1}};  // NonMaxSuppression takes FP32 only
+  auto selected = g.op("NonMaxSuppression",
+                       {g.op("Cast", {shifted}, {fp32}), g.op("Cast", {w.transpose(score, {0, 2, 1})}, {fp32}),
+                        g.ints({layout.max_det}), g.constant(torch::tensor({static_cast<float>(layout.iou)}), true),
+                        g.constant(torch::tensor({static_cast<float>(layout.conf)}), true)});
+  auto b = g.op("Slice", {selected, g.ints({0}), g.ints({1}), g.ints({1})});  // (K, 1) image
+  auto n = g.op("Slice", {selected, g.ints({2}), g.ints({3}), g.ints({1})});  // (K, 1) anchor
+  auto rows = g.op("GatherND", {table, w.concat({b, n}, 1)});                 // (K, 6 + nm)
+  // Each kept row's place among its image's rows: they come image by image, by descending score.
+  auto batch = g.op("Gather", {g.op("Shape", {images}), g.constant(torch::tensor(int64_t{0}))});
+  auto images_range =
+      w.unsqueeze(g.op("Range", {g.constant(torch::tensor(int64_t{0})), batch, g.constant(torch::tensor(int64_t{1}))}),
+                  0);                                                                  // (1, B)
+  auto same = g.op("Cast", {g.op("Equal", {b, images_range})}, {{"to", int64_t{7}}});  // (K, B) int64
+  auto rank = g.op("GatherElements", {g.op("CumSum", {same, g.constant(torch::tensor(int64_t{0}))}), b},
+                   {{"axis", int64_t{1}}});
+  auto place = w.concat({b, g.op("Sub", {rank, g.ints({1})})}, 1);  // (K, 2)
+  auto shape = w.concat({w.unsqueeze(batch, 0), g.ints({layout.max_det, 6 + nm})}, 0);
+  auto zeros = g.op("Expand", {g.scalar(0), shape});
+  return g.op("ScatterND", {zeros, place, rows});
 }
 
 }  // namespace
@@ -350,6 +389,9 @@ void write_network(Graph& g, const model::SegmentationModelImpl& model, const Ne
     if (!o.end2end) throw std::logic_error("ONNX writer: a one-to-one head asked of a model without one");
     const int64_t k = std::min(layout.max_det, a);
     g.output("output0", top_k(w, g, dense(w, g, model, "one2one_", feats, grid), o.nc, o.nm, k), {batch, k, 6 + o.nm});
+  } else if (layout.nms) {
+    g.output("output0", nms_inside(w, g, images, dense(w, g, model, "", feats, grid), o.nc, o.nm, layout),
+             {batch, layout.max_det, 6 + o.nm});
   } else {
     g.output("output0", dense(w, g, model, "", feats, grid),
              {batch, 4 + o.nc + o.nm, layout.dynamic ? Dim{std::string("anchors")} : Dim{a}});
