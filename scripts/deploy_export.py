@@ -9,7 +9,7 @@ one module per format under deploy_formats/:
   aoti         an AOTInductor package (.pt2) that LibTorch runs with no Python
   torchscript  the reference's TorchScript export (--dynamic, --nms)
   openvino     the reference's OpenVINO IR folder (--dynamic, --nms; --quantize 8 --data YAML: NNCF INT8)
-  tflite       LiteRT through litert-torch (the reference's `litert`)
+  litert       a LiteRT (TFLite) flatbuffer through litert-torch (`lucid export` also takes format=tflite)
   executorch   an ExecuTorch program (XNNPACK) folder
   coreml       a Core ML ML Program (.mlpackage)
   engine       a TensorRT engine (needs TensorRT and a CUDA device)
@@ -41,7 +41,7 @@ FORMATS = {
     "aoti": aoti_format,
     "torchscript": torchscript_format,
     "openvino": openvino_format,
-    "tflite": litert_format,
+    "litert": litert_format,
     "executorch": executorch_format,
     "coreml": coreml_format,
     "engine": tensorrt_format,

@@ -1,7 +1,10 @@
 """``YOLO``: the reference's model object over lucid's commands. Every keyword argument is the
 ``lucid`` command's option of the same name, parsed and checked by the native option declarations
 (docs/cli.md); model= and source= come from the object and the call."""
+import contextlib
+import os
 import queue
+import sys
 import threading
 from pathlib import Path
 
@@ -108,13 +111,15 @@ class YOLO:
         return self.predict(source, stream=stream, **kwargs)
 
     def export(self, format="safetensors", **kwargs):
-        """Writes the model as safetensors, an Ultralytics .pt, ONNX or a compiled package
-        (``lucid export``); returns the written file's path."""
+        """Writes the model in one of ``lucid export``'s formats (docs/deploy.md); returns the written
+        file's or folder's path."""
         args = {**kwargs, "model": self.model, "format": format}
-        if "out" not in args:
-            suffix = {"pt": ".pt", "onnx": ".onnx", "aoti": ".pt2"}.get(format, "-weights.safetensors")
+        args["imgsz"] = _export_imgsz(args.get("imgsz"))
+        suffix = _lucid.export_formats().get(format)  # None: the command refuses the name
+        if args.get("out") is None and suffix is not None:
             args["out"] = str(Path(self.model).with_name(Path(self.model).stem + suffix))
-        _run_command("export", tokens(args))
+        with _exporter_python():
+            _run_command("export", tokens(args))
         return args["out"]
 
     # -- callbacks -------------------------------------------------------------------------------
@@ -135,6 +140,29 @@ class YOLO:
             func(self.trainer)
 
 
+def _export_imgsz(imgsz):
+    """The reference's imgsz=[h, w]: lucid exports square inputs, so h == w (one size) or a refusal."""
+    if not isinstance(imgsz, (list, tuple)):
+        return imgsz
+    if len(imgsz) not in (1, 2) or imgsz[0] != imgsz[-1]:
+        raise _lucid.LucidError(f"option imgsz={list(imgsz)}: lucid exports square inputs; give one size "
+                                f"(imgsz=640) or [h, w] with h == w")
+    return imgsz[0]
+
+
+@contextlib.contextmanager
+def _exporter_python():
+    """The exporters (scripts/deploy_export.py, ultralytics_weights.py for pt) run with this Python,
+    where the package and its export extras are installed, unless LUCID_PYTHON names another (the
+    native command's default is the Python the module was built with)."""
+    if os.environ.get("LUCID_PYTHON") or not sys.executable:
+        yield
+        return
+    os.environ["LUCID_PYTHON"] = sys.executable
+    try:
+        yield
+    finally:
+        os.environ.pop("LUCID_PYTHON", None)
 
 
 def _run_command(name, args):

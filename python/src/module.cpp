@@ -13,6 +13,7 @@
 #include "convert.h"
 #include "fit_observer.h"
 #include "lucid/cli/commands.h"
+#include "lucid/cli/export_formats.h"
 #include "lucid/cli/outcome.h"
 #include "lucid/lucid.h"
 #include "lucid/util/error.h"
@@ -139,6 +140,17 @@ int command(const std::string& name, const Tokens& args) {
   return without_gil(errors, [&] { return it->second(args); });
 }
 
+// `lucid export`'s format= values, aliases included, each with the suffix of its default output
+// (cli/export_formats.h), so that YOLO.export returns the path the command writes.
+py::dict export_formats() {
+  py::dict suffixes;
+  for (const auto& f : cli::export_formats()) {
+    suffixes[py::str(f.name)] = f.suffix;
+    if (!f.alias.empty()) suffixes[py::str(f.alias)] = f.suffix;
+  }
+  return suffixes;
+}
+
 // A model file's class names (its own, else "0", "1", ... for the model's nc, as the reference
 // names a model built from a YAML) and the image size it was trained at (0: unknown).
 py::tuple model_names(const std::string& path) {
@@ -166,5 +178,6 @@ PYBIND11_MODULE(_lucid, m) {
   m.def("plot", &plot_result, "the image (RGB bytes) with a prediction drawn on it, as lucid predict draws it");
   m.def("write_image", &write_image, py::arg("path"), py::arg("rgb"), py::arg("height"), py::arg("width"));
   m.def("model_names", &model_names, py::arg("path"));
+  m.def("export_formats", &export_formats, "lucid export's format names (aliases too) and their output suffixes");
   m.def("version", &lucid::version);
 }

@@ -1,4 +1,4 @@
-"""format=tflite (the reference's `litert`): litert-torch converts the model in export mode to a
+"""format=litert (lucid's format=tflite too): litert-torch converts the model in export mode to a
 LiteRT flatbuffer (.tflite, the reference's metadata appended as metadata.json), which the LiteRT
 interpreter (ai-edge-litert) runs. FP32; an end-to-end model exports its one-to-one head (rows in
 input pixels); the box coordinates of a dense output (yolov8, yolo11) are normalised by the input
@@ -13,9 +13,9 @@ def add_arguments(a):
 
 
 def export(args):
-    require("format=tflite", ("litert_torch", "litert-torch==0.10.0"), ("ai_edge_litert", "ai-edge-litert==2.3.0"))
+    require("format=litert", ("litert_torch", "litert-torch==0.10.0"), ("ai_edge_litert", "ai-edge-litert==2.3.0"))
     if args.quantize:
-        sys.exit("format=tflite: FP32 only here (half= and int8= are for onnx and openvino)")
+        sys.exit("format=litert: FP32 only here (half= and int8= are for onnx and openvino)")
     # nms=False: an end-to-end model keeps its one-to-one head, as in every lucid export
     dst, _ = reference_export(args.src, args.dst, "litert", args.imgsz, args.batch, "cpu", nms=False)
     print(f"{dst}: LiteRT (TFLite) flatbuffer, FP32, input ({args.batch}, 3, {args.imgsz}, {args.imgsz})")

@@ -1,4 +1,4 @@
-"""`lucid export format=tflite` (litert-torch, the reference's LiteRT export) run by the LiteRT
+"""`lucid export format=litert` (litert-torch, the reference's LiteRT export) run by the LiteRT
 interpreter (ai-edge-litert, through the reference predictor). A 2-epoch yolo26n-seg run on the
 synthetic set (imgsz 128) exported at 128 x 128 (its one-to-one head) must give the detections of
 `lucid predict nms=False` on square images (same classes, scores within 1e-3, boxes within 1 px, mask
@@ -14,7 +14,7 @@ CONF = 0.001
 
 def check_export(tmp, ckpt, env, val, failures):
     out = tmp / "model.tflite"
-    export(ckpt, "tflite", out)
+    export(ckpt, "litert", out)
     square, _, conf = square_and_conf(ckpt, val, tmp, CONF)
     failures += runtime_against_lucid(out, ckpt, square, IMGSZ, tmp, env, conf, "LiteRT vs lucid predict")
 

@@ -23,9 +23,12 @@ def require_package():
 
 
 def package_env(tmp):
-    """The environment of a package run: the package finds its own model YAMLs and scripts, and
-    runs use their own cache."""
+    """The environment of a package run: the package finds its own model YAMLs and scripts, runs
+    use their own cache, and exports run with this test's Python (the project venv, which has the
+    export packages that the package's venv lacks), as a user whose export packages live in another
+    Python sets LUCID_PYTHON."""
     env = {k: v for k, v in os.environ.items() if k not in ("LUCID_MODELS_DIR", "LUCID_SCRIPTS_DIR")}
     env["LUCID_CACHE_DIR"] = str(Path(tmp) / "cache")
+    env.setdefault("LUCID_PYTHON", sys.executable)
     env["PYTHONUNBUFFERED"] = "1"
     return env

@@ -37,7 +37,8 @@ const std::vector<ExportFormat>& export_formats() {
       {"aoti", ".pt2", {"batch", "half", "device"}},
       {"torchscript", ".torchscript", {"batch", "dynamic", "nms", "conf", "iou", "half", "device"}},
       {"openvino", "_openvino_model", {"batch", "dynamic", "nms", "conf", "iou", "half", "int8", "data", "fraction"}},
-      {"tflite", ".tflite", {"batch"}},
+      // The reference's name since LiteRT replaced TFLite; tflite, lucid's first name for it, still works.
+      {"litert", ".tflite", {"batch"}, false, true, "tflite"},
       {"executorch", "_executorch_model", {"batch"}},
       {"coreml", ".mlpackage", {"batch", "nms", "conf", "iou", "half"}},
       {"engine", ".engine", {"batch", "dynamic", "workspace", "half", "device"}},
@@ -47,11 +48,10 @@ const std::vector<ExportFormat>& export_formats() {
 
 const ExportFormat& find_export_format(const std::string& name) {
   for (const auto& f : export_formats())
-    if (f.name == name) return f;
+    if (f.name == name || (!f.alias.empty() && f.alias == name)) return f;
   std::string names;
   for (const auto& f : export_formats()) names += (names.empty() ? "" : ", ") + f.name;
-  throw UserError("option format=" + name + ": supported formats are " + names +
-                  (name == "litert" ? " (LiteRT is format=tflite)" : ""));
+  throw UserError("option format=" + name + ": supported formats are " + names);
 }
 
 void check_format_options(const ExportFormat& format, const config::Options& options) {

@@ -15,11 +15,12 @@ struct ExportFormat {
   std::vector<std::string> options;  // the format options (beyond model, format, imgsz, out) it takes
   bool half_default = false;         // half= when not given
   bool python = true;                // made by deploy_export.py (else written by lucid itself)
+  std::string alias;                 // another format= value for it (an earlier name), or empty
 };
 
 // Every format, in the order docs/deploy.md lists them.
 const std::vector<ExportFormat>& export_formats();
-// The format named by format=; an unknown name is a UserError listing the formats.
+// The format named by format= (its name or alias); an unknown name is a UserError listing the formats.
 const ExportFormat& find_export_format(const std::string& name);
 // Refuses format options given for a format that does not take them, and option combinations that
 // do not apply (conf= without nms=True, int8= with half=), naming the option.
