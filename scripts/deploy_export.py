@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Deployable forms of lucid weights (`lucid export format=...`), made from the reference
-implementation with lucid's weights (the state-dict names are identical; ultralytics_weights.py),
-one module per format under deploy_formats/:
+"""Deployable forms of lucid weights (`lucid export format=...`), one module per format under
+deploy_formats/: converted from the ONNX file lucid writes (--onnx: openvino), or made from the
+reference implementation with lucid's weights (the state-dict names are identical;
+ultralytics_weights.py), which only those formats import:
 
   FORMAT IN.safetensors OUT --imgsz N [--batch B] [--device D] [--quantize 16|8] [format options]
 
   onnx         the reference's ONNX exporter (--opset, --dynamic, --simplify, --nms --conf --iou)
   aoti         an AOTInductor package (.pt2) that LibTorch runs with no Python
   torchscript  the reference's TorchScript export (--dynamic, --nms)
-  openvino     the reference's OpenVINO IR folder (--dynamic, --nms; --quantize 8 --data YAML: NNCF INT8)
+  openvino     an OpenVINO IR folder from lucid's ONNX (--onnx FILE); --quantize 8 --data YAML: the
+               reference's NNCF INT8 route
   litert       a LiteRT (TFLite) flatbuffer through litert-torch (`lucid export` also takes format=tflite)
   executorch   an ExecuTorch program (XNNPACK) folder
   coreml       a Core ML ML Program (.mlpackage)
@@ -25,13 +27,6 @@ from pathlib import Path
 
 os.environ["YOLO_AUTOINSTALL"] = "False"  # the reference's exporter must not pip-install missing packages
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-try:
-    import torch  # noqa: F401
-    import ultralytics  # noqa: F401
-    import ultralytics_weights  # noqa: F401
-except ImportError as e:
-    sys.exit(f"lucid export needs torch, safetensors and ultralytics in {sys.executable} "
-             f"(missing: {e.name or e}); set LUCID_PYTHON to the project's Python")
 
 from deploy_formats import (aoti_format, coreml_format, executorch_format, litert_format, onnx_format,  # noqa: E402
                             openvino_format, tensorrt_format, torchscript_format)

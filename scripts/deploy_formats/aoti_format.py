@@ -8,9 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ultralytics_weights import reference_model
-
-from .common import MAX_DET, check_device
+from .common import MAX_DET, check_device, require_reference
 
 
 def add_arguments(a):
@@ -18,6 +16,7 @@ def add_arguments(a):
 
 
 def export(args):
+    require_reference()
     if args.quantize == 16 and not args.device.startswith("cuda"):
         sys.exit("format=aoti half=True needs a CUDA device (device=0): FP16 kernels are compiled for the GPU only")
     export_aoti(args.src, args.dst, args.imgsz, args.batch, args.quantize == 16, args.device)
@@ -46,6 +45,7 @@ def export_mode(model, imgsz):
 
 def export_aoti(src, dst, imgsz, batch, half, device):
     import torch
+    from ultralytics_weights import reference_model
 
     check_device(device, "aoti")
     model, _, names, _, _ = reference_model(src)

@@ -1,6 +1,7 @@
 """What every deployment format shares: the optional packages a format needs (named in the error when
-absent), the device check, and the reference's own exporter run on lucid's weights with the result
-moved to the requested path."""
+absent), the device check, the folder placement, and, for the formats still made that way, the
+reference's own exporter run on lucid's weights with the result moved to the requested path (the
+only place the reference package is imported)."""
 import importlib.util
 import logging
 import os
@@ -8,8 +9,6 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-
-from ultralytics_weights import reference_model, write_pt
 
 MAX_DET = 300  # rows of the end-to-end output, as the reference's export
 EXTRAS = "requirements-export.txt"
@@ -23,6 +22,17 @@ def require(what, *packages):
         sys.exit(f"{what} needs the Python package{'s' * (len(missing) > 1)} {', '.join(missing)} in "
                  f"{sys.executable}, which lacks {'them' if len(missing) > 1 else 'it'}: "
                  f"pip install {' '.join(missing)} (all export packages: pip install -r {EXTRAS} -c requirements.txt)")
+
+
+def require_reference():
+    """The packages the reference's exporter needs, or one line naming what is missing."""
+    try:
+        import torch  # noqa: F401
+        import ultralytics  # noqa: F401
+        import ultralytics_weights  # noqa: F401
+    except ImportError as e:
+        sys.exit(f"lucid export needs torch, safetensors and ultralytics in {sys.executable} "
+                 f"(missing: {e.name or e}); set LUCID_PYTHON to the project's Python")
 
 
 def check_device(device, fmt):
@@ -55,8 +65,10 @@ def reference_export(src, dst, fmt, imgsz, batch, device, **args):
     (YOLO.export, its converter and layout) and moves what it wrote to dst. The exporter's own
     progress goes to the log only at warning level (its messages name temporary files); returns
     (dst, the warnings it logged), which callers check for the fallbacks it takes on failures."""
+    require_reference()
     from ultralytics import YOLO
     from ultralytics.utils import LOGGER
+    from ultralytics_weights import reference_model, write_pt
 
     LOGGER.setLevel(logging.WARNING)
     warnings = []

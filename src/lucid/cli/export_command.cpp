@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "lucid/cli/commands.h"
 #include "lucid/cli/export_formats.h"
@@ -174,8 +175,7 @@ bool native_onnx(const ExportSettings& s) {
   return false;
 }
 
-void write_native_onnx(const engine::InferenceModel& m, const config::Options& options, const ExportSettings& s,
-                       int64_t imgsz, const fs::path& out) {
+engine::onnx::ExportOptions onnx_options(const config::Options& options, const ExportSettings& s, int64_t imgsz) {
   engine::onnx::ExportOptions o;
   o.imgsz = imgsz;
   o.batch = s.batch;
@@ -185,9 +185,39 @@ void write_native_onnx(const engine::InferenceModel& m, const config::Options& o
   if (options.given("nms")) o.nms = s.nms;
   o.conf = s.conf;
   o.iou = s.iou;
-  const auto what = engine::onnx::write_file(out.string(), *m.model, m.source.names, o);
+  return o;
+}
+
+void write_native_onnx(const engine::InferenceModel& m, const config::Options& options, const ExportSettings& s,
+                       int64_t imgsz, const fs::path& out) {
+  const auto what = engine::onnx::write_file(out.string(), *m.model, m.source.names, onnx_options(options, s, imgsz));
   std::printf("%s: %s\n", out.string().c_str(), what.c_str());
 }
+
+// The formats their Python converter makes from lucid's ONNX (format=openvino, but for the reference's
+// INT8 route): the ONNX file, FP32 with the head the other formats carry (an end-to-end model's
+// one-to-one head unless nms=True), written next to out for the exporter, removed however it ends.
+class ConverterOnnx {
+ public:
+  ConverterOnnx(const engine::InferenceModel& m, const config::Options& options, const ExportSettings& s, int64_t imgsz,
+                const fs::path& out)
+      : path_(out.string() + ".export-tmp.onnx"), removed_on_signal_(path_) {
+    auto o = onnx_options(options, s, imgsz);
+    o.half = false;  // the converter stores FP16 itself
+    o.nms = s.nms;
+    engine::onnx::write_file(path_, *m.model, m.source.names, o);
+  }
+  ~ConverterOnnx() {
+    std::error_code ignored;
+    fs::remove(path_, ignored);
+  }
+  static bool wanted(const ExportSettings& s) { return s.format == "openvino" && !s.int8 && engine::onnx::available(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  util::RemovedOnSignal removed_on_signal_;
+};
 
 }  // namespace
 
@@ -233,6 +263,11 @@ int export_command(const std::vector<std::string>& args) {
     std::vector<std::string> args{format.name, "{weights}", out.string()};
     auto rest = exporter_arguments(format, options, imgsz, device, half);
     args.insert(args.end(), rest.begin(), rest.end());
+    std::optional<ConverterOnnx> onnx;
+    if (ConverterOnnx::wanted(settings)) {
+      onnx.emplace(m, options, settings, imgsz, out);
+      args.insert(args.end(), {"--onnx", onnx->path()});
+    }
     run_python_export(m, format.name, imgsz, out.string(), "deploy_export.py", args);
   }
   const char* precision = settings.int8 ? "INT8" : half ? "FP16" : "FP32";
