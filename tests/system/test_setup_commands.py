@@ -87,7 +87,7 @@ def main():
         calls = run_setup(root, [], log)
         pips = [c for c in calls if c.startswith("python -m pip install -q ") and "--upgrade pip" not in c]
         package_pins = [next(line for line in (root / "requirements.txt").read_text().splitlines()
-                             if line.startswith(name + "==")) for name in ("torch", "numpy", "scikit-build-core")]
+                             if line.startswith(name + "==")) for name in ("torch", "numpy", "pillow", "scikit-build-core")]
         check(pips == ["python -m pip install -q -r requirements.txt",
                       "python -m pip install -q -c requirements.txt " + " ".join(ci_extras),
                       "python -m pip install -q " + " ".join(package_pins),
