@@ -15,7 +15,11 @@
 #include "lucid/cli/commands.h"
 #include "lucid/cli/export_formats.h"
 #include "lucid/cli/outcome.h"
+#include "lucid/deploy/compiled_model.h"
+#include "lucid/deploy/load_network.h"
+#include "lucid/deploy/torchscript_model.h"
 #include "lucid/lucid.h"
+#include "lucid/util/device.h"
 #include "lucid/util/error.h"
 #include "lucid/weights/model_source.h"
 #include "plot_result.h"
@@ -151,10 +155,22 @@ py::dict export_formats() {
   return suffixes;
 }
 
+// `lucid ARGS...` as the command runs it (the console script `lucid`): its exit code.
+int main_command(const Tokens& args) {
+  ErrorStash errors;
+  return without_gil(errors, [&] { return cli::run_command_line(args); });
+}
+
 // A model file's class names (its own, else "0", "1", ... for the model's nc, as the reference
-// names a model built from a YAML) and the image size it was trained at (0: unknown).
+// names a model built from a YAML) and the image size it was trained at (0: unknown). An exported
+// TorchScript file or compiled package is loaded as lucid predict loads it (on the GPU when usable).
 py::tuple model_names(const std::string& path) {
   ErrorStash errors;
+  if (engine::is_torchscript(path) || engine::is_compiled_package(path)) {
+    auto loaded = without_gil(
+        errors, [&] { return engine::load_network("model", path, util::parse_device(""), /*amp=*/false); });
+    return py::make_tuple(loaded.names, loaded.imgsz);
+  }
   auto source = without_gil(errors, [&] { return engine::read_model_source("model", path, /*weights=*/false); });
   auto names = source.names;
   if (names.empty() && source.spec)
@@ -175,6 +191,7 @@ PYBIND11_MODULE(_lucid, m) {
   m.def("val", &val, py::arg("args"));
   m.def("predict", &predict, py::arg("args"), py::arg("sink"), py::arg("memory") = py::none());
   m.def("command", &command, py::arg("name"), py::arg("args"));
+  m.def("main", &main_command, py::arg("args"), "the lucid command line; returns its exit code");
   m.def("plot", &plot_result, "the image (RGB bytes) with a prediction drawn on it, as lucid predict draws it");
   m.def("write_image", &write_image, py::arg("path"), py::arg("rgb"), py::arg("height"), py::arg("width"));
   m.def("model_names", &model_names, py::arg("path"));

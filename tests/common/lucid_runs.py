@@ -116,10 +116,11 @@ def checkpoint_state(path):
     return json.loads(json.loads(raw[8:8 + n])["__metadata__"]["lucid"])
 
 
-def confident(weights):
-    """The weights with every class logit raised by 9: a one-epoch model scores nothing above the
-    default conf=0.25, these score dozens of detections per image, with masks, so that tests that
-    compare predictions compare some."""
+def confident(weights, classes=None):
+    """The weights with every class logit (or those of `classes`) raised by 9: a one-epoch model
+    scores nothing above the default conf=0.25, these score dozens of detections per image, with
+    masks, so that tests that compare predictions compare some. Raising one class leaves no near-tie
+    between classes for rounding to flip."""
     from safetensors import safe_open
     from safetensors.torch import save_file
 
@@ -131,7 +132,25 @@ def confident(weights):
     if len(raised) != 6:
         sys.exit(f"{weights}: expected the 6 class-logit biases of a yolo26 segment head, found {raised}")
     for k in raised:
-        tensors[k] = tensors[k] + 9
+        if classes is None:
+            tensors[k] = tensors[k] + 9
+        else:
+            tensors[k][classes] += 9
     out = Path(weights).with_name("confident.safetensors")
     save_file(tensors, str(out), metadata=meta)
     return out
+
+
+def confident_model(tmp, env, out, classes=None):
+    """A one-epoch yolo26n-seg on a small synthetic set (imgsz 64) as plain weights raised to
+    confident detections (confident(), of `classes`), copied to out; returns (out, the set's validation
+    images)."""
+    import shutil
+
+    data = synth_data(Path(tmp) / "synth", env, 8, 4, 128)
+    lucid(["train", "model=yolo26n-seg.yaml", f"data={data}", "epochs=1", "imgsz=64", "batch=4", "device=cpu",
+           f"project={tmp}", "name=run"], env)
+    plain = Path(tmp) / "plain.safetensors"
+    lucid(["export", f"model={Path(tmp) / 'run' / 'weights' / 'best.safetensors'}", "format=safetensors", f"out={plain}"], env)
+    shutil.copy(confident(plain, classes), out)
+    return Path(out), sorted((data.parent / "images" / "val").glob("*.jpg"))

@@ -1,8 +1,6 @@
 """The Python package predicts images in memory (numpy arrays, PIL images, torch tensors, lists of
 them) as it predicts the same pixels from PNG files (memory_sources.py, run with the installed
 package on one-epoch weights raised to confident detections)."""
-import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -10,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lucid_runs import confident, lucid, synth_data  # noqa: E402
+from lucid_runs import confident_model  # noqa: E402
 from package_env import PACKAGE_PYTHON, package_env, require_package  # noqa: E402
 
 
@@ -19,17 +17,12 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         env = package_env(tmp)
-        data = synth_data(tmp / "synth", env, 8, 4, 128)
-        lucid(["train", "model=yolo26n-seg.yaml", f"data={data}", "epochs=1", "imgsz=64", "batch=4", "device=cpu",
-               f"project={tmp}", "name=run"], env)
-        plain = tmp / "plain.safetensors"
-        lucid(["export", f"model={tmp / 'run' / 'weights' / 'best.safetensors'}", "format=safetensors", f"out={plain}"], env)
         work = tmp / "work"
         work.mkdir()
-        shutil.copy(confident(plain), work / "weights.safetensors")
+        _, images = confident_model(tmp, env, work / "weights.safetensors")
         from PIL import Image
 
-        for i, jpg in enumerate(sorted((data.parent / "images" / "val").glob("*.jpg"))[:3]):
+        for i, jpg in enumerate(images[:3]):
             Image.open(jpg).convert("RGB").save(work / f"image_{i}.png")
         (tmp / "tmpdir").mkdir()
         env.update(TMPDIR=str(tmp / "tmpdir"), LUCID_TEST_COMMON=str(Path(__file__).resolve().parents[1] / "common"))

@@ -6,6 +6,9 @@
 
 namespace lucid::cli {
 
+// `lucid ARGS...`: the command's exit code (0, 1 for an error, printed as one line, 2 for bad usage).
+int run_command_line(std::vector<std::string> args);
+
 int model_command(const std::vector<std::string>& args);
 int train_command(const std::vector<std::string>& args);
 int coco_eval_command(const std::vector<std::string>& args);
