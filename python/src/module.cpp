@@ -167,8 +167,8 @@ int main_command(const Tokens& args) {
 py::tuple model_names(const std::string& path) {
   ErrorStash errors;
   if (engine::is_torchscript(path) || engine::is_compiled_package(path)) {
-    auto loaded = without_gil(
-        errors, [&] { return engine::load_network("model", path, util::parse_device(""), /*amp=*/false); });
+    auto loaded =
+        without_gil(errors, [&] { return engine::load_network("model", path, util::parse_device(""), /*amp=*/false); });
     return py::make_tuple(loaded.names, loaded.imgsz);
   }
   auto source = without_gil(errors, [&] { return engine::read_model_source("model", path, /*weights=*/false); });
