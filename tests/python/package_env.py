@@ -4,6 +4,8 @@ for another), for the tests that drive the package."""
 import os
 import subprocess
 import sys
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 SOURCE_DIR = Path(os.environ.get("LUCID_SOURCE_DIR", Path(__file__).resolve().parents[2]))
@@ -32,3 +34,25 @@ def package_env(tmp):
     env.setdefault("LUCID_PYTHON", sys.executable)
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+def run_package_script(script, cwd, env):
+    """Runs tests/python/<script> with the package's Python in cwd (it imports lucid_runs from
+    LUCID_TEST_COMMON); prints its output and stops the test when it fails."""
+    env = dict(env, LUCID_TEST_COMMON=str(SOURCE_DIR / "tests" / "common"))
+    r = subprocess.run([str(PACKAGE_PYTHON), str(SOURCE_DIR / "tests" / "python" / script)], cwd=cwd, env=env,
+                       capture_output=True, text=True)
+    print(r.stdout[-6000:])
+    if r.returncode != 0:
+        sys.exit(f"{script} failed ({r.returncode}):\n{r.stderr[-4000:]}")
+
+
+@contextmanager
+def package_workdir():
+    """After require_package(): a temporary folder, the package run's environment for it and a
+    work/ folder inside it, as (tmp, env, work)."""
+    require_package()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        (tmp / "work").mkdir()
+        yield tmp, package_env(tmp), tmp / "work"
