@@ -104,8 +104,9 @@ class Model {
   // One image: a JPEG or PNG file (EXIF orientation applied), or pixels in memory.
   Result predict(const std::string& image_path, const PredictOptions& options = {});
   Result predict(const ImageView& image, const PredictOptions& options = {});
-  // Several images, results in their order: one forward for each group of images of the same input
-  // size; each result is the one the image gets alone.
+  // Several images, results in their order, in one forward: images of one size letterboxed
+  // minimally (each result the one the image gets alone), images of different sizes each to the
+  // full imgsz x imgsz square, as the reference's predictor letterboxes a batch.
   std::vector<Result> predict_batch(const std::vector<ImageView>& images, const PredictOptions& options = {});
   std::vector<Result> predict_batch(const std::vector<std::string>& image_paths, const PredictOptions& options = {});
 

@@ -5,7 +5,8 @@ conf 0.0005: the two-epoch run, still inside its warmup, scores around 0.001), o
 default (nms=None: the one-to-many head and NMS) and through the one-to-one head (nms=False on both
 sides). Per image the detections must agree: same count (ignoring scores within 1e-4 of conf), and
 each of ours pairs with a reference detection of the same class and score (within 1e-4) whose box
-is within 0.05 px and mask IoU >= 0.98."""
+is within 0.05 px and mask IoU >= 0.98. The same at batch=3 over a folder of images of mixed sizes,
+which both letterbox to the full square."""
 import json
 import os
 import subprocess
@@ -50,16 +51,48 @@ def main():
             ours = json.loads((tmp / "runs" / name / "predictions.json").read_text())
             kwargs = {} if nms is None else {"nms": nms}
             failures += [f"{what}: {f}" for f in compare(model, src, ours, kwargs, what)]
+        failures += mixed_batch(tmp, ckpt, src)
         if failures:
             sys.exit("\n".join(failures[:20]))
 
 
+def mixed_batch(tmp, ckpt, src):
+    """batch=3 over nine images, every second one of another size: the reference letterboxes a batch
+    of mixed sizes to the full imgsz square; lucid must predict what the reference's predictor does
+    with batch=3 on the same folder."""
+    import cv2
+    from ultralytics import YOLO
+
+    mixed = tmp / "mixed"
+    mixed.mkdir()
+    for k, p in enumerate(sorted(src.glob("*.jpg"))[:9]):
+        im = cv2.imread(str(p))
+        if k % 2:
+            im = cv2.resize(im, (im.shape[1], im.shape[0] * 2 // 3), interpolation=cv2.INTER_AREA)
+        cv2.imwrite(str(mixed / f"{k:02d}.jpg"), im, [cv2.IMWRITE_JPEG_QUALITY, 100])
+    run([LUCID, "predict", f"model={ckpt}", f"source={mixed}", "imgsz=128", f"conf={CONF}", "device=cpu", "batch=3",
+         "retina_masks=True", "save=False", "save_json=True", f"project={tmp / 'runs'}", "name=mixed"])
+    ours = json.loads((tmp / "runs" / "mixed" / "predictions.json").read_text())
+    model = YOLO(str(tmp / "ema.pt"), task="segment")
+    results = model.predict(str(mixed), imgsz=128, conf=CONF, retina_masks=True, device="cpu", verbose=False, batch=3)
+    shapes = {tuple(r.orig_shape) for r in results}
+    failures = [] if len(shapes) > 1 else [f"the mixed folder's images have one size {shapes}"]
+    return failures + [f"batch=3, mixed sizes: {f}" for f in
+                       compare_results({Path(r.path): r for r in results}, ours, "batch=3 over images of mixed sizes")]
+
+
 def compare(model, src, ours, kwargs, what):
+    """The reference's predictions of each image alone against ours."""
+    results = {p: model.predict(str(p), imgsz=128, conf=CONF, retina_masks=True, device="cpu", verbose=False,
+                                **kwargs)[0] for p in sorted(src.glob("*.jpg"))}
+    return compare_results(results, ours, what)
+
+
+def compare_results(results, ours, what):
+    """The reference's Results by image path against ours (predictions.json records)."""
     worst = {"score": 0.0, "box": 0.0, "iou": 1.0}
     failures, compared = [], 0
-    for path in sorted(src.glob("*.jpg")):
-        res = model.predict(str(path), imgsz=128, conf=CONF, retina_masks=True, device="cpu", verbose=False,
-                            **kwargs)[0]
+    for path, res in results.items():
         ref = []
         if res.boxes is not None and len(res.boxes):
             for k in range(len(res.boxes)):

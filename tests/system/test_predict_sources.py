@@ -12,8 +12,9 @@
   inside their detections and match them (within codec tolerance) away from them;
 - save_crop writes crops/<class>/<name>.jpg (then <name>-2.jpg, ...) of the reference's crop size;
 - in a build without FFmpeg a video source is one line saying the build has no video support;
-- batch=3 (mixed image sizes) and batch=2 on the video write the same labels, JSON and images as
-  batch=1; show_boxes=False and show_conf=False draw differently from the defaults."""
+- batch=2 over images of one size and batch=2 on the video write the same labels, JSON and images
+  as batch=1, and batch=3 over images of two sizes letterboxes each to the full square (the
+  reference's rule for a batch of mixed sizes); show_boxes=False and show_conf=False draw differently from the defaults."""
 import json
 import os
 import re
@@ -103,10 +104,17 @@ def main():
         check(ok, "crops are crops/<class>/<stem>[-k].jpg of the reference's crop size")
         check(all(c.parent.name in ("class0", "class1", "class2") for c in crops), "crops are sorted by class name")
 
-        # batch=3 over images of two sizes: the same files as batch=1.
-        lucid([*base, f"source={imgs}", "name=folder3", "batch=3", "save_txt=True", "save_json=True", "save_crop=True"], env)
-        a, b = tree_bytes(project / "folder"), tree_bytes(project / "folder3")
-        check(len(a) > 3 and a == b, f"batch=3 writes the same {len(a)} files as batch=1")
+        # batch=2 over the two images of one size: the same files as batch=1. batch=3 over images of two
+        # sizes: each on the full 96 x 96 square, as the reference letterboxes a batch of mixed sizes.
+        outputs = ["save_txt=True", "save_json=True", "save_crop=True"]
+        lucid([*base, f"source={imgs}/*.jpg", "name=same1", *outputs], env)
+        lucid([*base, f"source={imgs}/*.jpg", "name=same2", "batch=2", *outputs], env)
+        a, b = tree_bytes(project / "same1"), tree_bytes(project / "same2")
+        check(len(a) > 2 and a == b, f"batch=2 over images of one size writes the same {len(a)} files as batch=1")
+        m = lucid([*base, f"source={imgs}", "name=folder3", "batch=3", *outputs], env)
+        got = lines(m.stdout, "image")
+        check(len(got) == 3 and all(": 96x96 " in l for l in got),
+              f"batch=3 over images of two sizes: each at the full square, 96x96 ({got})")
 
         # Drawing options change the drawing.
         plots = (project / "folder" / "a.jpg").exists()

@@ -8,6 +8,7 @@
 
 #include "data_test_util.h"
 #include "lucid/config/model_yaml.h"
+#include "lucid/inference/network.h"
 #include "lucid/metrics/rle.h"
 #include "lucid/model/model.h"
 #include "lucid/predict/predictor.h"
@@ -109,12 +110,55 @@ torch::Tensor whole_mask(const structures::MaskWindow& m, int h, int w) {
   return full;
 }
 
-// Images of three input sizes, two of them twice with different content: the batch's predictions
-// equal the one-by-one predictions (boxes and scores to float rounding: a batched forward on the
-// CPU need not round as a single one does; classes and masks), for an end-to-end model and an NMS
-// model, with and without retina masks. The untrained NMS model has detections whose mask logits
-// lie within rounding of 0 over their whole box, so that rounding flips some of their pixels (432 of
-// 44767 here): its masks must agree in 98% of their pixels (end-to-end: all of them).
+// A network whose letterbox is always the full imgsz square (as a fixed-input package's).
+class SquareNetwork : public engine::EagerNetwork {
+ public:
+  using EagerNetwork::EagerNetwork;
+  int pad_multiple(int imgsz) const override { return imgsz; }
+};
+
+// The reference's batch letterbox at imgsz 128, where an image's minimal letterbox is not the square
+// (72 x 100: 96 x 128): a batch of one size is padded minimally, each result the image's alone; a
+// batch of mixed sizes puts every image on the full 128 x 128 square, each result the image's alone
+// on that square.
+TEST(Predictor, BatchLetterboxIsTheReferences) {
+  torch::manual_seed(0);
+  model::SegmentationModel model(config::load_model_spec("yolo26n-seg.yaml", 2));
+  auto o = all_detections(20, false);
+  o.imgsz = 128;
+  engine::EagerNetwork eager(*model, torch::kCPU, false);
+  SquareNetwork square(*model, torch::kCPU, false);
+  auto a = lucid::testing::pattern(72, 100), b = a;
+  for (auto& px : b.pixels) px = uint8_t(255 - px);
+  const std::vector<data::Image> same{a, b}, mixed{a, lucid::testing::pattern(64, 64)};
+  EXPECT_EQ(engine::batch_pad_multiple(eager, same, 128), 32);
+  EXPECT_EQ(engine::batch_pad_multiple(eager, mixed, 128), 128);
+  EXPECT_EQ(engine::predict_letterbox(72, 100, 128, 32).height, 96);
+  const auto check = [&](const std::vector<data::Image>& images, engine::Network& alone) {
+    const auto batch = engine::predict_images(eager, images, o);
+    ASSERT_EQ(batch.size(), images.size());
+    for (size_t i = 0; i < images.size(); ++i) {
+      const auto one = engine::predict_image(alone, images[i], o);
+      ASSERT_GT(one.boxes.size(0), 0);
+      ASSERT_EQ(batch[i].boxes.sizes(), one.boxes.sizes()) << i;
+      EXPECT_TRUE(torch::allclose(batch[i].boxes, one.boxes, 0, 1e-4)) << i;
+      EXPECT_TRUE(torch::allclose(batch[i].conf, one.conf, 0, 1e-5)) << i;
+      EXPECT_TRUE(torch::equal(batch[i].cls, one.cls)) << i;
+    }
+  };
+  check(same, eager);
+  check(mixed, square);
+  // And the two letterboxes do give the first image different results.
+  const auto minimal = engine::predict_image(eager, a, o), squared = engine::predict_image(square, a, o);
+  EXPECT_FALSE(minimal.boxes.sizes() == squared.boxes.sizes() && torch::allclose(minimal.boxes, squared.boxes));
+}
+
+// Images of three sizes, two of them twice with different content, at imgsz 64 (where every one of
+// them letterboxes to 64 x 64 either way): the batch's predictions equal the one-by-one predictions (boxes and scores
+// to float rounding: a batched forward on the CPU need not round as a single one does; classes and masks), for an
+// end-to-end model and an NMS model, with and without retina masks. The untrained NMS model has detections whose mask
+// logits lie within rounding of 0 over their whole box, so that rounding flips some of their pixels (432 of 44767
+// here): its masks must agree in 98% of their pixels (end-to-end: all of them).
 TEST(Predictor, BatchEqualsOneByOne) {
   std::vector<data::Image> images{lucid::testing::pattern(72, 100), lucid::testing::pattern(100, 72),
                                   lucid::testing::pattern(72, 100), lucid::testing::pattern(64, 64),

@@ -394,6 +394,7 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
                       static_cast<double>(items.size());
     total_ms += ms * static_cast<double>(items.size());
     predicted += static_cast<int64_t>(items.size());
+    const int multiple = engine::batch_pad_multiple(*loaded.network, images, po.imgsz);
 
     for (size_t k = 0; k < items.size(); ++k) {
       const auto& item = items[k];
@@ -401,7 +402,7 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
       const auto& p = preds[k];
       const auto& path = sources[item.source];
       const auto& name = out_names[item.source];
-      const auto input = engine::predict_letterbox(p.orig_h, p.orig_w, po.imgsz);
+      const auto input = engine::predict_letterbox(p.orig_h, p.orig_w, po.imgsz, multiple);
       // "image 1/3 path: 384x640 2 circles, 1 square, 12.3ms", with the size of the network input.
       if (verbose)
         std::printf("%s %s: %dx%d %s%.1fms\n", item_place(item, sources.size()).c_str(), path.c_str(), input.height,

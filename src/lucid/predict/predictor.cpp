@@ -108,9 +108,16 @@ Prediction image_prediction(const Tensor& det, const Tensor& proto, const Predic
 
 }  // namespace
 
+int batch_pad_multiple(const Network& network, std::span<const data::Image> images, int imgsz) {
+  const bool same = std::all_of(images.begin(), images.end(), [&](const data::Image& image) {
+    return image.height == images.front().height && image.width == images.front().width;
+  });
+  return same ? network.pad_multiple(imgsz) : imgsz;
+}
+
 std::vector<Prediction> predict_images(Network& network, std::span<const data::Image> images, const PredictOptions& o) {
   torch::NoGradGuard no_grad;
-  const int multiple = network.pad_multiple(o.imgsz);
+  const int multiple = images.empty() ? 32 : batch_pad_multiple(network, images, o.imgsz);
   std::vector<PredictLetterbox> lbs;
   lbs.reserve(images.size());
   for (const auto& image : images) lbs.push_back(predict_letterbox(image.height, image.width, o.imgsz, multiple));

@@ -69,14 +69,19 @@ Prediction predict_image(model::SegmentationModelImpl& model, const torch::Devic
 class Network;
 Prediction predict_image(Network& network, const data::Image& image, const PredictOptions& options);
 
-// Predictions of several images, in their order, each image letterboxed as predict_image does it:
-// one forward for each group of images whose inputs have the same size (all of them for a video's
-// frames or a camera's images). Images of other sizes are not padded to a common size, which would
-// change what the network sees near their borders; so each result is predict_image's on that image.
+// Predictions of several images, in their order, letterboxed as the reference's predictor letterboxes
+// a batch (batch_pad_multiple): images of one size (a video's frames, a camera's images) with the
+// minimal padding, each result predict_image's on that image; images of different sizes each to
+// the full imgsz x imgsz square, so that the batch is one forward.
 std::vector<Prediction> predict_images(model::SegmentationModelImpl& model, const torch::Device& device,
                                        std::span<const data::Image> images, const PredictOptions& options);
 std::vector<Prediction> predict_images(Network& network, std::span<const data::Image> images,
                                        const PredictOptions& options);
+
+// The multiple a batch's letterboxes are padded to: the network's (its stride, or a fixed input's
+// size) when every image has the same size, else imgsz itself, the full square (the reference's
+// LetterBox(auto=same_shapes)).
+int batch_pad_multiple(const Network& network, std::span<const data::Image> images, int imgsz);
 
 // NonFiniteOutputs (inference/postprocess.h) is thrown by predict_images when every candidate the
 // network outputs for a batch holds a NaN or infinite value.
