@@ -39,8 +39,12 @@ run() {  # run NAME "ENV=VALUE ..." lucid-predict-options...: one fresh process,
     run "b1-run$r" "" batch=1
     run "b16-run$r" "" batch=16
   done
-  run "b1-cudnn-depthwise" "LUCID_DEPTHWISE_KERNELS=0" batch=1
-  run "b1-fp32" "" batch=1 half=False
+  if [ -z "${LUCID_PROFILE_QUICK:-}" ]; then  # LUCID_PROFILE_QUICK=1: batch 1 and 16 only
+    run "b1-cudnn-depthwise" "LUCID_DEPTHWISE_KERNELS=0" batch=1
+    run "b1-fp32" "" batch=1 half=False
+  fi
 } | tee "$out/summary.txt"
-"${LUCID_PYTHON:-python3}" "$here/predict_first_forward.py" > "$out/first_forward.txt" 2>&1
-cat "$out/first_forward.txt"
+if [ -z "${LUCID_PROFILE_QUICK:-}" ]; then
+  "${LUCID_PYTHON:-python3}" "$here/predict_first_forward.py" > "$out/first_forward.txt" 2>&1
+  cat "$out/first_forward.txt"
+fi
