@@ -98,8 +98,7 @@ def memory_source(source):
         else:
             raise TypeError(f"predict(): a source of type {type(x).__name__} is not taken; give a path, a numpy "
                             "array, a PIL image, a torch tensor or a list of them")
-    if tensor_size is not None and len(entries) != sum(len(x) if x.ndim == 4 else 1 for x in items
-                                                       if isinstance(x, torch.Tensor)):
+    if tensor_size is not None and not all(isinstance(x, torch.Tensor) for x in items):
         raise ValueError("tensor sources are predicted at their own size and cannot be mixed with other kinds of "
                          "source in one call")
     return entries, tensor_size

@@ -117,21 +117,19 @@ int batch_pad_multiple(const Network& network, std::span<const data::Image> imag
 
 std::vector<Prediction> predict_images(Network& network, std::span<const data::Image> images, const PredictOptions& o) {
   torch::NoGradGuard no_grad;
-  const int multiple = images.empty() ? 32 : batch_pad_multiple(network, images, o.imgsz);
+  if (images.empty()) return {};
+  // Every letterbox of the batch has one size (batch_pad_multiple): one forward.
+  const int multiple = batch_pad_multiple(network, images, o.imgsz);
   std::vector<PredictLetterbox> lbs;
+  std::vector<Tensor> inputs;
   lbs.reserve(images.size());
-  for (const auto& image : images) lbs.push_back(predict_letterbox(image.height, image.width, o.imgsz, multiple));
-  // Groups of images with the same input size, in order of first appearance.
-  std::vector<std::vector<size_t>> groups;
-  for (size_t i = 0; i < images.size(); ++i) {
-    auto g = std::find_if(groups.begin(), groups.end(), [&](const std::vector<size_t>& members) {
-      return lbs[members[0]].height == lbs[i].height && lbs[members[0]].width == lbs[i].width;
-    });
-    if (g == groups.end())
-      groups.push_back({i});
-    else
-      g->push_back(i);
+  inputs.reserve(images.size());
+  for (const auto& image : images) {
+    lbs.push_back(predict_letterbox(image.height, image.width, o.imgsz, multiple));
+    inputs.push_back(letterboxed_input(image, lbs.back()));
   }
+  auto x = torch::stack(inputs).permute({0, 3, 1, 2}).to(network.device()).to(torch::kFloat32).div_(255);
+  inputs.clear();
   NmsOptions nms;
   nms.conf = o.conf;
   nms.iou = o.iou;
@@ -139,24 +137,16 @@ std::vector<Prediction> predict_images(Network& network, std::span<const data::I
   nms.agnostic = o.agnostic_nms;
   nms.multi_label = false;  // the predictor's default
   nms.classes = o.classes;
-  std::vector<Prediction> predictions(images.size());
-  for (const auto& members : groups) {
-    std::vector<Tensor> inputs;
-    inputs.reserve(members.size());
-    for (size_t i : members) inputs.push_back(letterboxed_input(images[i], lbs[i]));
-    auto x = torch::stack(inputs).permute({0, 3, 1, 2}).to(network.device()).to(torch::kFloat32).div_(255);
-    inputs.clear();
-    // The one-to-one head's top-k keeps at least 300 candidates, as the reference's predictor sets it, so
-    // that classes= filters before the max_det cut.
-    const auto out = network.run(x, std::max<int64_t>(o.max_det, 300), o.agnostic_nms);
-    require_finite_candidates(out.pred, network.end2end());
-    const auto dets = network_detections(network, out, nms);
-    for (size_t k = 0; k < members.size(); ++k) {
-      const size_t i = members[k];
-      predictions[i] =
-          image_prediction(dets[k], out.proto[static_cast<int64_t>(k)], lbs[i], images[i].height, images[i].width, o);
-    }
-  }
+  // The one-to-one head's top-k keeps at least 300 candidates, as the reference's predictor sets it, so
+  // that classes= filters before the max_det cut.
+  const auto out = network.run(x, std::max<int64_t>(o.max_det, 300), o.agnostic_nms);
+  require_finite_candidates(out.pred, network.end2end());
+  const auto dets = network_detections(network, out, nms);
+  std::vector<Prediction> predictions;
+  predictions.reserve(images.size());
+  for (size_t k = 0; k < images.size(); ++k)
+    predictions.push_back(
+        image_prediction(dets[k], out.proto[static_cast<int64_t>(k)], lbs[k], images[k].height, images[k].width, o));
   return predictions;
 }
 
