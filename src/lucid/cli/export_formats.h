@@ -15,7 +15,7 @@ struct ExportFormat {
   std::vector<std::string> options;  // the format options (beyond model, format, imgsz, out) it takes
   bool half_default = false;         // half= when not given
   bool python = true;                // made by deploy_export.py (else written by lucid itself)
-  std::string alias;                 // another format= value for it (an earlier name), or empty
+  std::string alias = "";            // another format= value for it (an earlier name), or empty
 };
 
 // Every format, in the order docs/deploy.md lists them.
