@@ -54,6 +54,8 @@ def parser():
         a.add_argument("--batch", type=int, default=1)
         a.add_argument("--device", default="cpu")
         a.add_argument("--quantize", type=int, choices=(16, 8), default=None)
+        a.add_argument("--one-to-one", action="store_true",
+                       help="nms=False given: an end-to-end model's one-to-one head (format=onnx's unset nms is dense)")
         module.add_arguments(a)
     return p
 

@@ -1,9 +1,16 @@
-"""format=onnx: the reference's ONNX exporter (torch.onnx), with its simplifier (onnxslim), dynamic
-axes, FP16 conversion and end-to-end NMS (nms=True: the reference's NMSModel, torchvision NMS traced
-into the graph as NonMaxSuppression over the one-to-many head)."""
+"""format=onnx where lucid was built without the ONNX library (libonnx-dev): torch.onnx's exporter
+(torch.export, then onnxscript) of lucid's network (lucid_yolo/nn, BatchNorms folded), in the layout
+lucid's own writer gives (docs/deploy.md: nms unset: the dense one-to-many output; nms=False: an
+end-to-end model's one-to-one top-k; nms=True: NMS inside), with the reference's metadata; dynamic
+axes, FP16 (onnxruntime's float16 conversion, inputs and outputs kept FP32) and onnxslim's
+simplification as the options ask."""
+import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
-from .common import precision_name, reference_export, require
+from .common import deployed_network, example_input, metadata, precision_name, require
 
 
 def add_arguments(a):
@@ -16,33 +23,51 @@ def add_arguments(a):
 
 
 def export(args):
-    require("format=onnx", ("onnx", "onnx"))
+    require("format=onnx", ("onnx", "onnx"), ("onnxscript", "onnxscript==0.7.2"))
     if args.simplify:
         require("format=onnx simplify=True (the default, as the reference's; simplify=False skips it)",
                 ("onnxslim", "onnxslim==0.1.98"))
-    if args.quantize == 16 and not args.device.startswith("cuda"):
-        require("format=onnx half=True on the CPU (the FP16 conversion)", ("onnxruntime", "onnxruntime"))
-    import onnx
-    from onnx import TensorProto
-
-    extra = dict(dynamic=args.dynamic, simplify=args.simplify, nms=args.nms)
-    if args.nms:
-        extra.update(conf=args.conf, iou=args.iou)
-    if args.opset:
-        extra["opset"] = args.opset
     if args.quantize == 16:
-        extra["quantize"] = 16
-    dst, warnings = reference_export(args.src, args.dst, "onnx", args.imgsz, args.batch, args.device, **extra)
-    failed = [w for w in warnings if "simplifier failure" in w]
-    if failed:  # the reference writes the unsimplified graph then; simplify=True promised otherwise
-        sys.exit(f"format=onnx simplify=True: onnxslim failed ({failed[0]}); export with simplify=False")
-    graph = onnx.load(str(dst))
-    names = [o.name for o in graph.graph.output]
-    if names != ["output0", "output1"]:
-        sys.exit(f"format=onnx: the exporter wrote outputs {names}, expected output0 and output1")
-    if args.quantize == 16 and TensorProto.FLOAT16 not in {t.data_type for t in graph.graph.initializer}:
-        sys.exit("format=onnx half=True: the exporter's FP16 conversion did not happen (see its warning above)")
-    used = max((o.version for o in graph.opset_import if o.domain in ("", "ai.onnx")), default=0)
+        require("format=onnx half=True (the FP16 conversion)", ("onnxruntime", "onnxruntime"))
+    if args.nms and args.dynamic:
+        sys.exit("format=onnx nms=True dynamic=True: this exporter traces the NMS for a fixed batch; give "
+                 "dynamic=False, or use a lucid built with libonnx-dev (its own ONNX writer takes both)")
+    import onnx
+    import torch
+
+    layout = "nms" if args.nms else None if args.one_to_one else "dense"
+    deployed, names = deployed_network(args.src, nms=False, layout=layout, conf=args.conf, iou=args.iou)
+    opset = args.opset or 18
+    dynamic = None
+    if args.dynamic:
+        dims = {0: torch.export.Dim("batch"), 2: torch.export.Dim.AUTO, 3: torch.export.Dim.AUTO}
+        dynamic = (dims,)
+    dst = Path(args.dst)
+    work = Path(tempfile.mkdtemp(prefix=".export-", dir=dst.parent))
+    try:
+        tmp = work / dst.name
+        torch.onnx.export(deployed, (example_input(args.batch, args.imgsz),), str(tmp), input_names=["images"],
+                          output_names=["output0", "output1"], opset_version=opset, dynamo=True,
+                          dynamic_shapes=dynamic, external_data=False, verbose=False)
+        model = onnx.load(str(tmp))
+        if args.simplify:
+            import onnxslim
+
+            model = onnxslim.slim(model)
+        if args.quantize == 16:
+            from onnxruntime.transformers.float16 import convert_float_to_float16
+
+            model = convert_float_to_float16(model, keep_io_types=True)
+        meta = metadata(deployed, names, args.imgsz, args.batch,
+                        {"batch": args.batch, "half": args.quantize == 16, "nms": args.nms if args.nms or args.one_to_one else None,
+                         "dynamic": args.dynamic, "opset": opset})
+        del model.metadata_props[:]
+        for k, v in meta.items():
+            model.metadata_props.add(key=k, value=repr(v) if isinstance(v, (dict, list, bool)) or v is None else str(v))
+        onnx.save(model, str(tmp))
+        os.replace(tmp, dst)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     shape = "dynamic batch, height and width" if args.dynamic else f"input ({args.batch}, 3, {args.imgsz}, {args.imgsz})"
-    print(f"{dst}: ONNX opset {used}, {precision_name(args.quantize)}, {shape}"
+    print(f"{dst}: ONNX opset {opset}, {precision_name(args.quantize)}, {shape}"
           f"{', simplified' if args.simplify else ''}{f', NMS inside (conf {args.conf}, iou {args.iou})' if args.nms else ''}")

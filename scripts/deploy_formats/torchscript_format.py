@@ -24,6 +24,9 @@ def export(args):
     if args.quantize == 16 and not args.device.startswith("cuda"):
         sys.exit("format=torchscript half=True traces in FP16 on a CUDA device only (device=0), as the reference")
     nms = args.nms
+    if nms and args.dynamic:
+        sys.exit("format=torchscript nms=True dynamic=True: the NMS inside is traced for the export's batch; "
+                 "give dynamic=False, or nms=False (NMS outside)")
     import torch
 
     check_device(args.device, "torchscript")

@@ -4,7 +4,8 @@ yolov8n-seg, each trained 2 epochs on the synthetic set at imgsz 128: the weight
 (strict), and with BatchNorms folded its outputs equal lucid's network (deploy_oracle_tool, as `lucid
 predict` loads the weights) on the same inputs within 1e-4: the dense one-to-many output and the
 prototypes on square images and on a 128 x 160 input, and for the end-to-end model the one-to-one
-top-k. Its NMS layout (nms=True) keeps the rows of lucid's own ONNX file with NMS inside, run by onnxruntime."""
+top-k. The Python ONNX route (a lucid without libonnx-dev) equals lucid's ONNX writer in onnxruntime
+for the end-to-end model's dense and one-to-one layouts. Its NMS layout (nms=True) keeps the rows of lucid's own ONNX file with NMS inside, run by onnxruntime."""
 import importlib.util
 import subprocess
 import sys
@@ -68,6 +69,30 @@ def nms_against_onnx(nn, net, ckpt, x, tmp, cmp, name):
         cmp.failures.append(f"{name}: no detections to compare the NMS layout on")
     cmp.check(f"{name} nms output1", ours[1], ref[1])
 
+def python_onnx_against_lucid(ckpt, x, tmp, cmp, name, nc):
+    """scripts/deploy_export.py's ONNX route (lucid built without libonnx-dev: torch.onnx of this
+    network) against lucid's own ONNX writer, both run by onnxruntime: the dense and the one-to-one
+    layouts, with the metadata the reference reads."""
+    import onnx
+    import onnxruntime as ort
+
+    for layout, nms, flag in (("dense", [], []), ("one_to_one", ["nms=False"], ["--one-to-one"])):
+        native, python = tmp / f"{name}-{layout}.onnx", tmp / f"{name}-{layout}-python.onnx"
+        common = [f"--imgsz={IMGSZ}", f"--batch={x.shape[0]}"]
+        subprocess.run([str(LUCID), "export", f"model={ckpt}", "format=onnx", *nms, f"batch={x.shape[0]}",
+                        f"imgsz={IMGSZ}", f"out={native}"], check=True, capture_output=True)
+        subprocess.run([sys.executable, str(SOURCE_DIR / "scripts" / "deploy_export.py"), "onnx", str(ckpt), str(python),
+                        *common, *flag], check=True, capture_output=True)
+        outs = [ort.InferenceSession(str(f), providers=["CPUExecutionProvider"]).run(None, {"images": x.numpy()})
+                for f in (python, native)]
+        ours, ref = [(torch.from_numpy(o[0]), torch.from_numpy(o[1])) for o in outs]
+        compare_layout(cmp, f"{name} python ONNX {layout}", ours, ref, layout == "one_to_one", nc)
+        meta = {p.key: p.value for p in onnx.load(str(python)).metadata_props}
+        if meta.get("task") != "segment" or meta.get("imgsz") != f"[{IMGSZ}, {IMGSZ}]" or \
+                meta.get("end2end") != str(layout == "one_to_one"):
+            cmp.failures.append(f"{name} python ONNX {layout}: metadata {meta}")
+
+
 def main():
     nn = network_package()
     cmp = Comparison(1e-4)
@@ -89,6 +114,8 @@ def main():
                         ours = deployed(x)
                     compare_layout(cmp, f"{name} {layout} {what}", ours, ref, layout == "one_to_one", len(names))
             nms_against_onnx(nn, net, ckpt, square, tmp, cmp, name)
+            if net.end2end:
+                python_onnx_against_lucid(ckpt, square, tmp, cmp, name, len(names))
     cmp.finish("lucid_yolo.nn vs lucid's network")
 
 

@@ -89,6 +89,8 @@ std::vector<std::string> exporter_arguments(const ExportFormat& format, const co
   if (takes(format, "nms") && options.flag("nms")) {
     for (const char* key : {"conf", "iou"}) args.insert(args.end(), {std::string("--") + key, options.str(key)});
   }
+  // nms=False given: an end-to-end model's one-to-one head even where unset means the dense output (onnx).
+  if (takes(format, "nms") && options.given("nms") && !options.flag("nms")) args.push_back("--one-to-one");
   if (takes(format, "opset") && options.given("opset")) args.insert(args.end(), {"--opset", options.str("opset")});
   if (takes(format, "workspace") && options.given("workspace")) {
     const double gib = options.number("workspace");
