@@ -28,6 +28,7 @@ from pathlib import Path
 os.environ["YOLO_AUTOINSTALL"] = "False"  # the reference's exporter must not pip-install missing packages
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from deploy_formats.common import require  # noqa: E402
 from deploy_formats import (aoti_format, coreml_format, executorch_format, litert_format, onnx_format,  # noqa: E402
                             openvino_format, tensorrt_format, torchscript_format)
 
@@ -62,6 +63,8 @@ def parser():
 
 def main(argv):
     args = parser().parse_args(argv)
+    # Every format runs lucid's network (lucid_yolo/nn) or reads its weights: named first, in one line.
+    require(f"format={args.cmd}", ("torch", "torch"), ("safetensors", "safetensors"))
     try:
         FORMATS[args.cmd].export(args)
     except (AssertionError, ValueError, RuntimeError, TypeError, ImportError, OSError) as e:

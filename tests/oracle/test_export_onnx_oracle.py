@@ -166,7 +166,7 @@ def main():
         bare = tmp / "python-without-site-packages"
         bare.write_text(f"#!/bin/sh\nexec {sys.executable} -I -S \"$@\"\n")
         bare.chmod(0o755)
-        error([f"model={ckpt}", "format=torchscript", f"out={tmp / 'x.torchscript'}"], "missing: torch",
+        error([f"model={ckpt}", "format=torchscript", f"out={tmp / 'x.torchscript'}"], "packages torch, safetensors",
               {"LUCID_PYTHON": str(bare)})
         error([f"model={ckpt}", "format=onnx", "opset=3"], "option opset=3")
         error([f"model={ckpt}", "format=onnx", "opset=11"], "option opset=11")
