@@ -195,6 +195,13 @@ def main():
                    "save_crop=True"], env)
             a, b = tree_bytes(out), tree_bytes(project / "video2")
             check(a == b, f"batch=2 on the video writes the same {len(a)} files as batch=1")
+            # Every frame at batch=1 and batch=8 (a full batch and a partial one): the same detections.
+            for batch in (1, 8):
+                lucid([*vbase, f"source={clip}", f"name=video_b{batch}", f"batch={batch}", "save_txt=True",
+                       "save_json=True"], env)
+            a, b = tree_bytes(project / "video_b1"), tree_bytes(project / "video_b8")
+            check(len([n for n in a if n.endswith(".txt")]) == 10 and a == b,
+                  f"batch=8 on the video's 10 frames writes the same {len(a)} files as batch=1")
 
             # A broken video beside an image is skipped with a warning; alone it is an error naming it.
             broken = imgs / "broken.mp4"
