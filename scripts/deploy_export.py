@@ -11,10 +11,12 @@ ultralytics_weights.py), which only those formats import:
   torchscript  the reference's TorchScript export (--dynamic, --nms)
   openvino     an OpenVINO IR folder from lucid's ONNX (--onnx FILE); --quantize 8 --data YAML: the
                reference's NNCF INT8 route
-  litert       a LiteRT (TFLite) flatbuffer through litert-torch (`lucid export` also takes format=tflite)
-  executorch   an ExecuTorch program (XNNPACK) folder
+  litert       a LiteRT (TFLite) flatbuffer of lucid_yolo.nn through litert-torch, the reference's
+               metadata appended (`lucid export` also takes format=tflite)
+  executorch   an ExecuTorch program (XNNPACK) folder of lucid_yolo.nn's dense layout, as the reference's
   coreml       a Core ML ML Program (.mlpackage)
-  engine       a TensorRT engine (needs TensorRT and a CUDA device)
+  engine       a TensorRT engine built from lucid's ONNX (--onnx FILE; --dynamic, --workspace GiB,
+               --quantize 16), the reference's metadata header first (needs TensorRT and a CUDA device)
 
 The outputs of each are described in docs/deploy.md. A format's optional Python packages
 (requirements-export.txt) are named in the error when absent. Failures exit non-zero with a message

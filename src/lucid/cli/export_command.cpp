@@ -4,8 +4,10 @@
 // the project's Python (scripts/ultralytics_weights.py), which the reference's YOLO(...).val(),
 // .predict() and .export() load, with the class names kept. The deployment formats (onnx, aoti,
 // torchscript, openvino, litert, executorch, coreml, engine; export_formats.h lists them and their
-// options) go through scripts/deploy_export.py, the reference's converters run on lucid's weights;
-// their outputs and runtimes are described in docs/deploy.md.
+// options) go through scripts/deploy_export.py: converted from the ONNX file lucid writes (openvino,
+// engine), or traced from lucid's own PyTorch network (python/lucid_yolo/nn: aoti, torchscript, coreml,
+// litert, executorch); only openvino int8=True runs the reference's exporter on lucid's weights. Their
+// outputs and runtimes are described in docs/deploy.md.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -195,7 +197,7 @@ void write_native_onnx(const engine::InferenceModel& m, const config::Options& o
 }
 
 // The formats their Python converter makes from lucid's ONNX (format=openvino, but for the reference's
-// INT8 route): the ONNX file, FP32 with the head the other formats carry (an end-to-end model's
+// INT8 route; format=engine): the ONNX file, FP32 with the head the other formats carry (an end-to-end model's
 // one-to-one head unless nms=True), written next to out for the exporter, removed however it ends.
 class ConverterOnnx {
  public:
@@ -211,7 +213,9 @@ class ConverterOnnx {
     std::error_code ignored;
     fs::remove(path_, ignored);
   }
-  static bool wanted(const ExportSettings& s) { return s.format == "openvino" && !s.int8 && engine::onnx::available(); }
+  static bool wanted(const ExportSettings& s) {
+    return ((s.format == "openvino" && !s.int8) || s.format == "engine") && engine::onnx::available();
+  }
   const std::string& path() const { return path_; }
 
  private:
