@@ -9,8 +9,8 @@ ultralytics_weights.py), which only those formats import:
   onnx         the reference's ONNX exporter (--opset, --dynamic, --simplify, --nms --conf --iou)
   aoti         an AOTInductor package (.pt2) that LibTorch runs with no Python
   torchscript  the reference's TorchScript export (--dynamic, --nms)
-  openvino     an OpenVINO IR folder from lucid's ONNX (--onnx FILE); --quantize 8 --data YAML: the
-               reference's NNCF INT8 route
+  openvino     an OpenVINO IR folder from lucid's ONNX (--onnx FILE); --quantize 8 --calibration FILE:
+               NNCF's INT8 calibration on the images lucid letterboxed from --data YAML
   litert       a LiteRT (TFLite) flatbuffer of lucid_yolo.nn through litert-torch, the reference's
                metadata appended (`lucid export` also takes format=tflite)
   executorch   an ExecuTorch program (XNNPACK) folder of lucid_yolo.nn's dense layout, as the reference's

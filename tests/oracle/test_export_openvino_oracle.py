@@ -1,10 +1,11 @@
-"""`lucid export format=openvino` (the reference's OpenVINO export) run by the OpenVINO runtime on
-the CPU. A 2-epoch yolo26n-seg run on the synthetic set (imgsz 128) is exported at 128 x 128: the
-reference predictor running the IR in OpenVINO must give the detections of `lucid predict` on square
-images (same classes, scores within 1e-3, boxes within 1 px, mask IoU >= 0.99). int8=True quantizes
-with NNCF, calibrated on the set's validation images: the IR must hold INT8 weights (FakeQuantize
-nodes), and the accuracy it keeps is measured by the reference's validator on the same set, FP32 IR
-against INT8 IR (box and mask mAP50-95, printed); INT8 must keep at least 80% of the FP32 mask mAP50.
+"""`lucid export format=openvino` (lucid's ONNX converted by OpenVINO; int8=True: NNCF's calibration
+of it) run by the OpenVINO runtime on the CPU. A 2-epoch yolo26n-seg run on the synthetic set (imgsz
+128) is exported at 128 x 128: the reference predictor running the IR in OpenVINO must give the
+detections of `lucid predict` on square images (same classes, scores within 1e-3, boxes within 1 px,
+mask IoU >= 0.99). int8=True quantizes with NNCF, calibrated on the set's validation images as lucid
+letterboxes them: the IR must hold INT8 weights (FakeQuantize nodes), and the accuracy it keeps is
+measured by the reference's validator on the same set, FP32 IR against INT8 IR (box and mask
+mAP50-95, printed); INT8 must keep at least 80% of the FP32 mask mAP50.
 OpenVINO's CPU plugin runs an FP32 IR in BF16 on processors with native BF16 (AMX, AVX512_BF16)
 unless asked otherwise (boxes 0.1 px and mask IoUs 0.97 off lucid's FP32 there); the comparison
 asks it for f32 (INFERENCE_PRECISION_HINT), the precision lucid predicts in.

@@ -6,10 +6,12 @@
 // torchscript, openvino, litert, executorch, coreml, engine; export_formats.h lists them and their
 // options) go through scripts/deploy_export.py: converted from the ONNX file lucid writes (openvino,
 // engine), or traced from lucid's own PyTorch network (python/lucid_yolo/nn: aoti, torchscript, coreml,
-// litert, executorch); only openvino int8=True runs the reference's exporter on lucid's weights. Their
-// outputs and runtimes are described in docs/deploy.md.
+// litert, executorch); openvino int8=True quantizes lucid's ONNX with NNCF on the validation images of
+// data= as lucid letterboxes them (CalibrationImages). Their outputs and runtimes are described in
+// docs/deploy.md.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -20,8 +22,13 @@
 #include "lucid/config/fields.h"
 #include "lucid/config/options.h"
 #include "lucid/config/weights_fields.h"
+#include "lucid/data/augment.h"
+#include "lucid/data/dataset.h"
+#include "lucid/data/image_io.h"
+#include "lucid/data/resize.h"
 #include "lucid/deploy/compiled_model.h"
 #include "lucid/deploy/onnx/onnx_export.h"
+#include "lucid/model/safetensors.h"
 #include "lucid/util/child_process.h"
 #include "lucid/util/error.h"
 #include "lucid/util/removed_on_signal.h"
@@ -121,8 +128,9 @@ void run_python_export(const engine::InferenceModel& m, const std::string& forma
                        const std::string& out, const std::string& script_name, std::vector<std::string> args) {
   const auto python = project_python();
   if (access(python.c_str(), X_OK) != 0)
-    throw UserError("format=" + format + " needs the project's Python with the ultralytics package: " + python +
-                    " is not an executable (set LUCID_PYTHON to one)");
+    throw UserError("format=" + format + " needs the project's Python with " +
+                    (format == "pt" ? "the ultralytics package" : "the export packages of docs/deploy.md") + ": " +
+                    python + " is not an executable (set LUCID_PYTHON to one)");
   // The source tree's scripts/, unless LUCID_SCRIPTS_DIR says otherwise (the Python package ships them).
   const char* scripts_env = std::getenv("LUCID_SCRIPTS_DIR");
   const std::string scripts = scripts_env && *scripts_env ? scripts_env : LUCID_SCRIPTS_DIR;
@@ -196,8 +204,8 @@ void write_native_onnx(const engine::InferenceModel& m, const config::Options& o
   std::printf("%s: %s\n", out.string().c_str(), what.c_str());
 }
 
-// The formats their Python converter makes from lucid's ONNX (format=openvino, but for the reference's
-// INT8 route; format=engine): the ONNX file, FP32 with the head the other formats carry (an end-to-end model's
+// The formats their Python converter makes from lucid's ONNX (format=openvino, its INT8 too;
+// format=engine): the ONNX file, FP32 with the head the other formats carry (an end-to-end model's
 // one-to-one head unless nms=True), written next to out for the exporter, removed however it ends.
 class ConverterOnnx {
  public:
@@ -214,11 +222,83 @@ class ConverterOnnx {
     fs::remove(path_, ignored);
   }
   static bool wanted(const ExportSettings& s) {
-    return ((s.format == "openvino" && !s.int8) || s.format == "engine") && engine::onnx::available();
+    return (s.format == "openvino" || s.format == "engine") && engine::onnx::available();
   }
   const std::string& path() const { return path_; }
 
  private:
+  std::string path_;
+  util::RemovedOnSignal removed_on_signal_;
+};
+
+// At most this many images calibrate INT8 (NNCF's own default subset size), evenly spaced over the
+// share of the validation split that fraction= selects: the reference's exporter calibrates on every
+// image of that share, which for a large split holds 3 imgsz^2 bytes an image and minutes of
+// calibration per few hundred.
+constexpr int64_t kMaxCalibrationImages = 300;
+
+// format=openvino int8=True: the images NNCF calibrates on, made as the reference's calibration
+// loader makes them (8.4.190 Exporter.get_int8_calibration_dataloader): the validation split of data=
+// (val:, or validation:; no other split), of it the first max(1, round(n * fraction)) sorted images
+// (the reference hands fraction= to its calibration set as to a training split), each resized so its
+// long side is imgsz (load_image) and letterboxed to imgsz x imgsz (centred, pad 114, no upscaling).
+// They go to the converter as one uint8 (N, 3, imgsz, imgsz) RGB tensor `images` in a safetensors
+// file next to out, removed however the export ends.
+class CalibrationImages {
+ public:
+  CalibrationImages(const ExportSettings& s, int64_t imgsz, const fs::path& out)
+      : path_(out.string() + ".export-tmp-calibration.safetensors"), removed_on_signal_(path_) {
+    write(s.data, s.fraction, static_cast<int>(imgsz));
+  }
+  ~CalibrationImages() {
+    std::error_code ignored;
+    fs::remove(path_, ignored);
+  }
+  static bool wanted(const ExportSettings& s) { return s.format == "openvino" && s.int8; }
+  const std::string& path() const { return path_; }
+
+ private:
+  void write(const std::string& dataset, double fraction, int imgsz) const {
+    const std::string option = "option data=" + dataset;
+    std::error_code ec;
+    if (!fs::exists(dataset, ec))
+      throw UserError(option + ": not found (int8=True calibrates on the validation images of a dataset YAML)");
+    data::IndexOptions io;
+    io.require_images = false;
+    // fraction= for the validation split; of the others (not used) only their first images are read.
+    char parts[64];
+    std::snprintf(parts, sizeof parts, "[2, %.17g, 0]", fraction);
+    io.fraction = data::DatasetFraction::parse(parts);
+    const auto index = data::build_index(dataset, io);
+    const auto* val = index.find("val");
+    if (!val) throw UserError(option + ": no validation split (val:) to calibrate INT8 on");
+    for (const auto& p : val->problems) std::fprintf(stderr, "warning: %s\n", p.str().c_str());
+    const auto listed = static_cast<int64_t>(val->images.size());
+    if (listed == 0) throw UserError(option + ": its validation split " + val->source + " has no usable image");
+    const int64_t n = std::min(listed, kMaxCalibrationImages);
+    auto images = torch::empty({n, 3, imgsz, imgsz}, torch::kUInt8);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      data::Image im;
+      try {
+        im = data::decode_image(val->images[static_cast<size_t>(i * listed / n)].path);
+      } catch (const UserError& e) {
+        std::fprintf(stderr, "warning: %s (left out of the INT8 calibration)\n", e.what());
+        continue;
+      }
+      const auto [w, h] = data::long_side_size(im.width, im.height, imgsz);
+      if (w != im.width || h != im.height) im = data::resize_linear(im, w, h);
+      data::Sample sample;
+      sample.image = torch::from_blob(im.pixels.data(), {im.height, im.width, im.channels}, torch::kUInt8);
+      images[kept++].copy_(data::letterbox(std::move(sample), imgsz, imgsz).image.permute({2, 0, 1}));
+    }
+    if (kept == 0) throw UserError(option + ": none of its validation images decodes");
+    model::write_safetensors(path_, {{"images", images.narrow(0, 0, kept)}});
+    std::printf("INT8 calibration: %lld of the %lld validation images of %s, letterboxed to %dx%d\n",
+                static_cast<long long>(kept), static_cast<long long>(listed), dataset.c_str(), imgsz, imgsz);
+    std::fflush(stdout);  // before the converter's output
+  }
+
   std::string path_;
   util::RemovedOnSignal removed_on_signal_;
 };
@@ -267,6 +347,11 @@ int export_command(const std::vector<std::string>& args) {
     std::vector<std::string> args{format.name, "{weights}", out.string()};
     auto rest = exporter_arguments(format, options, imgsz, device, half);
     args.insert(args.end(), rest.begin(), rest.end());
+    std::optional<CalibrationImages> calibration;
+    if (CalibrationImages::wanted(settings)) {
+      calibration.emplace(settings, imgsz, out);
+      args.insert(args.end(), {"--calibration", calibration->path()});
+    }
     std::optional<ConverterOnnx> onnx;
     if (ConverterOnnx::wanted(settings)) {
       onnx.emplace(m, options, settings, imgsz, out);
