@@ -1,20 +1,21 @@
 #!/usr/bin/env python3
 """Deployable forms of lucid weights (`lucid export format=...`), one module per format under
-deploy_formats/: converted from the ONNX file lucid writes (--onnx: openvino), or made from the
-reference implementation with lucid's weights (the state-dict names are identical;
-ultralytics_weights.py), which only those formats import:
+deploy_formats/: converted from the ONNX file lucid writes (--onnx: openvino, engine), or traced from
+lucid's own PyTorch definition of the network (lucid_yolo/nn, the C++ model's state-dict names).
+None imports the reference package:
 
   FORMAT IN.safetensors OUT --imgsz N [--batch B] [--device D] [--quantize 16|8] [format options]
 
-  onnx         the reference's ONNX exporter (--opset, --dynamic, --simplify, --nms --conf --iou)
-  aoti         an AOTInductor package (.pt2) that LibTorch runs with no Python
-  torchscript  the reference's TorchScript export (--dynamic, --nms)
+  onnx         torch.onnx of lucid_yolo.nn, for a lucid built without libonnx-dev (--opset, --dynamic,
+               --simplify, --nms --conf --iou, --one-to-one)
+  aoti         an AOTInductor package (.pt2) of lucid_yolo.nn that LibTorch runs with no Python
+  torchscript  torch.jit.trace of lucid_yolo.nn, the reference's metadata as config.txt (--dynamic, --nms)
   openvino     an OpenVINO IR folder from lucid's ONNX (--onnx FILE); --quantize 8 --calibration FILE:
                NNCF's INT8 calibration on the images lucid letterboxed from --data YAML
   litert       a LiteRT (TFLite) flatbuffer of lucid_yolo.nn through litert-torch, the reference's
                metadata appended (`lucid export` also takes format=tflite)
   executorch   an ExecuTorch program (XNNPACK) folder of lucid_yolo.nn's dense layout, as the reference's
-  coreml       a Core ML ML Program (.mlpackage)
+  coreml       a Core ML ML Program (.mlpackage) of the traced lucid_yolo.nn (--nms)
   engine       a TensorRT engine built from lucid's ONNX (--onnx FILE; --dynamic, --workspace GiB,
                --quantize 16), the reference's metadata header first (needs TensorRT and a CUDA device)
 
@@ -23,11 +24,9 @@ The outputs of each are described in docs/deploy.md. A format's optional Python 
 naming the file, option or package.
 """
 import argparse
-import os
 import sys
 from pathlib import Path
 
-os.environ["YOLO_AUTOINSTALL"] = "False"  # the reference's exporter must not pip-install missing packages
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from deploy_formats.common import require  # noqa: E402
