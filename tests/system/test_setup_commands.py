@@ -88,12 +88,17 @@ def main():
         pips = [c for c in calls if c.startswith("python -m pip install -q ") and "--upgrade pip" not in c]
         package_pins = [next(line for line in (root / "requirements.txt").read_text().splitlines()
                              if line.startswith(name + "==")) for name in ("torch", "numpy", "pillow", "scikit-build-core")]
+        pinned = [line.split()[0] for f in ("requirements.txt", "requirements-export.txt")
+                  for line in (root / f).read_text().splitlines() if re.match(r"^[a-z]", line)]
+        export_pins = [next(p for p in pinned if p.startswith(name + "==")) for name in
+                       ("safetensors", "onnx", "onnxruntime", "openvino", "torchvision", "coremltools")]
         check(pips == ["python -m pip install -q -r requirements.txt",
                       "python -m pip install -q -c requirements.txt " + " ".join(ci_extras),
                       "python -m pip install -q " + " ".join(package_pins),
-                      f"python -m pip install -q --no-build-isolation --no-deps -C build-dir={root / 'build'} ."],
+                      f"python -m pip install -q --no-build-isolation --no-deps -C build-dir={root / 'build'} .",
+                      "python -m pip install -q -c requirements.txt " + " ".join(export_pins)],
               f"test suite: every pinned package, the export packages marked ci, then the lucid_yolo package "
-              f"built in build/ ({pips})")
+              f"built in build/, then the export packages into the package's venv ({pips})")
         check(len(ci_extras) >= 2, f"some export packages are marked ci ({ci_extras})")
         check(stamp.read_text().split() == [want], "test suite: the stamp says everything")
         builds = [c for c in calls if c.startswith("cmake --build")]
