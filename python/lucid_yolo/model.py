@@ -34,6 +34,8 @@ class YOLO:
         self.trainer = None
         self.metrics = None
         self._pretrained = None
+        if self.model.endswith(".torchscript"):
+            _load_torchvision_ops()
         self._names, self._imgsz = _lucid.model_names(self.model)
 
     # -- the model -------------------------------------------------------------------------------
@@ -215,3 +217,13 @@ class _PredictRun:
         finally:
             self.cancelled.set()
             worker.join()
+
+
+def _load_torchvision_ops():
+    """torchvision's operators, where it is installed, before a TorchScript file loads: a file
+    exported with nms=True calls torchvision::nms, which the native loader otherwise provides itself
+    (and torchvision, imported after that, could not register again)."""
+    try:
+        import torchvision  # noqa: F401
+    except ImportError:
+        pass

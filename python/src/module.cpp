@@ -24,6 +24,7 @@
 #include "lucid/weights/model_source.h"
 #include "plot_result.h"
 #include "python_errors.h"
+#include "python_network.h"
 
 namespace py = pybind11;
 using Tokens = std::vector<std::string>;
@@ -163,10 +164,12 @@ int main_command(const Tokens& args) {
 
 // A model file's class names (its own, else "0", "1", ... for the model's nc, as the reference
 // names a model built from a YAML) and the image size it was trained at (0: unknown). An exported
-// TorchScript file or compiled package is loaded as lucid predict loads it (on the GPU when usable).
+// TorchScript file, compiled package or ONNX file is loaded as lucid predict loads it (on the GPU
+// when usable).
 py::tuple model_names(const std::string& path) {
   ErrorStash errors;
-  if (engine::is_torchscript(path) || engine::is_compiled_package(path)) {
+  const bool onnx = path.size() > 5 && path.compare(path.size() - 5, 5, ".onnx") == 0;
+  if (engine::is_torchscript(path) || engine::is_compiled_package(path) || onnx) {
     auto loaded =
         without_gil(errors, [&] { return engine::load_network("model", path, util::parse_device(""), /*amp=*/false); });
     return py::make_tuple(loaded.names, loaded.imgsz);
@@ -197,4 +200,6 @@ PYBIND11_MODULE(_lucid, m) {
   m.def("model_names", &model_names, py::arg("path"));
   m.def("export_formats", &export_formats, "lucid export's format names (aliases too) and their output suffixes");
   m.def("version", &lucid::version);
+  m.def("register_network_loader", &register_python_loader, py::arg("suffix"), py::arg("open"),
+        "runs model files ending in suffix through open(path, device) -> dict (python_network.h)");
 }

@@ -1,8 +1,9 @@
 """Run by test_exported_models.py with the installed lucid_yolo, in a folder holding weights.safetensors,
-its TorchScript export model.torchscript (fixed 64 x 64 input, the one-to-one head) and square 64 x 64
-PNG images: YOLO("model.torchscript") must read the export's class names and size and predict what the
-weights predict with the same head (nms=False): same classes, scores within 1e-3, boxes within 1 px,
-mask IoU >= 0.99."""
+its exports (EXPORTS below: TorchScript, ONNX fixed, dynamic and with NMS inside) and square 64 x 64
+PNG images: YOLO(file) must read the export's class names and size and predict what the weights
+predict with the same head: same classes, scores within 1e-3, boxes within 1 px, mask IoU >= 0.99;
+and its val() on the set of $LUCID_TEST_DATA must give the weights' metrics within 1e-3.
+The ONNX files run in onnxruntime (lucid_yolo/runtimes.py)."""
 import os
 import sys
 from pathlib import Path
@@ -39,19 +40,48 @@ def matches(a, b):
     return worst_box <= 1.0 and worst_iou >= 0.99, f"{len(a)} paired, box {worst_box:.2g} px, mask IoU {worst_iou:.4f}"
 
 
+# (file, the weights' head and NMS it carries, its predict and val options): TorchScript and ONNX with
+# the one-to-one head at a fixed 64 x 64; ONNX with the one-to-many head at any size (NMS outside, here
+# each image's own letterbox) and with NMS inside at a fixed size.
+EXPORTS = [("model.torchscript", {"nms": False}, {}),
+           ("model.onnx", {"nms": False}, {}),
+           ("dynamic.onnx", {}, {"imgsz": 64}),
+           ("dynamic_e2e.onnx", {"nms": False}, {"imgsz": 64}),
+           ("nms.onnx", {}, {})]
+
+
 def main():
-    weights, script = YOLO("weights.safetensors"), YOLO("model.torchscript")
-    check(script.names == weights.names, f"YOLO('model.torchscript').names are the weights' {script.names}")
+    weights = YOLO("weights.safetensors")
     images = sorted(str(p) for p in Path(".").glob("*.png"))
-    ours = weights.predict(images, imgsz=64, nms=False)
-    theirs = script.predict(images)
-    check(sum(len(r) for r in ours) > 0, f"the weights predict {[len(r) for r in ours]} detections")
-    for p, a, b in zip(images, ours, theirs):
-        ok, what = matches(a, b)
-        check(ok, f"{p}: the TorchScript file predicts the weights' detections ({what})")
+    for name, head, options in EXPORTS:
+        if not Path(name).exists():
+            print(f"SKIP {name}: not exported here")
+            continue
+        exported = YOLO(name)
+        check(exported.names == weights.names, f"YOLO('{name}').names are the weights' {exported.names}")
+        ours = weights.predict(images, imgsz=64, **head)
+        theirs = exported.predict(images, **options)
+        check(sum(len(r) for r in ours) > 0, f"the weights predict {[len(r) for r in ours]} detections")
+        for p, a, b in zip(images, ours, theirs):
+            ok, what = matches(a, b)
+            check(ok, f"{name} {p}: the exported file predicts the weights' detections ({what})")
+        print(f"{name}: {sum(len(r) for r in theirs)} detections over {len(images)} images, as the weights'")
+        # val on the set's validation split, rectangular batches as for the weights: the weights'
+        # metrics with the same head. Files of a fixed size validate on square batches (the
+        # reference's rect=False for them), whose loader is not held to the rectangular one here; and
+        # validation's NMS is multi-label (a box per class above conf, as the reference's), which a
+        # file with NMS inside (each anchor's best class) cannot match.
+        if not name.startswith("dynamic"):
+            continue
+        data = os.environ["LUCID_TEST_DATA"]
+        ref = weights.val(data=data, imgsz=64, batch=2, plots=False, **head).results_dict
+        got = exported.val(data=data, batch=2, plots=False, **options).results_dict
+        worst = max(abs(got[k] - ref[k]) for k in ref)
+        check(got.keys() == ref.keys() and worst <= 1e-3, f"{name}.val() gives the weights' metrics: {got} vs {ref}")
+        print(f"{name}.val(): {len(ref)} metrics within {worst:.2g} of the weights' (mask mAP50-95 {got['metrics/mAP50-95(M)']:.4f})")
 
 
 if __name__ == "__main__":
     main()
     if failures:
-        sys.exit(f"{len(failures)} check(s) failed")
+        sys.exit(f"{len(failures)} check(s) failed:\n" + "\n".join(f[:300] for f in failures))

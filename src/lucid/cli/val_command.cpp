@@ -1,11 +1,13 @@
 // `lucid val`: validates a weights file (a lucid checkpoint's EMA weights, an Ultralytics .pt, lucid
-// weights; weights/model_source.h) on a dataset split; data, imgsz and names come from the file
-// where it has them, else from the options,
+// weights; weights/model_source.h) or an exported file (TorchScript, compiled package, ONNX through
+// the Python package; deploy/load_network.h) on a dataset split; data, imgsz and names come from the
+// file where it has them, else from the options,
 // prints the reference's table with per-class rows and the speed line, and writes the run folder
 // (runs/segment/valN): plots, predictions.json with save_json, report.html.
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <optional>
 
 #include "lucid/cli/commands.h"
 #include "lucid/cli/outcome.h"
@@ -16,6 +18,7 @@
 #include "lucid/config/weights_fields.h"
 #include "lucid/data/loader.h"
 #include "lucid/data/synth.h"
+#include "lucid/deploy/load_network.h"
 #include "lucid/evaluate/evaluate.h"
 #include "lucid/report/run_report.h"
 #include "lucid/train/train_options.h"
@@ -97,6 +100,52 @@ const config::FieldList<ValSettings>& val_fields() {
 
 int val_command(const std::vector<std::string>& args) { return val_run(args).exit_code; }
 
+namespace {
+
+// What is validated: a weights file's eager model, or an exported network (deploy/load_network.h:
+// a TorchScript file, a compiled package, an ONNX file through the Python package) with the head and
+// input size it was exported with.
+struct ValModel {
+  std::optional<engine::InferenceModel> weights;
+  engine::LoadedNetwork exported;
+  std::vector<std::string> names;  // the file's own; empty: none
+  int64_t imgsz = 0, nc = 0;
+  std::string data;  // the dataset recorded in a weights file
+};
+
+ValModel load_val_model(const ValSettings& s, const torch::Device& device) {
+  ValModel m;
+  if (engine::is_exported_network(s.model)) {
+    m.exported = engine::load_network("model", s.model, device, /*amp=*/false);
+    m.names = m.exported.names;
+    m.imgsz = m.exported.imgsz;
+    m.nc = m.exported.network->nc();
+    if (m.exported.fixed_imgsz && s.imgsz > 0 && s.imgsz != m.imgsz)
+      throw UserError("option imgsz=" + std::to_string(s.imgsz) + ": model=" + s.model +
+                      " takes imgsz=" + std::to_string(m.imgsz) + " only (exported without dynamic=True)");
+    return m;
+  }
+  m.weights = engine::load_inference_model("model", s.model, device);
+  m.names = m.weights->source.names;
+  m.imgsz = m.weights->source.imgsz;
+  m.nc = m.weights->model->nc();
+  m.data = m.weights->source.data;
+  return m;
+}
+
+engine::ValResults run_validation(ValModel& m, const ValSettings& s, const torch::Device& device,
+                                  const engine::PreparedSplit& prepared, engine::ValidatorOptions vo,
+                                  const engine::EvaluateOptions& eo) {
+  try {
+    if (m.weights) return engine::evaluate(*m.weights->model, device, prepared, vo, eo, &std::cout);
+    return engine::evaluate(*m.exported.network, m.exported.fixed_imgsz, prepared, vo, eo, &std::cout);
+  } catch (const engine::NonFiniteOutputs& e) {
+    throw UserError("model=" + s.model + ": " + e.what());
+  }
+}
+
+}  // namespace
+
 CommandOutcome val_run(const std::vector<std::string>& command_line) {
   const auto args = config::map_deprecated_end2end(command_line);
   auto options = val_fields().options();
@@ -113,14 +162,13 @@ CommandOutcome val_run(const std::vector<std::string>& command_line) {
   const torch::Device device = util::parse_device(settings.device);
   if (device.is_cpu()) util::use_reference_cpu_threads();
 
-  auto loaded = engine::load_inference_model("model", checkpoint, device);
-  const auto& source = loaded.source;
+  auto loaded = load_val_model(settings, device);
   const int imgsz = settings.imgsz > 0 ? static_cast<int>(settings.imgsz)
-                    : source.imgsz > 0 ? static_cast<int>(source.imgsz)
+                    : loaded.imgsz > 0 ? static_cast<int>(loaded.imgsz)
                                        : 640;
   if (imgsz < 32 || imgsz % 32 != 0)
     throw UserError("option imgsz=" + std::to_string(imgsz) + ": expected a multiple of 32");
-  std::string data_path = settings.data.empty() ? source.data : settings.data;
+  std::string data_path = settings.data.empty() ? loaded.data : settings.data;
   if (data_path.empty() || data_path == data::default_synth_yaml()) data_path = default_dataset();
 
   data::IndexOptions io = settings.index;
@@ -128,20 +176,24 @@ CommandOutcome val_run(const std::vector<std::string>& command_line) {
   auto index = data::build_index(data_path, io);
   const auto* split = index.find(split_name);
   if (!split) throw UserError(data_path + ": no '" + split_name + "' split");
-  if (index.nc() != loaded.model->nc())
+  if (index.nc() != loaded.nc)
     throw UserError(data_path + ": " + std::to_string(index.nc()) + " classes, but " + checkpoint + " has " +
-                    std::to_string(loaded.model->nc()));
+                    std::to_string(loaded.nc));
   // The model's class names, as the reference's validator prints them; the dataset's where it has none.
-  const auto names = source.names.empty() ? index.names : source.names;
+  const auto names = loaded.names.empty() ? index.names : loaded.names;
 
   auto run_dir = engine::make_run_dir(settings.project, settings.name, settings.exist_ok);
   fs::remove(run_dir / "weights");  // an empty folder from make_run_dir; validation writes no weights
 
   engine::ValidatorOptions vo = settings.validator;
-  config::warn_without_one_to_one(vo.nms, loaded.model->end2end(), checkpoint);
+  if (loaded.weights)
+    config::warn_without_one_to_one(vo.nms, loaded.weights->model->end2end(), checkpoint);
+  else if (vo.nms)
+    std::fprintf(stderr, "warning: nms=%s: model=%s carries the head and NMS it was exported with\n",
+                 *vo.nms ? "True" : "False", checkpoint.c_str());
   vo.speed = true;
   vo.names = names;
-  vo.overlap_mask = source.overlap_mask.value_or(true);
+  vo.overlap_mask = loaded.weights ? loaded.weights->source.overlap_mask.value_or(true) : true;
   if (settings.save_json) {
     vo.save_json = (run_dir / "predictions.json").string();
     if (index.format == data::DatasetFormat::Coco) vo.class_map = index.category_ids;
@@ -157,12 +209,7 @@ CommandOutcome val_run(const std::vector<std::string>& command_line) {
               device.str().c_str());
   auto prepared = engine::prepare_split(*split, imgsz, data::PreparedStore::Ram, 0);
   vo.refuse_non_finite = true;
-  engine::ValResults r;
-  try {
-    r = engine::evaluate(*loaded.model, device, prepared, vo, eo, &std::cout);
-  } catch (const engine::NonFiniteOutputs& e) {
-    throw UserError("model=" + checkpoint + ": " + e.what());
-  }
+  engine::ValResults r = run_validation(loaded, settings, device, prepared, vo, eo);
 
   report::ReportContent rc;
   rc.title = "lucid val: " + run_dir.string();

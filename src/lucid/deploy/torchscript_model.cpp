@@ -1,7 +1,11 @@
 #include "lucid/deploy/torchscript_model.h"
 
+#include <torch/library.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "lucid/util/class_names.h"
@@ -19,6 +23,52 @@ bool is_torchscript(const std::string& path) {
 
 namespace {
 
+// torchvision::nms(dets, scores, iou_threshold): the indices of the boxes kept by greedy NMS, by
+// descending score; a box is dropped when its IoU with a kept box exceeds the threshold. A TorchScript
+// file exported with nms=True calls it; lucid provides it where torchvision's own is not loaded.
+Tensor greedy_nms(const Tensor& dets, const Tensor& scores, double iou_threshold) {
+  TORCH_CHECK(dets.dim() == 2 && dets.size(1) == 4 && scores.dim() == 1 && scores.size(0) == dets.size(0),
+              "torchvision::nms takes boxes (N, 4) and scores (N)");
+  const auto boxes = dets.to(torch::kCPU, torch::kFloat32).contiguous();
+  const auto order = std::get<1>(scores.to(torch::kCPU, torch::kFloat32).sort(0, /*descending=*/true));
+  const auto* b = boxes.data_ptr<float>();
+  const auto* idx = order.data_ptr<int64_t>();
+  const int64_t n = boxes.size(0);
+  std::vector<char> dropped(static_cast<size_t>(n), 0);
+  std::vector<int64_t> keep;
+  for (int64_t a = 0; a < n; ++a) {
+    const int64_t i = idx[a];
+    if (dropped[static_cast<size_t>(i)]) continue;
+    keep.push_back(i);
+    const float* p = b + 4 * i;
+    const float area_i = (p[2] - p[0]) * (p[3] - p[1]);
+    for (int64_t c = a + 1; c < n; ++c) {
+      const int64_t j = idx[c];
+      if (dropped[static_cast<size_t>(j)]) continue;
+      const float* q = b + 4 * j;
+      const float w = std::max(0.0f, std::min(p[2], q[2]) - std::max(p[0], q[0]));
+      const float h = std::max(0.0f, std::min(p[3], q[3]) - std::max(p[1], q[1]));
+      const float inter = w * h;
+      const float iou = inter / (area_i + (q[2] - q[0]) * (q[3] - q[1]) - inter);
+      if (iou > iou_threshold) dropped[static_cast<size_t>(j)] = 1;
+    }
+  }
+  return torch::tensor(keep, torch::kInt64).to(dets.device());
+}
+
+// Registers greedy_nms as torchvision::nms once, unless torchvision's operators are loaded (the
+// Python package's process may hold them).
+void provide_torchvision_nms() {
+  static std::once_flag once;
+  static std::unique_ptr<torch::Library> library;
+  std::call_once(once, [] {
+    if (c10::Dispatcher::singleton().findSchema({"torchvision::nms", ""})) return;
+    library =
+        std::make_unique<torch::Library>(torch::Library::FRAGMENT, "torchvision", std::nullopt, __FILE__, __LINE__);
+    library->def("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor", &greedy_nms);
+  });
+}
+
 // The reference writes booleans of args as JSON booleans, and nms may be null (None).
 bool truthy(const nlohmann::json& j, const char* key) {
   return j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
@@ -31,6 +81,7 @@ TorchScriptModel::TorchScriptModel(const std::string& option, const std::string&
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) throw UserError(what_ + ": no such file");
   torch::jit::ExtraFilesMap extra{{"config.txt", ""}};
+  provide_torchvision_nms();
   try {
     module_ = torch::jit::load(path, device, extra);
   } catch (const std::exception&) {

@@ -101,8 +101,14 @@ std::vector<std::string> write_validation_plots(const std::string& dir, const Va
   return written;
 }
 
-ValResults evaluate(model::SegmentationModelImpl& model, const torch::Device& device, const PreparedSplit& prepared,
-                    ValidatorOptions vo, const EvaluateOptions& options, std::ostream* log) {
+namespace {
+
+// The validation loader over the prepared split, the validator's options completed (plots, batch
+// count), and run(validator, batches): what evaluating a model and an exported network share.
+// rect: rectangular batches (the reference's val); off for a fixed-size network, as the reference's
+// validator turns rect off for backends of a fixed input.
+ValResults evaluate_with(const PreparedSplit& prepared, ValidatorOptions vo, const EvaluateOptions& options, bool rect,
+                         const std::function<ValResults(Validator&, const ValBatchSource&)>& run) {
   data::LoaderOptions lo;
   lo.dataset_size = prepared.size();
   lo.imgsz = options.imgsz;
@@ -110,7 +116,7 @@ ValResults evaluate(model::SegmentationModelImpl& model, const torch::Device& de
   lo.workers = options.workers;
   lo.augment = false;
   lo.shuffle = false;
-  lo.rect = true;
+  lo.rect = rect;
   lo.overlap_mask = vo.overlap_mask;
   lo.image_sizes = image_sizes(prepared);
   data::Loader loader(make_sample_source(prepared), lo);
@@ -123,10 +129,24 @@ ValResults evaluate(model::SegmentationModelImpl& model, const torch::Device& de
   }
   vo.batches = loader.batches_per_epoch();
   Validator validator(vo);
-  auto next = val_batches(loader, prepared);
-  auto r = validator.run(model, device, next, nullptr, log);
+  auto r = run(validator, val_batches(loader, prepared));
   if (options.plots) write_validation_plots(options.out_dir, r, vo.names);
   return r;
+}
+
+}  // namespace
+
+ValResults evaluate(model::SegmentationModelImpl& model, const torch::Device& device, const PreparedSplit& prepared,
+                    ValidatorOptions vo, const EvaluateOptions& options, std::ostream* log) {
+  return evaluate_with(prepared, std::move(vo), options, /*rect=*/true, [&](Validator& v, const ValBatchSource& next) {
+    return v.run(model, device, next, nullptr, log);
+  });
+}
+
+ValResults evaluate(Network& network, bool fixed_imgsz, const PreparedSplit& prepared, ValidatorOptions vo,
+                    const EvaluateOptions& options, std::ostream* log) {
+  return evaluate_with(prepared, std::move(vo), options, /*rect=*/!fixed_imgsz,
+                       [&](Validator& v, const ValBatchSource& next) { return v.run(network, next, log); });
 }
 
 }  // namespace lucid::engine

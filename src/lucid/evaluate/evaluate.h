@@ -41,5 +41,10 @@ struct EvaluateOptions {
 // val_batch grids, curves and confusion matrices into options.out_dir.
 ValResults evaluate(model::SegmentationModelImpl& model, const torch::Device& device, const PreparedSplit& split,
                     ValidatorOptions validator_options, const EvaluateOptions& options, std::ostream* log);
+// The same for an exported network (deploy/load_network.h) on its own device; fixed_imgsz: a file
+// of one square input size, validated on square batches of it (the reference's rect=False for such
+// backends) instead of rectangular ones.
+ValResults evaluate(Network& network, bool fixed_imgsz, const PreparedSplit& split, ValidatorOptions validator_options,
+                    const EvaluateOptions& options, std::ostream* log);
 
 }  // namespace lucid::engine

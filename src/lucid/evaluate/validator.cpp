@@ -272,8 +272,45 @@ std::string Validator::format_speed(const ValSpeed& sp) const {
 ValResults Validator::run(model::SegmentationModelImpl& model, const torch::Device& device, const ValBatchSource& next,
                           loss::SegmentationLoss* loss, std::ostream* log) {
   const auto& o = options_;
-  torch::NoGradGuard no_grad;
   TrainingFlag eval_mode(model);
+  const NmsOptions nms = nms_options(o);
+  const bool one_to_one = uses_one_to_one(model.end2end(), o.nms);
+  return run_batches(
+      device, model.nc(), next,
+      [&](const Tensor& x, const ValBatch& batch, Pass& pass, const Tick& tick) {
+        model::HeadOutputs raw;
+        {
+          util::Autocast ac(device.is_cuda() && o.amp);
+          raw = model.forward(x);
+        }
+        tick(pass.t_inf);
+        if (loss) {
+          auto items = (*loss)(raw, batch.targets).items.detach().to(torch::kFloat64);
+          pass.loss_sum = pass.loss_sum.defined() ? pass.loss_sum + items : items;
+          tick(pass.t_loss);
+        }
+        auto out = to_fp32(raw);
+        return BatchOutputs{candidates(model, out, nms, one_to_one), out.primary().proto, one_to_one};
+      },
+      log);
+}
+
+ValResults Validator::run(Network& network, const ValBatchSource& next, std::ostream* log) {
+  const auto& o = options_;
+  return run_batches(
+      network.device(), network.nc(), next,
+      [&](const Tensor& x, const ValBatch&, Pass& pass, const Tick& tick) {
+        auto y = network.run(x, o.max_det, o.single_cls || o.agnostic_nms);
+        tick(pass.t_inf);
+        return BatchOutputs{y.pred.to(torch::kFloat32), y.proto.to(torch::kFloat32), network.end2end()};
+      },
+      log);
+}
+
+ValResults Validator::run_batches(const torch::Device& device, int64_t nc, const ValBatchSource& next,
+                                  const BatchForward& forward, std::ostream* log) {
+  const auto& o = options_;
+  torch::NoGradGuard no_grad;
   const bool cuda = device.is_cuda();
   std::optional<util::Progress> progress;
   if (log == &std::cout && o.batches > 0)
@@ -282,8 +319,9 @@ ValResults Validator::run(model::SegmentationModelImpl& model, const torch::Devi
     *log << header() << "\n";
 
   const NmsOptions nms = nms_options(o);
-  Pass pass(model.nc(), o.conf);
-  auto tick = [&](double& acc, Clock::time_point& t0) {
+  Pass pass(nc, o.conf);
+  Clock::time_point t0;
+  const Tick tick = [&](double& acc) {
     if (o.speed && cuda) torch::cuda::synchronize();
     auto t1 = Clock::now();
     acc += std::chrono::duration<double>(t1 - t0).count();
@@ -291,27 +329,14 @@ ValResults Validator::run(model::SegmentationModelImpl& model, const torch::Devi
   };
   ValBatch batch;
   while (next(batch)) {
-    auto t0 = Clock::now();
+    t0 = Clock::now();
     const auto x = network_input(batch, device);
-    tick(pass.t_pre, t0);
-    model::HeadOutputs raw;
-    {
-      util::Autocast ac(cuda && o.amp);
-      raw = model.forward(x);
-    }
-    tick(pass.t_inf, t0);
-    if (loss) {
-      auto items = (*loss)(raw, batch.targets).items.detach().to(torch::kFloat64);
-      pass.loss_sum = pass.loss_sum.defined() ? pass.loss_sum + items : items;
-      tick(pass.t_loss, t0);
-    }
-    auto out = to_fp32(raw);
-    const bool one_to_one = uses_one_to_one(model.end2end(), o.nms);
-    const auto pred = candidates(model, out, nms, one_to_one);
-    if (o.refuse_non_finite) require_finite_candidates(pred, one_to_one);
-    const auto dets = detections(pred, nms, one_to_one, model.nc());
-    score_batch(o, pass, batch, dets, out.primary().proto, device);
-    tick(pass.t_post, t0);
+    tick(pass.t_pre);
+    const auto out = forward(x, batch, pass, tick);
+    if (o.refuse_non_finite) require_finite_candidates(out.pred, out.one_to_one);
+    const auto dets = detections(out.pred, nms, out.one_to_one, nc);
+    score_batch(o, pass, batch, dets, out.proto, device);
+    tick(pass.t_post);
     ++pass.res.batches;
     if (progress) progress->update(pass.res.batches, "");
   }

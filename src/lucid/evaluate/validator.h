@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "lucid/inference/network.h"
 #include "lucid/inference/postprocess.h"
 #include "lucid/loss/segmentation_loss.h"
 #include "lucid/loss/targets.h"
@@ -104,6 +105,10 @@ class Validator {
   // to `log` when given.
   ValResults run(model::SegmentationModelImpl& model, const torch::Device& device, const ValBatchSource& next,
                  loss::SegmentationLoss* loss = nullptr, std::ostream* log = nullptr);
+  // Validates an exported network (deploy/load_network.h: a TorchScript file, a compiled package, a
+  // file run by a registered loader) on its device: its own outputs (detection rows, or the dense
+  // one-to-many layout), then the same detections, masks and scoring as for a model.
+  ValResults run(Network& network, const ValBatchSource& next, std::ostream* log = nullptr);
 
   static std::string header();
   // The "all" row and (verbose, nc > 1) the per-class rows, one per line.
@@ -114,6 +119,18 @@ class Validator {
 
  private:
   struct Pass;  // one run's running totals (validator.cpp)
+  // One batch's candidates (one-to-one rows, or the dense one-to-many decode) and prototypes in FP32;
+  // BatchForward computes them from the network input, charging its time (and a loss's) to the pass
+  // through tick(accumulator).
+  struct BatchOutputs {
+    Tensor pred, proto;
+    bool one_to_one = false;
+  };
+  using Tick = std::function<void(double&)>;
+  using BatchForward =
+      std::function<BatchOutputs(const Tensor& x, const ValBatch& batch, Pass& pass, const Tick& tick)>;
+  ValResults run_batches(const torch::Device& device, int64_t nc, const ValBatchSource& next,
+                         const BatchForward& forward, std::ostream* log);
   static void score_batch(const ValidatorOptions& o, Pass& pass, const ValBatch& batch, const std::vector<Tensor>& dets,
                           const Tensor& proto, const torch::Device& device);
   ValResults finish(Pass& pass, std::ostream* log) const;
