@@ -58,7 +58,7 @@ fi
 
 "$root/scripts/build.sh" "$@"
 # The test suite's set-up also installs the lucid_yolo package as a user does, `pip install .` into a
-# fresh venv (build/pyvenv) holding only the pinned torch, numpy and scikit-build-core, built in the
-# same build folder (only the module's own sources are new), and its wheel as CI builds it; its tests
-# are labelled python.
+# fresh venv (build/pyvenv) holding only the pinned torch, numpy, pillow and scikit-build-core, built in
+# the same build folder (only the module's own sources are new), then the export packages (never the
+# reference package), and its wheel as CI builds it; its tests are labelled python.
 if [ $# -eq 0 ]; then "$root/scripts/python_package.sh" --wheel; fi
