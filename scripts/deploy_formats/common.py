@@ -88,6 +88,21 @@ def lucid_version():
     return "unknown"
 
 
+def onnx_metadata(onnx_file):
+    """The metadata lucid's ONNX file carries (the reference's), Python literals read as values."""
+    import ast
+
+    import onnx
+
+    meta = {}
+    for p in onnx.load(onnx_file, load_external_data=False).metadata_props:
+        try:
+            meta[p.key] = ast.literal_eval(p.value)
+        except (ValueError, SyntaxError):
+            meta[p.key] = p.value
+    return meta
+
+
 def example_input(batch, imgsz, device="cpu", dtype=None):
     import torch
 

@@ -5,7 +5,6 @@ quantizes that model with NNCF's post-training calibration (nncf.quantize, mixed
 images lucid letterboxed from the validation split of data= (--calibration: a safetensors file of
 uint8 (N, 3, H, W) RGB images), with the head's decode and sigmoids left in floating point, as the
 reference's exporter leaves them."""
-import ast
 import json
 import shutil
 import sys
@@ -13,7 +12,7 @@ import tempfile
 from functools import partial
 from pathlib import Path
 
-from .common import place, precision_name, require
+from .common import onnx_metadata, place, precision_name, require
 
 
 def add_arguments(a):
@@ -139,15 +138,9 @@ def from_onnx(onnx_file, dst, half, transform=None, extra_args=None):
     """The IR of lucid's ONNX file (transform(model) of it where given: the INT8 route), with the file's
     metadata (Python literals where the reference writes them so; its args with half and extra_args
     as this IR has them) as metadata.yaml beside it, moved to dst."""
-    import onnx
     import openvino as ov
 
-    meta = {}
-    for p in onnx.load(onnx_file, load_external_data=False).metadata_props:
-        try:
-            meta[p.key] = ast.literal_eval(p.value)
-        except (ValueError, SyntaxError):
-            meta[p.key] = p.value
+    meta = onnx_metadata(onnx_file)
     if isinstance(meta.get("args"), dict):
         meta["args"] = {**meta["args"], "half": half, **(extra_args or {})}
     work = Path(tempfile.mkdtemp(prefix=".export-", dir=Path(dst).parent))

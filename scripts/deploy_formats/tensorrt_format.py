@@ -10,7 +10,6 @@ file is the reference's: a 4-byte little-endian length, the ONNX file's metadata
 of JSON, then the engine, which the reference's predictor and TensorRT's runtime (after the header)
 load. Where TensorRT or a GPU is missing the error says which, and the ONNX route (format=onnx, then
 trtexec or TensorRT's ONNX parser on the target machine)."""
-import ast
 import importlib.util
 import json
 import os
@@ -19,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .common import precision_name
+from .common import onnx_metadata, precision_name
 
 ONNX_ROUTE = ("export format=onnx and build the engine on the target machine "
               "(trtexec --onnx=best.onnx --saveEngine=best.engine)")
@@ -62,19 +61,6 @@ def export(args):
         shutil.rmtree(work, ignore_errors=True)
     shape = "dynamic input" if args.dynamic else f"input ({args.batch}, 3, {args.imgsz}, {args.imgsz})"
     print(f"{dst}: TensorRT {version} engine, {precision_name(args.quantize)}, {shape}")
-
-
-def onnx_metadata(onnx_file):
-    """The metadata lucid's ONNX file carries (the reference's), Python literals read as values."""
-    import onnx
-
-    meta = {}
-    for p in onnx.load(onnx_file, load_external_data=False).metadata_props:
-        try:
-            meta[p.key] = ast.literal_eval(p.value)
-        except (ValueError, SyntaxError):
-            meta[p.key] = p.value
-    return meta
 
 
 def anchors(size, stride):

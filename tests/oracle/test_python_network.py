@@ -6,7 +6,6 @@ predict` loads the weights) on the same inputs within 1e-4: the dense one-to-man
 prototypes on square images and on a 128 x 160 input, and for the end-to-end model the one-to-one
 top-k. The Python ONNX route (a lucid without libonnx-dev) equals lucid's ONNX writer in onnxruntime
 for the end-to-end model's dense and one-to-one layouts. Its NMS layout (nms=True) keeps the rows of lucid's own ONNX file with NMS inside, run by onnxruntime."""
-import importlib.util
 import subprocess
 import sys
 import tempfile
@@ -20,17 +19,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from deploy_common import LUCID, TRAIN_IMGSZ as IMGSZ, compare_layout, lucid_outputs, square_images, train_small  # noqa: E402
 from oracle_common import SOURCE_DIR, Comparison  # noqa: E402
 
+sys.path.insert(0, str(SOURCE_DIR / "scripts"))
+from deploy_formats.common import network_package  # noqa: E402  (lucid_yolo/nn, loaded as the exporters load it)
+
 FAMILIES = ("yolo26n-seg.yaml", "yolo11n-seg.yaml", "yolov8n-seg.yaml")
-
-
-def network_package():
-    folder = SOURCE_DIR / "python" / "lucid_yolo" / "nn"
-    spec = importlib.util.spec_from_file_location("lucid_network", folder / "__init__.py",
-                                                  submodule_search_locations=[str(folder)])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["lucid_network"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def images(paths):
