@@ -9,6 +9,10 @@ def main():
     os.environ.setdefault("LUCID_PYTHON", sys.executable)
     from . import _lucid
 
+    if sys.argv[1:2] == ["track"] or sys.argv[1:3] == ["segment", "track"]:  # a mode of the package (Python)
+        from .trackers.cli import track_command
+
+        return track_command(sys.argv[sys.argv.index("track") + 1:])
     sys.stdout.flush()
     return _lucid.main(sys.argv[1:])
 

@@ -112,6 +112,21 @@ class YOLO:
     def __call__(self, source=None, stream=False, **kwargs):
         return self.predict(source, stream=stream, **kwargs)
 
+    def track(self, source=None, stream=False, persist=False, tracker="botsort.yaml", **kwargs):
+        """Predicts and tracks objects over a video or frames (ByteTrack or BoT-SORT by the tracker
+        YAML: bytetrack.yaml, botsort.yaml or a file's path; lucid_yolo/trackers). Each Results holds
+        the tracks: boxes.id, boxes.is_track, (n, 7) boxes.data, the matched masks. persist=True
+        keeps the tracker (and its ids) from the previous call, for a loop over frames; conf
+        defaults to 0.1 as the reference's."""
+        from .trackers.track import TrackSession, track_options
+
+        session = getattr(self, "_track_session", None)
+        if not persist or session is None:
+            session = self._track_session = TrackSession(tracker)
+        frames = self.predict(source, stream=True, **track_options(kwargs))
+        results = (session(r, persist) for r in frames)
+        return results if stream else list(results)
+
     def export(self, format="safetensors", **kwargs):
         """Writes the model in one of ``lucid export``'s formats (docs/deploy.md); returns the written
         file's or folder's path."""

@@ -25,9 +25,7 @@ import importlib.util
 import sys
 import tempfile
 import time
-import types
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import yaml
@@ -40,32 +38,7 @@ from moving_shapes import crowd, detections, mot_metrics, video  # noqa: E402
 SOURCE = Path(__file__).resolve().parents[2]
 TRACKERS = SOURCE / "python" / "lucid_yolo" / "trackers"
 
-
-def lapjv(cost, extend_cost=False, cost_limit=np.inf, return_cost=True):
-    """lap.lapjv for a rectangular matrix with cost_limit: (total, x, y), x[i] the column of row i or -1."""
-    cost = np.asarray(cost, dtype=np.float64)
-    n, m = cost.shape
-    big = np.full((n + m, n + m), cost_limit / 2.0)
-    big[n:, m:] = 0
-    big[:n, :m] = cost
-    r, c = scipy_lsa(big)
-    x = np.where(c[:n] < m, c[:n], -1)
-    y = np.full(m, -1)
-    for i in range(n):
-        if x[i] >= 0:
-            y[x[i]] = i
-    return big[r, c].sum(), x, y
-
-
-try:
-    import lap  # noqa: F401
-    LAP = "lap"
-except ImportError:
-    sys.modules["lap"] = types.SimpleNamespace(lapjv=lapjv, __version__="stand-in")
-    LAP = "a lapjv stand-in over scipy"
-
-from ultralytics.trackers.bot_sort import BOTSORT as RefBOTSORT  # noqa: E402
-from ultralytics.trackers.byte_tracker import BYTETracker as RefBYTETracker  # noqa: E402
+from reference_trackers import LAP, Dets, RefBOTSORT, RefBYTETracker, reference_args  # noqa: E402
 from ultralytics.trackers.utils import kalman_filter as ref_kalman  # noqa: E402
 from ultralytics.trackers.utils import matching as ref_matching  # noqa: E402
 
@@ -83,33 +56,6 @@ lt = load_lucid_trackers()
 from lucid_trackers import kalman as lucid_kalman, matching as lucid_matching  # noqa: E402
 
 lucid_matching.USE_SCIPY = False  # the package's venv has no scipy: its solver is the numpy one
-
-
-class Dets:
-    """The reference trackers' input: numpy boxes with conf, cls, xywh, xyxy and boolean indexing."""
-
-    def __init__(self, a):
-        self.data = a
-
-    conf = property(lambda self: self.data[:, 4])
-    cls = property(lambda self: self.data[:, 5])
-    xyxy = property(lambda self: self.data[:, :4])
-
-    @property
-    def xywh(self):
-        b = self.data[:, :4]
-        return np.stack([(b[:, 0] + b[:, 2]) / 2, (b[:, 1] + b[:, 3]) / 2, b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]], 1)
-
-    def __len__(self):
-        return len(self.data)
-
-    def __getitem__(self, i):
-        return Dets(self.data[i])
-
-
-def reference_args(name, **changes):
-    path = Path(sys.modules["ultralytics"].__file__).parent / "cfg" / "trackers" / name
-    return SimpleNamespace(**{**yaml.safe_load(path.read_text()), **changes})
 
 
 def same_outputs(ours, ref):
