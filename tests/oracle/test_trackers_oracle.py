@@ -14,8 +14,9 @@ panning camera):
 - the Kalman filters (xyah, xywh) against the reference's on random boxes (1e-9 relative);
 - the numpy assignment solver against scipy (optimal total cost) and the thresholded assignment
   against lap.lapjv's cost_limit semantics;
-- the shipped bytetrack.yaml / botsort.yaml hold the reference's keys and default values, and bad
-  files are refused naming the key.
+- the shipped bytetrack.yaml / botsort.yaml hold the reference's keys and default values (read with
+  PyYAML and with the package's own reader for venvs without it), and bad files are refused naming
+  the key.
 
 The reference imports lap (its assignment solver, pip-installed on first use); where the project
 venv lacks it, a stand-in with lap.lapjv's documented semantics for extend_cost=True, cost_limit=L
@@ -158,6 +159,12 @@ def check_config():
     for name in ("bytetrack.yaml", "botsort.yaml"):
         ours, ref = yaml.safe_load((TRACKERS / name).read_text()), yaml.safe_load((ref_dir / name).read_text())
         check(ours == ref, f"{name}: the reference's keys and default values ({len(ours)} keys)")
+        saved, sys.modules["yaml"] = sys.modules["yaml"], None  # as in a venv without PyYAML
+        try:
+            flat = lt.config._read_yaml(TRACKERS / name)
+        finally:
+            sys.modules["yaml"] = saved
+        check(flat == ours, f"{name}: read without PyYAML (the package's own reader), the same mapping")
     with tempfile.TemporaryDirectory() as tmp:
         cases = [("tracker_type: bytetrack\nmatch_tresh: 0.8\n", "match_tresh"),
                  ("tracker_type: tracktrack\n", "tracker_type"),

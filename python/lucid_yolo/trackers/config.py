@@ -1,10 +1,9 @@
 """Tracker YAMLs: the reference's keys (bytetrack.yaml, botsort.yaml ship with the package; a path to
 a file of one's own works too). A missing key takes the shipped file's default; an unknown key, a
 value of the wrong type or an unknown tracker_type is an error naming it and the file."""
+import re
 from pathlib import Path
 from types import SimpleNamespace
-
-import yaml
 
 HERE = Path(__file__).resolve().parent
 BUILT_IN = ("bytetrack.yaml", "botsort.yaml")
@@ -38,6 +37,43 @@ def tracker_path(tracker):
                             f"ocsort, deepocsort, fasttrack and tracktrack are not implemented)")
 
 
+def _scalar(text):
+    """A YAML 1.1 scalar as PyYAML reads it: booleans, null, numbers, quoted or bare strings."""
+    if text[:1] in ("'", '"') and text[-1:] == text[:1]:
+        return text[1:-1]
+    lower = text.lower()
+    if lower in ("true", "yes", "on", "false", "no", "off"):
+        return lower in ("true", "yes", "on")
+    if lower in ("", "~", "null"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _read_yaml(path):
+    """The file's mapping: PyYAML where installed (the package does not depend on it), else the flat
+    `key: value  # comment` form the tracker files have."""
+    text = path.read_text()
+    try:
+        import yaml
+    except ImportError:
+        out = {}
+        for n, line in enumerate(text.splitlines(), 1):
+            line = re.sub(r"\s+#.*$|^#.*$", "", line).strip()
+            if not line:
+                continue
+            key, colon, value = line.partition(":")
+            if not colon or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key.strip()):
+                raise ValueError(f"{path}:{n}: a tracker YAML holds `key: value` lines, not {line!r}")
+            out[key.strip()] = _scalar(value.strip())
+        return out
+    return yaml.safe_load(text)
+
+
 def _value(key, value, where):
     kind, _ = KEYS[key]
     if key in ("gmc_method", "model") and value is None:
@@ -53,7 +89,7 @@ def _value(key, value, where):
 def load_tracker_config(tracker="botsort.yaml"):
     """The tracker's settings as a namespace (attributes named as the YAML keys)."""
     path = tracker_path(tracker)
-    loaded = yaml.safe_load(path.read_text()) or {}
+    loaded = _read_yaml(path) or {}
     if not isinstance(loaded, dict):
         raise ValueError(f"{path}: a tracker YAML should be a mapping of the keys {', '.join(KEYS)}")
     unknown = [k for k in loaded if k not in KEYS]
