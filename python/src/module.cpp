@@ -15,6 +15,7 @@
 #include "lucid/cli/commands.h"
 #include "lucid/cli/export_formats.h"
 #include "lucid/cli/outcome.h"
+#include "lucid/config/user_settings.h"
 #include "lucid/deploy/compiled_model.h"
 #include "lucid/deploy/load_network.h"
 #include "lucid/deploy/torchscript_model.h"
@@ -181,6 +182,19 @@ py::tuple model_names(const std::string& path) {
   return py::make_tuple(names, source.imgsz);
 }
 
+// The settings file's values (`lucid settings`), as the native commands read them: the package
+// downloads released weights and datasets into its weights_dir and datasets_dir.
+py::dict user_settings() {
+  ErrorStash errors;
+  const auto s = without_gil(errors, [] { return config::load_user_settings(); });
+  py::dict d;
+  d["runs_dir"] = s.runs_dir;
+  d["datasets_dir"] = s.datasets_dir;
+  d["weights_dir"] = s.weights_dir;
+  d["tensorboard"] = s.tensorboard;
+  return d;
+}
+
 }  // namespace
 
 }  // namespace lucid::python
@@ -200,6 +214,7 @@ PYBIND11_MODULE(_lucid, m) {
   m.def("model_names", &model_names, py::arg("path"));
   m.def("export_formats", &export_formats, "lucid export's format names (aliases too) and their output suffixes");
   m.def("version", &lucid::version);
+  m.def("settings", &user_settings, "the settings file's values (defaults where it has none)");
   m.def("register_network_loader", &register_python_loader, py::arg("suffix"), py::arg("open"),
         "runs model files ending in suffix through open(path, device) -> dict (python_network.h)");
 }

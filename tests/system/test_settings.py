@@ -31,7 +31,8 @@ def settings_commands(env, config):
     check(not file.exists(), "refused updates write nothing")
     r = lucid(["settings", "tensorboard=True", "runs_dir=elsewhere"], env)
     check("Updated 'tensorboard=True'" in r.stdout, "the update is reported")
-    check(json.loads(file.read_text()) == {"runs_dir": "elsewhere", "datasets_dir": "datasets", "tensorboard": True},
+    check(json.loads(file.read_text()) == {"runs_dir": "elsewhere", "datasets_dir": "datasets", "weights_dir": "weights",
+                                           "tensorboard": True},
           f"the file holds the update ({file.read_text()})")
     file.write_text('{"tensorboard": "yes"}')
     r = lucid(["settings"], env, expect=1)
@@ -41,7 +42,8 @@ def settings_commands(env, config):
     r = lucid(["train", "epochs=1"], env, expect=1)
     check(str(file) in r.stderr and "settings reset" in r.stderr, f"a broken file stops train naming it ({r.stderr.strip()})")
     lucid(["settings", "reset"], env)
-    check(json.loads(file.read_text()) == {"runs_dir": "runs", "datasets_dir": "datasets", "tensorboard": False},
+    check(json.loads(file.read_text()) == {"runs_dir": "runs", "datasets_dir": "datasets", "weights_dir": "weights",
+                                           "tensorboard": False},
           "reset writes the defaults")
 
 

@@ -23,7 +23,8 @@ const char* kUsage =
     "  data check|synth|convert|prepare  inspect, synthesise, convert datasets; cache images\n"
     "  bench pairs|merge fresh-process native/replay fit pairs: times, memory, state hashes\n"
     "  checks            versions, devices and the build's optional parts (FFmpeg, Gloo, NCCL, cairo, CUDA kernels)\n"
-    "  settings [reset|key=value]  show or change the settings file (runs_dir, datasets_dir, tensorboard)\n"
+    "  settings [reset|key=value]  show or change the settings file (runs_dir, datasets_dir, weights_dir, "
+    "tensorboard)\n"
     "  version           print the version\n"
     "`lucid segment <command> ...` is the same as `lucid <command> ...` (the reference's `yolo segment train`).\n";
 

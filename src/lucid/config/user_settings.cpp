@@ -20,7 +20,7 @@ std::string env(const char* name) {
   return v ? v : "";
 }
 
-constexpr uint64_t kMaxSettingsBytes = 1 << 20;  // three short keys: a megabyte is far beyond any real file
+constexpr uint64_t kMaxSettingsBytes = 1 << 20;  // four short keys: a megabyte is far beyond any real file
 
 // A directory setting: any non-empty path.
 std::string read_directory(const std::string& key, const std::string& value) {
@@ -57,16 +57,16 @@ UserSettings load_user_settings() {
   for (auto it = j.begin(); it != j.end(); ++it) {
     const auto& key = it.key();
     const auto& v = it.value();
-    if (key == "runs_dir" || key == "datasets_dir") {
+    if (key == "runs_dir" || key == "datasets_dir" || key == "weights_dir") {
       if (!v.is_string() || v.get<std::string>().empty())
         throw UserError(file.string() + ": '" + key + "' must be a directory (a non-empty string)" + reset);
-      (key == "runs_dir" ? s.runs_dir : s.datasets_dir) = v.get<std::string>();
+      (key == "runs_dir" ? s.runs_dir : key == "datasets_dir" ? s.datasets_dir : s.weights_dir) = v.get<std::string>();
     } else if (key == "tensorboard") {
       if (!v.is_boolean()) throw UserError(file.string() + ": 'tensorboard' must be true or false" + reset);
       s.tensorboard = v.get<bool>();
     } else {
-      throw UserError(file.string() + ": '" + key + "' is not a lucid setting (runs_dir, datasets_dir, tensorboard)" +
-                      reset);
+      throw UserError(file.string() + ": '" + key +
+                      "' is not a lucid setting (runs_dir, datasets_dir, weights_dir, tensorboard)" + reset);
     }
   }
   return s;
@@ -77,6 +77,7 @@ Options settings_options(const UserSettings& current) {
       "settings",
       {{"runs_dir", current.runs_dir, "folder of runs: the default project= is runs_dir/segment"},
        {"datasets_dir", current.datasets_dir, "folder where a dataset YAML's relative path: is looked up last"},
+       {"weights_dir", current.weights_dir, "folder where released weights (yolo26n-seg.pt ...) are looked up"},
        {"tensorboard", format_flag(current.tensorboard),
         "lucid train writes TensorBoard events when tensorboard= is not given"}});
 }
@@ -85,6 +86,7 @@ UserSettings settings_from(const Options& o) {
   UserSettings s;
   s.runs_dir = read_directory("runs_dir", o.str("runs_dir"));
   s.datasets_dir = read_directory("datasets_dir", o.str("datasets_dir"));
+  s.weights_dir = read_directory("weights_dir", o.str("weights_dir"));
   s.tensorboard = read_flag("tensorboard", o.str("tensorboard"));
   return s;
 }
@@ -93,6 +95,7 @@ std::string settings_json(const UserSettings& s) {
   nlohmann::ordered_json j;
   j["runs_dir"] = s.runs_dir;
   j["datasets_dir"] = s.datasets_dir;
+  j["weights_dir"] = s.weights_dir;
   j["tensorboard"] = s.tensorboard;
   return j.dump(2) + "\n";
 }
@@ -129,5 +132,7 @@ void reset_user_settings() {
 std::string default_project() { return (fs::path(load_user_settings().runs_dir) / "segment").string(); }
 
 fs::path datasets_dir() { return load_user_settings().datasets_dir; }
+
+fs::path weights_dir() { return load_user_settings().weights_dir; }
 
 }  // namespace lucid::config

@@ -1,11 +1,12 @@
 // The user's settings file, as the reference's (~/.config/Ultralytics/settings.json, YOLO_CONFIG_DIR):
 // runs_dir (the default project of every command is runs_dir/segment), datasets_dir (where a dataset
-// YAML's relative `path:` is looked up when it is not found beside the YAML or in the working folder)
-// and tensorboard (whether `lucid train` writes TensorBoard events when tensorboard= is not given).
-// The file is JSON: {"runs_dir": "...", "datasets_dir": "...", "tensorboard": false}; keys it lacks
-// take their defaults, and nothing is written until `lucid settings key=value` or `reset` (the
-// reference writes it on first import). Relative directories are taken from each command's working
-// folder, so the defaults (runs, datasets) keep runs where the command is started.
+// YAML's relative `path:` is looked up when it is not found beside the YAML or in the working folder),
+// weights_dir (where a released weights name such as yolo26n-seg.pt is looked up, and where the Python
+// package downloads it) and tensorboard (whether `lucid train` writes TensorBoard events when tensorboard= is not
+// given). The file is JSON: {"runs_dir": "...", "datasets_dir": "...", "weights_dir": "...", "tensorboard": false};
+// keys it lacks take their defaults, and nothing is written until `lucid settings key=value` or `reset` (the reference
+// writes it on first import). Relative directories are taken from each command's working folder, so the defaults (runs,
+// datasets) keep runs where the command is started.
 #pragma once
 #include <filesystem>
 #include <string>
@@ -18,6 +19,7 @@ namespace lucid::config {
 struct UserSettings {
   std::string runs_dir = "runs";
   std::string datasets_dir = "datasets";
+  std::string weights_dir = "weights";
   bool tensorboard = false;
 };
 
@@ -51,5 +53,7 @@ void reset_user_settings();
 std::string default_project();
 // datasets_dir as a path.
 std::filesystem::path datasets_dir();
+// weights_dir as a path.
+std::filesystem::path weights_dir();
 
 }  // namespace lucid::config

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <regex>
 #include <set>
 
 #include "lucid/config/options.h"
@@ -752,7 +753,18 @@ bool has_image_extension(const std::string& path) {
 
 DatasetIndex build_index(const std::string& data, const IndexOptions& options) {
   if (data.empty()) throw UserError("no dataset given (data=PATH: a dataset YAML, folder or COCO JSON)");
-  if (!path_exists(data)) throw error_at(data, 0, "dataset not found");
+  if (!path_exists(data)) {
+    // The datasets the Python package resolves by name (python/lucid_yolo/cfg/datasets): this
+    // executable links no HTTP client, so it says where the YAML and its download are.
+    static const std::regex by_name(R"((coco8|coco128|coco)-seg\.yaml)");
+    if (std::regex_match(data, by_name))
+      throw error_at(data, 0,
+                     "dataset not found; `lucid` of the Python package (pip install lucid_yolo) resolves this name "
+                     "and downloads the dataset into datasets_dir (lucid settings); this executable downloads nothing: "
+                     "give the YAML's path (python/lucid_yolo/cfg/datasets/" +
+                         data + " in the source tree) after unpacking the zip its download: names into datasets_dir");
+    throw error_at(data, 0, "dataset not found");
+  }
   // A device node or a fifo would be read without end (or block) by the sniffing and parsing below.
   if (!path_is_dir(data)) util::require_regular_file(data, "option data=" + data);
   Spec spec;

@@ -3,8 +3,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "lucid/config/options.h"
+#include "lucid/config/user_settings.h"
 #include "lucid/model/safetensors.h"
 #include "lucid/model/ultralytics_pt.h"
 #include "lucid/util/class_names.h"
@@ -67,6 +69,23 @@ bool looks_like_safetensors(const std::string& path) {
 }
 
 std::string prefix(const std::string& option, const std::string& file) { return option + "=" + file + ": "; }
+
+// The reference's released segmentation weights by name (its GITHUB_ASSETS_NAMES of that form), from
+// its release v8.4.0. This executable links no HTTP client: the Python package's `lucid` downloads
+// them into weights_dir (python/lucid_yolo/assets.py), where they are found here afterwards.
+constexpr const char* kReleasedWeightsUrl = "https://github.com/ultralytics/assets/releases/download/v8.4.0/";
+bool is_released_weights_name(const std::string& path) {
+  static const std::regex name(R"((yolo26|yolo11|yolov8)[nsmlx]-seg\.pt)");
+  return std::regex_match(path, name);
+}
+
+// A released name absent here is the copy in the settings' weights_dir, where there is one.
+std::string released_weights_path(const std::string& path) {
+  std::error_code ec;
+  if (!is_released_weights_name(path) || fs::exists(path, ec)) return path;
+  const auto in_weights = config::weights_dir() / path;
+  return fs::is_regular_file(in_weights, ec) ? in_weights.string() : path;
+}
 
 // A metadata value that must be a non-negative integer.
 int64_t metadata_int(const std::map<std::string, std::string>& meta, const std::string& key, const std::string& path) {
@@ -199,6 +218,11 @@ ModelFileKind detect_model_file(const std::string& option, const std::string& pa
   std::error_code ec;
   if (!fs::exists(path, ec)) {
     if (ext == ".yaml" || ext == ".yml") return ModelFileKind::Yaml;  // looked up in models/ too
+    if (is_released_weights_name(path))
+      throw UserError(prefix(option, path) + "no such file here or in weights_dir (" + config::weights_dir().string() +
+                      ", lucid settings); this lucid executable downloads nothing: `lucid` of the Python package "
+                      "(pip install lucid_yolo) downloads it there, or save " +
+                      kReleasedWeightsUrl + path + " there");
     throw UserError(prefix(option, path) + "no such file");
   }
   if (!fs::is_regular_file(path, ec)) throw UserError(prefix(option, path) + "not a file");
@@ -221,7 +245,8 @@ ModelFileKind detect_model_file(const std::string& option, const std::string& pa
   throw UserError(prefix(option, path) + "not a model YAML, .pt, or .safetensors file");
 }
 
-ModelSource read_model_source(const std::string& option, const std::string& path, bool weights) {
+ModelSource read_model_source(const std::string& option, const std::string& given, bool weights) {
+  const auto path = released_weights_path(given);
   ModelSource s;
   s.option = option;
   s.file = path;

@@ -46,7 +46,9 @@ struct ModelSource {
 // four kinds is an error naming it. A name that is not a file is a model YAML to look up (models/).
 ModelFileKind detect_model_file(const std::string& option, const std::string& path);
 
-// Reads the file: its architecture, class names, weights (unless weights=false), imgsz and data.
+// Reads the file: its architecture, class names, weights (unless weights=false), imgsz and data. A
+// released weights name (yolo26n-seg.pt, yolo11s-seg.pt, yolov8x-seg.pt ...) absent from the working
+// folder is read from the settings' weights_dir, as the reference looks there.
 ModelSource read_model_source(const std::string& option, const std::string& path, bool weights = true);
 
 // A trained model ready for validation and prediction, from any kind of weights file.
