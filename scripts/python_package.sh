@@ -39,6 +39,10 @@ done
 export_packages() {
   local pins=() p start
   for p in safetensors onnx onnxruntime openvino torchvision coremltools; do pins+=("$(pin "$p")"); done
+  # polars: to_df() of Results and the metrics (the reference's DataFrame library, unpinned in its
+  # requirements; the version the project venv's reference brings), which
+  # oracle.test_results_objects_oracle compares with the reference's.
+  pins+=(polars==2.1.0)
   cd "$root"
   start=$(date +%s)
   "$venv/bin/python" -m pip install -q -c requirements.txt "${pins[@]}"

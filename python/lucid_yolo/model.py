@@ -53,10 +53,16 @@ class YOLO:
         self._pretrained = str(weights)
         return self
 
-    def info(self, detailed=False, verbose=True):
-        """Prints the layer table and the summary (layers, parameters, gradients, GFLOPs)."""
-        imgsz = self._imgsz or 640
-        _run_command("model", ["info", f"model={self.model}", f"imgsz={imgsz}"])
+    def info(self, detailed=False, verbose=True, imgsz=640):
+        """(layers, parameters, gradients, GFLOPs at imgsz) as ``lucid model info`` counts them; prints
+        the reference's summary line when verbose, and lucid's layer table before it when detailed."""
+        layers, parameters, gradients, gflops, summary, table = _lucid.model_info(
+            [f"model={self.model}", f"imgsz={_square(imgsz)}"])
+        if detailed:
+            print(table)
+        if verbose:
+            print(summary)
+        return layers, parameters, gradients, gflops
 
     # -- the modes -------------------------------------------------------------------------------
     def train(self, trainer=None, **kwargs):
@@ -157,6 +163,11 @@ class YOLO:
             func(self.trainer)
 
 
+def _square(imgsz):
+    """One size from imgsz=640 or [h, w] (lucid's GFLOPs are counted on a square input: the larger side)."""
+    return max(imgsz) if isinstance(imgsz, (list, tuple)) else imgsz
+
+
 def _export_imgsz(imgsz):
     """The reference's imgsz=[h, w]: lucid exports square inputs, so h == w (one size) or a refusal."""
     if not isinstance(imgsz, (list, tuple)):
@@ -228,7 +239,8 @@ class _PredictRun:
                     break
                 if isinstance(item, BaseException):
                     raise item
-                yield Results(item, self.save_dir)
+                # The run folder as the item says it (None when predict writes nothing)
+                yield Results._native(item, item["save_dir"] or None)
         finally:
             self.cancelled.set()
             worker.join()

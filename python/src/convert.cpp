@@ -2,6 +2,8 @@
 
 #include <pybind11/stl.h>
 
+#include <string_view>
+
 #include "lucid/predict/predictor.h"
 
 namespace py = pybind11;
@@ -15,14 +17,20 @@ py::bytes raw_bytes(const T* data, size_t count) {
   return py::bytes(reinterpret_cast<const char*>(data), count * sizeof(T));
 }
 
+// A row-major (rows x cols) table of doubles as bytes, read by numpy.frombuffer.
+py::bytes table_bytes(const std::vector<double>& v) { return raw_bytes(v.data(), v.size()); }
+
 // One set's numbers: the reference's Metric attributes (p, r, f1, ap50, ap per class with ground
-// truth; ap_class_index; mp, mr, map50, map75, map).
+// truth; ap_class_index; mp, mr, map50, map75, map), its all_ap (classes x 10) and curves (classes x
+// 1000: precision, recall and F1 against confidence, precision against recall at IoU 0.5).
 py::dict set_dict(const metrics::SetResults& mean, const metrics::ClassMetrics& detail) {
   py::list ap50, ap, classes;
+  std::vector<double> all_ap;
   for (size_t i = 0; i < detail.size(); ++i) {
     ap50.append(detail.ap50(i));
     ap.append(detail.ap50_95(i));
     classes.append(detail.classes[i]);
+    all_ap.insert(all_ap.end(), detail.ap[i].begin(), detail.ap[i].end());
   }
   py::dict d;
   d["p"] = py::cast(detail.p);
@@ -36,6 +44,11 @@ py::dict set_dict(const metrics::SetResults& mean, const metrics::ClassMetrics& 
   d["map50"] = mean.map50;
   d["map75"] = detail.size() ? detail.map75() : 0.0;
   d["map"] = mean.map50_95;
+  d["all_ap"] = table_bytes(all_ap);
+  d["p_curve"] = table_bytes(detail.p_curve);
+  d["r_curve"] = table_bytes(detail.r_curve);
+  d["f1_curve"] = table_bytes(detail.f1_curve);
+  d["pr_curve"] = table_bytes(detail.pr_curve);
   return d;
 }
 
@@ -55,6 +68,9 @@ py::dict metrics_dict(const engine::ValResults& r) {
                         py::arg("loss") = r.speed.loss, py::arg("postprocess") = r.speed.postprocess);
   d["images"] = r.metrics.images;
   d["instances"] = r.metrics.instances;
+  d["instances_per_class"] = py::cast(r.metrics.instances_per_class);
+  d["images_per_class"] = py::cast(r.metrics.images_per_class);
+  d["confusion_matrix"] = table_bytes(r.confusion.counts());  // (nc + 1)^2, [predicted, true]
   return d;
 }
 
@@ -79,11 +95,13 @@ py::dict prediction_dict(const cli::PredictedImage& item) {
     const int h = m.height(), w = m.width();
     const uint8_t* px = m.empty() ? nullptr : m.pixels.data_ptr<uint8_t>();
     masks.append(py::make_tuple(m.x0, m.y0, w, h, px ? raw_bytes(px, static_cast<size_t>(h) * w) : py::bytes()));
-    // The outline in image pixels, as `lucid predict save_txt=True` writes it (normalised there).
-    auto outline = px ? engine::mask_outline(px, h, w) : std::vector<float>{};
-    for (size_t j = 0; j < outline.size(); j += 2)
-      outline[j] += static_cast<float>(m.x0), outline[j + 1] += static_cast<float>(m.y0);
-    outlines.append(raw_bytes(outline.data(), outline.size()));
+    // Every outer contour in image pixels, as OpenCV finds them; Masks.xy merges them as the reference.
+    py::list contours;
+    for (auto& c : px ? engine::mask_contours(px, h, w) : std::vector<std::vector<float>>{}) {
+      for (size_t j = 0; j < c.size(); j += 2) c[j] += static_cast<float>(m.x0), c[j + 1] += static_cast<float>(m.y0);
+      contours.append(raw_bytes(c.data(), c.size()));
+    }
+    outlines.append(contours);
   }
   py::dict d;
   d["path"] = item.path;
@@ -102,7 +120,19 @@ py::dict prediction_dict(const cli::PredictedImage& item) {
   d["outlines"] = outlines;
   d["names"] = py::cast(item.names);
   d["milliseconds"] = item.milliseconds;
+  d["save_dir"] = item.save_dir;
   return d;
+}
+
+py::list mask_contours(const py::bytes& mask, int height, int width) {
+  const std::string_view px(mask);
+  if (height < 0 || width < 0 || px.size() != static_cast<size_t>(height) * static_cast<size_t>(width))
+    throw py::value_error("mask_contours: expected height * width bytes");
+  py::list contours;
+  if (px.empty()) return contours;
+  for (const auto& c : engine::mask_contours(reinterpret_cast<const uint8_t*>(px.data()), height, width))
+    contours.append(raw_bytes(c.data(), c.size()));
+  return contours;
 }
 
 py::dict event_dict(const engine::FitEvent& e) {

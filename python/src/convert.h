@@ -14,6 +14,9 @@ pybind11::dict metrics_dict(const engine::ValResults& results);
 pybind11::dict outcome_dict(const cli::CommandOutcome& outcome);
 // One predicted image: its pixels (RGB), boxes, scores, classes, mask windows and outlines.
 pybind11::dict prediction_dict(const cli::PredictedImage& item);
+// The outer contours of a (height, width) mask of bytes (nonzero = inside), as OpenCV's
+// findContours(RETR_EXTERNAL, CHAIN_APPROX_SIMPLE) gives them: float32 x, y pairs per contour.
+pybind11::list mask_contours(const pybind11::bytes& mask, int height, int width);
 // A fit event as the trainer's attributes (epoch, tloss, loss_items, metrics, lr, save_dir).
 pybind11::dict event_dict(const engine::FitEvent& event);
 

@@ -146,6 +146,15 @@ int command(const std::string& name, const Tokens& args) {
   return without_gil(errors, [&] { return it->second(args); });
 }
 
+// `lucid model info` args: (layers, parameters, gradients, GFLOPs, summary line, layer table).
+py::tuple model_info(const Tokens& args) {
+  ErrorStash errors;
+  const auto info = without_gil(errors, [&] { return cli::model_info_run(args); });
+  if (!info) throw py::value_error("model info: --help is not an option here");
+  return py::make_tuple(info->layers, info->parameters, info->gradients, info->gflops, info->summary,
+                        info->layer_table);
+}
+
 // `lucid export`'s format= values, aliases included, each with the suffix of its default output
 // (cli/export_formats.h), so that YOLO.export returns the path the command writes.
 py::dict export_formats() {
@@ -212,6 +221,9 @@ PYBIND11_MODULE(_lucid, m) {
   m.def("plot", &plot_result, "the image (RGB bytes) with a prediction drawn on it, as lucid predict draws it");
   m.def("write_image", &write_image, py::arg("path"), py::arg("rgb"), py::arg("height"), py::arg("width"));
   m.def("model_names", &model_names, py::arg("path"));
+  m.def("model_info", &model_info, py::arg("args"), "lucid model info's numbers and text");
+  m.def("mask_contours", &mask_contours, py::arg("mask"), py::arg("height"), py::arg("width"),
+        "the outer contours of a mask (bytes, nonzero = inside) as findContours(RETR_EXTERNAL, CHAIN_APPROX_SIMPLE)");
   m.def("export_formats", &export_formats, "lucid export's format names (aliases too) and their output suffixes");
   m.def("version", &lucid::version);
   m.def("settings", &user_settings, "the settings file's values (defaults where it has none)");

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "lucid/cli/commands.h"
+#include "lucid/cli/outcome.h"
 #include "lucid/config/fields.h"
 #include "lucid/config/options.h"
 #include "lucid/model/model.h"
@@ -82,6 +83,21 @@ Built build(const ModelSettings& s, bool model_given) {
 
 }  // namespace
 
+std::optional<ModelInfo> model_info_run(const std::vector<std::string>& args) {
+  const auto& fields = model_fields(false);
+  auto o = fields.options();
+  if (!o.parse_or_help(args)) return std::nullopt;
+  const auto s = fields.read(o);
+  auto built = build(s, o.given("model"));
+  const auto summary = built.model->summary(s.imgsz);
+  return ModelInfo{summary.layers,
+                   summary.parameters,
+                   summary.gradients,
+                   summary.gflops,
+                   model::format_summary(*built.model, summary),
+                   model::format_layer_table(*built.model)};
+}
+
 int model_command(const std::vector<std::string>& args) {
   const std::string usage =
       "usage: lucid model info|save [key=value ...]\n"
@@ -91,17 +107,17 @@ int model_command(const std::vector<std::string>& args) {
   const auto word = action_word(args, "model", usage, {"info", "save"}, exit_code);
   if (!word) return exit_code;
   const auto& action = *word;
-  const auto& fields = model_fields(action == "save");
+  if (action == "info") {
+    if (const auto info = model_info_run(std::vector<std::string>(args.begin() + 1, args.end())))
+      std::cout << info->layer_table << info->summary << "\n";
+    return 0;
+  }
+  const auto& fields = model_fields(true);
   auto o = fields.options();
   if (!o.parse_or_help(std::vector<std::string>(args.begin() + 1, args.end()))) return 0;
   const auto s = fields.read(o);
   auto built = build(s, o.given("model"));
   auto& m = built.model;
-  if (action == "info") {
-    std::cout << model::format_layer_table(*m);
-    std::cout << model::format_summary(*m, m->summary(s.imgsz)) << "\n";
-    return 0;
-  }
   if (s.out.empty()) throw UserError("model save: option out=FILE is required");
   engine::write_weights_file(s.out, *m, built.names, built.imgsz, /*half=*/false);
   std::cout << "saved " << s.out << "\n";

@@ -22,6 +22,16 @@ struct CommandOutcome {
   std::optional<engine::ValResults> results;  // val; train: the final validation of its best weights
 };
 
+// `lucid model info`'s numbers and text, printed by the command and returned by the package's
+// YOLO.info(): layers, parameters, gradients, GFLOPs at imgsz, the summary line and the layer table.
+struct ModelInfo {
+  int64_t layers = 0, parameters = 0, gradients = 0;
+  double gflops = 0;
+  std::string summary, layer_table;
+};
+// nullopt when the arguments asked for --help (printed).
+std::optional<ModelInfo> model_info_run(const std::vector<std::string>& args);
+
 CommandOutcome train_run(const std::vector<std::string>& args);
 CommandOutcome val_run(const std::vector<std::string>& args);
 
@@ -36,6 +46,7 @@ struct PredictedImage {
   const std::vector<std::string>& names;
   int input_height = 0, input_width = 0;  // the network input it was predicted at
   double milliseconds = 0;                // its share of its batch's time
+  std::string save_dir;                   // the run folder when predict writes anything, else ""
 };
 
 // Called for each image or frame in source order, after the command's own outputs for it.

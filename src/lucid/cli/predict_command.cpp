@@ -414,7 +414,8 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
       if (o.save_crop) engine::write_crops(crops, frame_name, image, p, names);
       if (o.save_json) append_json(results, p, frame_name, fs::path(path).filename().string(), item.frame, names);
       if (sink)
-        sink(PredictedImage{path, item.video, item.frame, item.frames, image, p, names, input.height, input.width, ms});
+        sink(PredictedImage{path, item.video, item.frame, item.frames, image, p, names, input.height, input.width, ms,
+                            writes ? o.run_dir.string() : std::string()});
     }
   }
   video.close();

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "lucid/data/resize.h"
 #include "lucid/inference/network.h"
@@ -166,53 +168,61 @@ Prediction predict_image(model::SegmentationModelImpl& model, const torch::Devic
   return predict_image(network, image, o);
 }
 
-std::vector<float> mask_outline(const uint8_t* mask, int h, int w) {
-  // Largest 8-connected region (by pixel count).
-  std::vector<int> label(static_cast<size_t>(h) * w, 0);
-  int best = 0, best_label = 0, next = 0, best_start = -1;
+namespace {
+
+// Labels the 8-connected regions of a binary mask 1, 2, ... in raster order of their first pixel
+// (top-most, then left-most); returns each region's first pixel and pixel count.
+struct Regions {
+  std::vector<int> label, start, count;
+};
+
+Regions label_regions(const uint8_t* mask, int h, int w) {
+  Regions r;
+  r.label.assign(static_cast<size_t>(h) * w, 0);
   std::vector<int> stack;
   for (int i = 0; i < h * w; ++i) {
-    if (!mask[i] || label[i]) continue;
-    ++next;
+    if (!mask[i] || r.label[i]) continue;
+    const int id = static_cast<int>(r.start.size()) + 1;
     int count = 0;
     stack.push_back(i);
-    label[i] = next;
+    r.label[i] = id;
     while (!stack.empty()) {
       const int p = stack.back();
       stack.pop_back();
       ++count;
+    r.start.push_back(i);
       const int py = p / w, px = p % w;
       for (int dy = -1; dy <= 1; ++dy)
         for (int dx = -1; dx <= 1; ++dx) {
           const int qy = py + dy, qx = px + dx;
           if (qy < 0 || qy >= h || qx < 0 || qx >= w) continue;
           const int q = qy * w + qx;
-          if (mask[q] && !label[q]) {
-            label[q] = next;
+          if (mask[q] && !r.label[q]) {
+            r.label[q] = id;
             stack.push_back(q);
           }
         }
     }
-    if (count > best) {
-      best = count;
-      best_label = next;
-      best_start = i;  // first pixel in raster order: top-most, then left-most
-    }
+    r.count.push_back(count);
   }
-  if (best_start < 0) return {};
-  // Moore-neighbour boundary following (counter-clockwise chain codes 0 = E, 1 = NE, ..., 7 = SE;
-  // y grows downwards), stopping when the start pixel is left again in the first direction.
+  return r;
+}
+
+// The outer boundary of region `id` from its first pixel: Moore-neighbour following (counter-clockwise
+// chain codes 0 = E, 1 = NE, ..., 7 = SE; y grows downwards), stopping when the start pixel is left
+// again in the first direction; straight runs reduced to their end points.
+std::vector<float> trace_outline(const std::vector<int>& label, int id, int start, int h, int w) {
   static const int DX[8] = {1, 1, 0, -1, -1, -1, 0, 1}, DY[8] = {0, -1, -1, -1, 0, 1, 1, 1};
-  auto inside = [&](int x, int y) { return x >= 0 && x < w && y >= 0 && y < h && label[y * w + x] == best_label; };
-  const int sx = best_start % w, sy = best_start / w;
+  auto inside = [&](int x, int y) { return x >= 0 && x < w && y >= 0 && y < h && label[y * w + x] == id; };
+  const int sx = start % w, sy = start / w;
   std::vector<std::pair<int, int>> pts{{sx, sy}};
   std::vector<int> dirs;
   int x = sx, y = sy, dir = 7, first_dir = -1;
   for (size_t guard = 0; guard < static_cast<size_t>(4) * h * w + 8; ++guard) {
-    const int start = dir % 2 == 0 ? (dir + 7) % 8 : (dir + 6) % 8;
+    const int first = dir % 2 == 0 ? (dir + 7) % 8 : (dir + 6) % 8;
     int found = -1;
     for (int k = 0; k < 8; ++k) {
-      const int d = (start + k) % 8;
+      const int d = (first + k) % 8;
       if (inside(x + DX[d], y + DY[d])) {
         found = d;
         break;
@@ -242,3 +252,40 @@ std::vector<float> mask_outline(const uint8_t* mask, int h, int w) {
 }
 
 }  // namespace lucid::engine
+}  // namespace
+
+std::vector<float> mask_outline(const uint8_t* mask, int h, int w) {
+  const auto regions = label_regions(mask, h, w);
+  if (regions.start.empty()) return {};
+  const auto largest = std::max_element(regions.count.begin(), regions.count.end()) - regions.count.begin();
+  return trace_outline(regions.label, static_cast<int>(largest) + 1, regions.start[largest], h, w);
+}
+
+std::vector<std::vector<float>> mask_contours(const uint8_t* mask, int h, int w) {
+  const auto regions = label_regions(mask, h, w);
+  // The background 4-connected to the image's edge. A region whose first pixel's left neighbour is
+  // other background lies in a hole of another region, which RETR_EXTERNAL leaves out.
+  std::vector<uint8_t> outside(static_cast<size_t>(h) * w, 0);
+  std::vector<int> stack;
+  auto visit = [&](int q) {
+    if (!mask[q] && !outside[q]) outside[q] = 1, stack.push_back(q);
+  };
+  for (int x = 0; x < w; ++x) visit(x), visit((h - 1) * w + x);
+  for (int y = 0; y < h; ++y) visit(y * w), visit(y * w + w - 1);
+  while (!stack.empty()) {
+    const int p = stack.back();
+    stack.pop_back();
+    const int px = p % w;
+    if (px > 0) visit(p - 1);
+    if (px + 1 < w) visit(p + 1);
+    if (p >= w) visit(p - w);
+    if (p + w < h * w) visit(p + w);
+  }
+  std::vector<std::vector<float>> out;
+  for (size_t k = regions.start.size(); k-- > 0;) {  // OpenCV lists the last region found first
+    const int s = regions.start[k];
+    if (s % w == 0 || outside[s - 1]) out.push_back(trace_outline(regions.label, static_cast<int>(k) + 1, s, h, w));
+  }
+  return out;
+}
+

@@ -92,3 +92,9 @@ int batch_pad_multiple(const Network& network, std::span<const data::Image> imag
 std::vector<float> mask_outline(const uint8_t* mask, int h, int w);
 
 }  // namespace lucid::engine
+// The outer boundary of every 8-connected region that lies in no other region's hole, each traced as
+// mask_outline traces one, listed in the order OpenCV's findContours(RETR_EXTERNAL,
+// CHAIN_APPROX_SIMPLE) lists them (the region whose first pixel comes last in raster order first),
+// with the same points; what the reference's Masks.xy merges into one polygon per mask.
+std::vector<std::vector<float>> mask_contours(const uint8_t* mask, int h, int w);
+
