@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import _lucid
 from ._tokens import tokens
+from .assets import resolve_dataset, resolve_weights
 from .callbacks import REFERENCE_EVENTS, Trainer, default_callbacks
 from .metrics import SegmentMetrics
 from .results import Results
@@ -27,7 +28,8 @@ class YOLO:
     def __init__(self, model="yolo26n-seg.yaml", task=None, verbose=False):
         if task not in (None, "segment"):
             raise ValueError(f"task={task!r}: lucid trains and runs segmentation models only (task='segment')")
-        self.model = str(model)
+        # A released name (yolo26n-seg.pt ...) absent here: weights_dir's copy, downloaded on first use.
+        self.model = resolve_weights(model)
         self.task = "segment"
         self.overrides = {}
         self.callbacks = default_callbacks()
@@ -50,7 +52,7 @@ class YOLO:
 
     def load(self, weights):
         """Weights to start training from (the reference's transfer of matching tensors)."""
-        self._pretrained = str(weights)
+        self._pretrained = resolve_weights(weights)
         return self
 
     def info(self, detailed=False, verbose=True, imgsz=640):
@@ -78,6 +80,7 @@ class YOLO:
             args["model"] = self.model
             if self._pretrained:
                 args.setdefault("pretrained", self._pretrained)
+        _resolve_names(args)
         self.trainer = Trainer(args)
         outcome = _lucid.train(tokens(args), self._fit_event)
         if outcome["exit_code"] != 0:
@@ -94,6 +97,7 @@ class YOLO:
         """Validates (``lucid val``) on the model file's dataset unless data= says another."""
         args = {**self.overrides, **kwargs, "model": self.model}
         args.pop("mode", None)
+        _resolve_names(args)
         outcome = _lucid.val(tokens(args))
         self.metrics = SegmentMetrics(outcome["metrics"], outcome["names"], outcome["save_dir"])
         return self.metrics
@@ -138,6 +142,7 @@ class YOLO:
         file's or folder's path."""
         args = {**kwargs, "model": self.model, "format": format}
         args["imgsz"] = _export_imgsz(args.get("imgsz"))
+        _resolve_names(args)  # int8 calibration's data=
         suffix = _lucid.export_formats().get(format)  # None: the command refuses the name
         if args.get("out") is None and suffix is not None:
             args["out"] = str(Path(self.model).with_name(Path(self.model).stem + suffix))
@@ -166,6 +171,15 @@ class YOLO:
 def _square(imgsz):
     """One size from imgsz=640 or [h, w] (lucid's GFLOPs are counted on a square input: the larger side)."""
     return max(imgsz) if isinstance(imgsz, (list, tuple)) else imgsz
+
+
+def _resolve_names(args):
+    """Released weights and lucid's dataset YAMLs given by name (lucid_yolo/assets.py), in place."""
+    for key in ("pretrained", "weights"):
+        if isinstance(args.get(key), (str, os.PathLike)):
+            args[key] = resolve_weights(args[key])
+    if isinstance(args.get("data"), (str, os.PathLike)):
+        args["data"] = resolve_dataset(args["data"])
 
 
 def _export_imgsz(imgsz):
