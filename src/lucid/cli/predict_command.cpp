@@ -13,6 +13,8 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -28,12 +30,14 @@
 #include "lucid/data/dataset.h"
 #include "lucid/data/video.h"
 #include "lucid/deploy/load_network.h"
+#include "lucid/inference/replayed_network.h"
 #include "lucid/metrics/rle.h"
 #include "lucid/plot/annotate.h"
 #include "lucid/predict/detection_crop.h"
 #include "lucid/predict/predict_sources.h"
 #include "lucid/predict/predict_stream.h"
 #include "lucid/predict/predictor.h"
+#include "lucid/predict/shape_lookahead.h"
 #include "lucid/train/run_folder.h"
 #include "lucid/train/trainer.h"
 #include "lucid/util/cpu_threads.h"
@@ -292,6 +296,41 @@ std::string item_place(const engine::PredictItem& item, size_t sources) {
   return "video " + of + " (frame " + std::to_string(item.frame) + "/" + frames + ")";
 }
 
+// The network of a prediction. A weights file's network (recording its forward on a GPU: inference/
+// replayed_network.h) is kept for the next prediction of the same file, unchanged, on the same
+// device and settings: a process that predicts again (the Python package's model.predict in a loop)
+// then replays the shapes it recorded instead of loading and recording anew. One network is kept,
+// never freed (its recordings must not outlive the CUDA context at exit).
+std::shared_ptr<engine::LoadedNetwork> prediction_network(const std::string& checkpoint, const torch::Device& device,
+                                                          bool amp, const std::optional<bool>& nms) {
+  static std::mutex mutex;
+  static auto* kept = new std::pair<std::string, std::shared_ptr<engine::LoadedNetwork>>();
+  std::error_code ec;
+  const auto stamp = fs::last_write_time(checkpoint, ec).time_since_epoch().count();
+  const auto size = fs::file_size(checkpoint, ec);
+  const std::string key = fs::absolute(checkpoint).string() + "|" + std::to_string(size) + "|" + std::to_string(stamp) +
+                          "|" + device.str() + "|" + std::to_string(amp) + "|" + (nms ? std::to_string(*nms) : "unset");
+  std::lock_guard<std::mutex> lock(mutex);
+  if (kept->second && kept->first == key) return kept->second;
+  auto loaded = std::make_shared<engine::LoadedNetwork>(engine::load_network("model", checkpoint, device, amp, nms));
+  if (!loaded->model) return loaded;  // an exported file: loaded anew each time
+  loaded->network = engine::replayed_on_gpu(std::move(loaded->network));
+  *kept = {key, loaded};
+  return loaded;
+}
+
+// The images of a prediction for its shape look-ahead: the stream's image files, or its images
+// given in memory with their sizes.
+std::vector<engine::LookaheadImage> lookahead_images(const std::vector<std::string>& sources, size_t images,
+                                                     const std::vector<std::pair<int, int>>& memory_sizes) {
+  std::vector<engine::LookaheadImage> out;
+  for (size_t k = 0; k < images && k < sources.size(); ++k) {
+    const auto size = k < memory_sizes.size() ? memory_sizes[k] : std::pair<int, int>{0, 0};
+    out.push_back({sources[k], size.first, size.second});
+  }
+  return out;
+}
+
 // The next batch of images or frames from the stream (empty at its end; `more` turns false once
 // the stream has ended, and it is not asked again).
 std::vector<engine::PredictItem> next_items(engine::PredictStream& stream, size_t batch, bool& more) {
@@ -332,6 +371,10 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
     throw UserError("source=" + settings.source + ": " + listed.videos.front() + " is a video and " +
                     data::video::unavailable_message());
   std::optional<engine::PredictStream> opened;
+  std::vector<std::pair<int, int>> memory_sizes;  // of the images given in memory (0 x 0: a file to read)
+  if (memory)
+    for (const auto& m : *memory)
+      memory_sizes.emplace_back(m.pixels ? m.pixels->height : 0, m.pixels ? m.pixels->width : 0);
   if (memory)
     opened.emplace(std::move(*memory));
   else
@@ -341,7 +384,8 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
   const auto out_names = output_names(sources);
   const torch::Device device = util::parse_device(settings.device);
   if (device.is_cpu()) util::use_reference_cpu_threads();
-  auto loaded = engine::load_network("model", checkpoint, device, po.amp, po.nms);
+  const auto kept = prediction_network(checkpoint, device, po.amp, po.nms);
+  auto& loaded = *kept;
   if (loaded.model)
     config::warn_without_one_to_one(po.nms, loaded.model->end2end(), checkpoint);
   else if (options.given("nms") && loaded.network->end2end() != (po.nms == std::optional<bool>(false)))
@@ -377,11 +421,15 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
   int64_t predicted = 0;
   VideoOutput video;
   engine::CropFiles crops(o.run_dir / "crops");
+  auto* replayed = dynamic_cast<engine::ReplayedNetwork*>(loaded.network.get());
+  std::optional<engine::ShapeLookahead> lookahead;
+  if (replayed) lookahead.emplace(*replayed, lookahead_images(sources, stream.image_count(), memory_sizes), batch, po);
   bool more = true;
   for (auto items = next_items(stream, batch, more); !items.empty(); items = next_items(stream, batch, more)) {
     std::vector<data::Image> images;
     images.reserve(items.size());
     for (auto& it : items) images.push_back(std::move(it.image));
+    if (replayed && predicted == 0) engine::warm_up(*replayed, images, po);  // outside the first image's time
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<engine::Prediction> preds;
     try {
@@ -434,9 +482,13 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
   if (o.save_json)
     util::write_atomically((o.run_dir / "predictions.json").string(),
                            [&](std::ostream& out) { out << results.dump(); });
-  if (verbose)
+  if (verbose) {
     std::printf("Speed: %.1fms per image (preprocess, inference and postprocess) on %s\n",
                 total_ms / static_cast<double>(std::max<int64_t>(predicted, 1)), device.str().c_str());
+    if (replayed)
+      std::printf("The forward replayed recordings of %lld input shape(s) (CUDA graphs)\n",
+                  static_cast<long long>(replayed->recorded()));
+  }
   if (writes) std::printf("Results saved to %s\n", o.run_dir.string().c_str());
   return CommandOutcome{0, writes ? o.run_dir.string() : std::string(), names, std::nullopt};
 }

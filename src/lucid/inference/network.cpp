@@ -7,7 +7,7 @@ namespace lucid::engine {
 NetworkOutputs EagerNetwork::run(const Tensor& images, int64_t max_det, bool agnostic) {
   torch::NoGradGuard no_grad;
   auto x = device_.is_cuda() ? images.contiguous(torch::MemoryFormat::ChannelsLast) : images;
-  model_.eval();
+  if (model_.is_training()) model_.eval();  // only when needed: recorders run forwards on other threads
   model::HeadOutputs out;
   {
     util::Autocast ac(device_.is_cuda() && amp_);

@@ -7,6 +7,8 @@
 // under the name its results carry.
 #pragma once
 #include <cstdint>
+#include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,6 +53,11 @@ class PredictStream {
   std::vector<std::optional<data::Image>> memory_;  // in-memory images (empty: every image a file)
   int vid_stride_ = 1;
   size_t next_ = 0;  // the next source to open
+  // Image files are decoded ahead of next(), each on a thread of its own, at most ahead_limit_
+  // at once: decoding, not the forward, bounds a batch-1 prediction of a folder on a GPU.
+  void decode_ahead(size_t from);
+  std::map<size_t, std::future<data::Image>> ahead_;
+  size_t next_decode_ = 0, ahead_limit_ = 1;
   std::unique_ptr<data::VideoReader> reader_;
   size_t reader_source_ = 0;
   int64_t frame_ = 0, frames_ = 0;

@@ -117,6 +117,14 @@ int batch_pad_multiple(const Network& network, std::span<const data::Image> imag
   return same ? network.pad_multiple(imgsz) : imgsz;
 }
 
+std::pair<int, int> batch_input_shape(const Network& network, std::span<const std::pair<int, int>> sizes, int imgsz) {
+  if (sizes.empty()) return {0, 0};
+  const bool same = std::all_of(sizes.begin(), sizes.end(), [&](const auto& s) { return s == sizes.front(); });
+  const auto lb =
+      predict_letterbox(sizes.front().first, sizes.front().second, imgsz, same ? network.pad_multiple(imgsz) : imgsz);
+  return {lb.height, lb.width};
+}
+
 std::vector<Prediction> predict_images(Network& network, std::span<const data::Image> images, const PredictOptions& o) {
   torch::NoGradGuard no_grad;
   if (images.empty()) return {};
@@ -139,9 +147,7 @@ std::vector<Prediction> predict_images(Network& network, std::span<const data::I
   nms.agnostic = o.agnostic_nms;
   nms.multi_label = false;  // the predictor's default
   nms.classes = o.classes;
-  // The one-to-one head's top-k keeps at least 300 candidates, as the reference's predictor sets it, so
-  // that classes= filters before the max_det cut.
-  const auto out = network.run(x, std::max<int64_t>(o.max_det, 300), o.agnostic_nms);
+  const auto out = network.run(x, network_top_k(o), o.agnostic_nms);
   require_finite_candidates(out.pred, network.end2end());
   const auto dets = network_detections(network, out, nms);
   std::vector<Prediction> predictions;
@@ -184,13 +190,13 @@ Regions label_regions(const uint8_t* mask, int h, int w) {
     if (!mask[i] || r.label[i]) continue;
     const int id = static_cast<int>(r.start.size()) + 1;
     int count = 0;
+    r.start.push_back(i);
     stack.push_back(i);
     r.label[i] = id;
     while (!stack.empty()) {
       const int p = stack.back();
       stack.pop_back();
       ++count;
-    r.start.push_back(i);
       const int py = p / w, px = p % w;
       for (int dy = -1; dy <= 1; ++dy)
         for (int dx = -1; dx <= 1; ++dx) {
@@ -251,7 +257,6 @@ std::vector<float> trace_outline(const std::vector<int>& label, int id, int star
   return out;
 }
 
-}  // namespace lucid::engine
 }  // namespace
 
 std::vector<float> mask_outline(const uint8_t* mask, int h, int w) {
@@ -289,3 +294,4 @@ std::vector<std::vector<float>> mask_contours(const uint8_t* mask, int h, int w)
   return out;
 }
 
+}  // namespace lucid::engine

@@ -9,9 +9,11 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lucid/data/image_io.h"
@@ -83,6 +85,14 @@ std::vector<Prediction> predict_images(Network& network, std::span<const data::I
 // LetterBox(auto=same_shapes)).
 int batch_pad_multiple(const Network& network, std::span<const data::Image> images, int imgsz);
 
+// The input a batch of images of these sizes (height, width) is predicted at: (height, width) of
+// its letterboxes.
+std::pair<int, int> batch_input_shape(const Network& network, std::span<const std::pair<int, int>> sizes, int imgsz);
+
+// The top-k predict_images asks of an end-to-end network: at least 300 candidates, as the reference's
+// predictor sets it, so that classes= filters before the max_det cut.
+inline int64_t network_top_k(const PredictOptions& o) { return std::max<int64_t>(o.max_det, 300); }
+
 // NonFiniteOutputs (inference/postprocess.h) is thrown by predict_images when every candidate the
 // network outputs for a batch holds a NaN or infinite value.
 
@@ -91,10 +101,10 @@ int batch_pad_multiple(const Network& network, std::span<const data::Image> imag
 // end points (as OpenCV's CHAIN_APPROX_SIMPLE). Empty when the mask is empty.
 std::vector<float> mask_outline(const uint8_t* mask, int h, int w);
 
-}  // namespace lucid::engine
 // The outer boundary of every 8-connected region that lies in no other region's hole, each traced as
 // mask_outline traces one, listed in the order OpenCV's findContours(RETR_EXTERNAL,
 // CHAIN_APPROX_SIMPLE) lists them (the region whose first pixel comes last in raster order first),
 // with the same points; what the reference's Masks.xy merges into one polygon per mask.
 std::vector<std::vector<float>> mask_contours(const uint8_t* mask, int h, int w);
 
+}  // namespace lucid::engine
