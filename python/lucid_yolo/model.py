@@ -12,6 +12,7 @@ from . import _lucid
 from ._tokens import tokens
 from .assets import resolve_dataset, resolve_weights
 from .callbacks import REFERENCE_EVENTS, Trainer, default_callbacks
+from .integrations import add_integration_callbacks
 from .metrics import SegmentMetrics
 from .results import Results
 from .sources import command_source, memory_source
@@ -82,6 +83,9 @@ class YOLO:
                 args.setdefault("pretrained", self._pretrained)
         _resolve_names(args)
         self.trainer = Trainer(args)
+        # The logging integrations the settings switch on (MLflow, W&B ...: lucid_yolo/integrations), as
+        # the reference adds them to each trainer's callbacks.
+        add_integration_callbacks(self.callbacks)
         outcome = _lucid.train(tokens(args), self._fit_event)
         if outcome["exit_code"] != 0:
             raise _lucid.LucidError(f"train exited with {outcome['exit_code']}")

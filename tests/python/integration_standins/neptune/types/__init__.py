@@ -1,0 +1,3 @@
+class File:
+    def __init__(self, path):
+        self.path = path
