@@ -38,10 +38,7 @@ bool PredictStream::next(PredictItem& item) {
   for (;;) {
     if (reader_) {
       try {
-        bool ok = true;
-        for (int k = 1; ok && k < vid_stride_; ++k) ok = reader_->skip();
-        if (ok) ok = reader_->read(item.image);
-        if (ok) {
+        if (reader_->pop(item.image)) {
           item.source = reader_source_;
           item.video = true;
           item.frame = ++frame_;
@@ -77,7 +74,7 @@ bool PredictStream::next(PredictItem& item) {
         item.fps = 0;
         return true;
       }
-      reader_ = std::make_unique<data::VideoReader>(path);
+      reader_ = std::make_unique<FrameQueue>(path, vid_stride_);
       reader_source_ = k;
       frame_ = 0;
       frames_ = reader_->frame_count() / vid_stride_;

@@ -16,6 +16,7 @@
 
 #include "lucid/data/image_io.h"
 #include "lucid/data/video.h"
+#include "lucid/predict/frame_queue.h"
 
 namespace lucid::engine {
 
@@ -58,7 +59,7 @@ class PredictStream {
   void decode_ahead(size_t from);
   std::map<size_t, std::future<data::Image>> ahead_;
   size_t next_decode_ = 0, ahead_limit_ = 1;
-  std::unique_ptr<data::VideoReader> reader_;
+  std::unique_ptr<FrameQueue> reader_;
   size_t reader_source_ = 0;
   int64_t frame_ = 0, frames_ = 0;
   int64_t skipped_ = 0, incomplete_ = 0;
