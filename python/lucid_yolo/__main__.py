@@ -41,6 +41,10 @@ def main():
         from .trackers.cli import track_command
 
         return track_command(args[args.index("track") + 1:])
+    if args[0:1] == ["tune"] or args[0:2] == ["segment", "tune"]:  # a mode of the package (Python)
+        from .tuner import tune_command
+
+        return tune_command(args[args.index("tune") + 1:])
     sys.stdout.flush()
     return _lucid.main(args)
 

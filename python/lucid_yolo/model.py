@@ -141,6 +141,24 @@ class YOLO:
         results = (session(r, persist) for r in frames)
         return results if stream else list(results)
 
+    def tune(self, use_ray=False, iterations=300, **kwargs):
+        """Evolves the training hyperparameters (lucid_yolo/tuner.py, docs/python.md, Tune): each
+        trial a ``lucid train`` of this model, ``concurrent=N`` trials at once; writes the tune
+        folder (tune_results.ndjson, tune_results.csv, best_hyperparameters.yaml, weights/) and
+        returns None, as the reference."""
+        from .tuner import Tuner
+
+        args = {**self.overrides, **kwargs, "use_ray": use_ray, "model": self.model}
+        if self._pretrained:
+            args.setdefault("pretrained", self._pretrained)
+        args.setdefault("optimizer", "AdamW")  # the reference's tune default (lr0 is then used)
+        args.pop("mode", None)
+        data = args.get("data")
+        if isinstance(data, (list, tuple)):
+            args["data"] = [resolve_dataset(d) for d in data]
+        _resolve_names(args)
+        Tuner(args)(iterations=iterations)
+
     def export(self, format="safetensors", **kwargs):
         """Writes the model in one of ``lucid export``'s formats (docs/deploy.md); returns the written
         file's or folder's path."""
