@@ -7,11 +7,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
 
 #include "lucid/config/options.h"
 #include "lucid/data/image_io.h"
 #include "lucid/deploy/load_network.h"
 #include "lucid/inference/network.h"
+#include "lucid/inference/replayed_network.h"
 #include "lucid/plot/annotate.h"
 #include "lucid/plot/canvas.h"
 #include "lucid/predict/predictor.h"
@@ -112,6 +116,17 @@ struct Model::Impl {
   engine::LoadedNetwork loaded;  // the eager model, or a compiled package (.pt2)
   std::optional<bool> nms;       // the head it was loaded with (Model's nms)
   std::vector<std::string> names;
+  // The eager model's network per (precision, head), kept across calls: on a GPU its forward is
+  // recorded once per input shape and replayed (inference/replayed_network.h).
+  std::mutex networks_mutex;
+  std::map<std::pair<bool, int>, std::unique_ptr<engine::Network>> eager_networks;
+
+  engine::Network& eager_network(bool amp, const std::optional<bool>& head) {
+    std::lock_guard<std::mutex> lock(networks_mutex);
+    auto& n = eager_networks[{amp, head ? static_cast<int>(*head) : -1}];
+    if (!n) n = engine::replayed_on_gpu(std::make_unique<engine::EagerNetwork>(*loaded.model, device, amp, head));
+    return *n;
+  }
 
   engine::PredictOptions engine_options(const PredictOptions& o) const {
     engine::PredictOptions e;
@@ -150,8 +165,7 @@ struct Model::Impl {
     // An eager model runs with this call's precision; a compiled package with the one it was built with.
     std::vector<engine::Prediction> predictions;
     if (loaded.model) {
-      engine::EagerNetwork network(*loaded.model, device, e.amp, e.nms);
-      predictions = engine::predict_images(network, images, e);
+      predictions = engine::predict_images(eager_network(e.amp, e.nms), images, e);
     } else {
       predictions = engine::predict_images(*loaded.network, images, e);
     }
