@@ -75,8 +75,8 @@ const config::FieldList<ExportSettings>& export_fields() {
     f->number("fraction", "openvino int8=True: the share of those images used").min(0, true).max(1).to(&S::fraction);
     config::declare_weights_imgsz(*f,
                                   "image size recorded with the weights, or the input size of the deployed file "
-                                  "(default: the model file's, else 640)",
-                                  &S::imgsz);
+                                  "(default: the model file's, else 640); [h, w] with h == w",
+                                  &S::imgsz, config::ImgszLists::SquareOnly, "export");
     f->integer("batch", "deployed formats: the batch size of the fixed input (the largest with dynamic=True)")
         .range(1, 1024)
         .to(&S::batch);

@@ -85,14 +85,14 @@ int predict_bench_command(const std::vector<std::string>& args) {
   engine::PredictOptions po;
   po.amp = options.flag("half");
   auto loaded = engine::load_network("model", model, device, po.amp);
-  po.imgsz = loaded.imgsz > 0 ? static_cast<int>(loaded.imgsz) : 640;
+  int s = loaded.imgsz > 0 ? static_cast<int>(loaded.imgsz) : 640;
   if (!options.str("imgsz").empty()) {
-    po.imgsz = static_cast<int>(config::stride_multiple(options.integer("imgsz", 1, config::kMaxImgsz)));
-    if (loaded.fixed_imgsz && po.imgsz != loaded.imgsz)
+    s = static_cast<int>(config::stride_multiple(options.integer("imgsz", 1, config::kMaxImgsz)));
+    if (loaded.fixed_imgsz && s != loaded.imgsz)
       throw UserError("option imgsz=" + options.str("imgsz") + ": model=" + model +
                       " is compiled for imgsz=" + std::to_string(loaded.imgsz) + " only");
   }
-  const int s = po.imgsz;
+  po.imgsz = s;
   data::Image image = options.str("source").empty() ? data::synth_sample(0, "val", 0, s).image
                                                     : data::decode_image(options.str("source"));
   if (image.height != s || image.width != s) image = data::resize_linear(image, s, s);

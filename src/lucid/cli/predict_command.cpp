@@ -162,9 +162,9 @@ std::string detections_summary(const engine::Prediction& p, const std::vector<st
 struct PredictSettings {
   std::string model, source, device, project;
   std::string name = "predict";
-  int64_t imgsz = 0;    // 0: the model file's, else 640
-  std::string classes;  // as given; po.classes holds the ids
-  int64_t batch = 1;    // images (or video frames) per forward
+  config::ImageSize imgsz;  // 0 x 0: the model file's, else 640
+  std::string classes;      // as given; po.classes holds the ids
+  int64_t batch = 1;        // images (or video frames) per forward
   int64_t vid_stride = 1;
   bool save = true, verbose = true, exist_ok = false;
   bool stream = false, show = false, augment = false, visualize = false;  // the reference's keys
@@ -185,8 +185,10 @@ const config::FieldList<PredictSettings>& predict_fields() {
             "an image or video file, a folder, a glob ('imgs/*.jpg', 'data/**/*.png') or a list file (.txt: a path a "
             "line; .csv: comma-separated); URLs and cameras are not supported")
         .to(&S::source);
-    config::declare_weights_imgsz(
-        *f, "input size (long side, padded to a multiple of 32; default: the model file's, else 640)", &S::imgsz);
+    config::declare_predict_imgsz(*f,
+                                  "input size: one size (the long side) or [h, w] (imgsz=480,640), each a multiple "
+                                  "of 32; default: the model file's, else 640",
+                                  &S::imgsz);
     f->number("conf", "confidence threshold").fraction().to(&S::po, &PredictOptions::conf);
     config::declare_nms_fields<PredictOptions>(*f, "", std::numeric_limits<int64_t>::max(), &S::po);
     f->text("classes", "keep only these class ids, e.g. 0,2").to(&S::classes).also([](S& s, const std::string& v) {
@@ -391,10 +393,11 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
   else if (options.given("nms") && loaded.network->end2end() != (po.nms == std::optional<bool>(false)))
     std::fprintf(stderr, "warning: nms=%s: %s is exported with its %s, which it runs\n", options.str("nms").c_str(),
                  checkpoint.c_str(), loaded.network->end2end() ? "one-to-one head" : "one-to-many head for NMS");
-  po.imgsz = settings.imgsz > 0 ? static_cast<int>(settings.imgsz)
-             : loaded.imgsz > 0 ? static_cast<int>(loaded.imgsz)
-                                : 640;
-  if (loaded.fixed_imgsz && po.imgsz != loaded.imgsz)
+  const int file_imgsz = loaded.imgsz > 0 ? static_cast<int>(loaded.imgsz) : 640;
+  po.imgsz = settings.imgsz.h > 0
+                 ? engine::InputSize(static_cast<int>(settings.imgsz.h), static_cast<int>(settings.imgsz.w))
+                 : engine::InputSize(file_imgsz);
+  if (loaded.fixed_imgsz && po.imgsz != engine::InputSize(static_cast<int>(loaded.imgsz)))
     throw UserError("option imgsz=" + options.str("imgsz") + ": model=" + checkpoint +
                     " is compiled for imgsz=" + std::to_string(loaded.imgsz) + " only");
   const auto& names = loaded.names;  // the file's, else the reference's placeholders

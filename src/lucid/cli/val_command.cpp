@@ -65,7 +65,10 @@ const config::FieldList<ValSettings>& val_fields() {
     f->text("data", "", "dataset YAML, folder or COCO JSON (default: the model file's data, else the synthetic set)")
         .to(&S::data);
     f->choice("split", "split to validate: val or test", {"val", "test"}).to(&S::split);
-    config::declare_weights_imgsz(*f, "input size (default: the model file's imgsz, else 640)", &S::imgsz);
+    config::declare_weights_imgsz(*f,
+                                  "input size (default: the model file's imgsz, else 640); of [h, w] the larger "
+                                  "side, as the reference",
+                                  &S::imgsz, config::ImgszLists::LargerSide, "val");
     f->integer("batch", "images per batch").range(1, config::kMaxBatch).to(&S::batch);
     f->number("conf", "confidence threshold").fraction().to(&S::validator, &ValidatorOptions::conf);
     config::declare_nms_fields<ValidatorOptions>(*f, "", 1 << 20, &S::validator);

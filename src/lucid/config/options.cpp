@@ -1,12 +1,14 @@
 #include "lucid/config/options.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <limits>
 #include <sstream>
+#include <system_error>
 
 #include "lucid/config/fields.h"
 #include "lucid/config/reference_keys.h"
@@ -34,6 +36,67 @@ long long stride_multiple(long long imgsz, const std::string& key, long long str
     std::fprintf(stderr, "warning: %s=%lld must be a multiple of max stride %lld, updating to %lld\n", key.c_str(),
                  imgsz, stride, rounded);
   return rounded;
+}
+
+std::vector<long long> read_imgsz(const std::string& key, const std::string& text) {
+  // The brackets of a Python list or tuple around the sizes, as the reference's literal_eval reads them.
+  std::string inner = text;
+  const auto strip = [](std::string& t) {
+    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.front()))) t.erase(0, 1);
+    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  };
+  strip(inner);
+  if (inner.size() >= 2 &&
+      ((inner.front() == '[' && inner.back() == ']') || (inner.front() == '(' && inner.back() == ')')))
+    inner = inner.substr(1, inner.size() - 2);
+  std::vector<long long> sizes;
+  std::string part;
+  std::istringstream parts(inner);
+  const std::string expected = "option " + key + "=" + text +
+                               ": expected an image size (imgsz=640) or [h, w] (imgsz=480,640), each from 1 to " +
+                               std::to_string(kMaxImgsz);
+  while (std::getline(parts, part, ',')) {
+    strip(part);
+    if (part.empty() && parts.eof() && sizes.size() == 1) break;  // "(640,)": a one-item tuple
+    long long v = 0;
+    const auto r = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (part.empty() || r.ec != std::errc() || r.ptr != part.data() + part.size() || v < 1 || v > kMaxImgsz)
+      throw UserError(expected);
+    sizes.push_back(v);
+  }
+  if (sizes.empty() || sizes.size() > 2) throw UserError(expected);
+  return sizes;
+}
+
+long long one_imgsz(const std::string& key, const std::string& text, ImgszLists lists, const std::string& command) {
+  const auto sizes = read_imgsz(key, text);
+  if (sizes.size() == 1 || sizes[0] == sizes[1]) return sizes[0];
+  const std::string given = ImageSize{sizes[0], sizes[1]}.text();
+  if (lists == ImgszLists::SquareOnly)
+    throw UserError("option " + key + "=" + text + ": lucid " + command + " takes square inputs; give one size (" +
+                    key + "=640) or [h, w] with h == w");
+  // The reference's check_imgsz(max_dim=1) for train and val: the larger side, with a warning.
+  const long long larger = std::max(sizes[0], sizes[1]);
+  std::fprintf(stderr,
+               "warning: %s=%s: lucid %s takes one size, a square, and uses %s=%lld, the larger side; [h, w] is for "
+               "predict (and export with h == w)\n",
+               key.c_str(), given.c_str(), command.c_str(), key.c_str(), larger);
+  return larger;
+}
+
+ImageSize predict_imgsz(const std::string& key, const std::string& text) {
+  const auto sizes = read_imgsz(key, text);
+  const ImageSize given{sizes[0], sizes.back()};
+  const auto up = [](long long v) { return (v + 31) / 32 * 32; };
+  const ImageSize rounded{up(given.h), up(given.w)};
+  if (rounded != given)
+    std::fprintf(stderr, "warning: %s=%s must be a multiple of max stride 32, updating to %s\n", key.c_str(),
+                 given.text().c_str(), rounded.text().c_str());
+  return rounded;
+}
+
+std::string ImageSize::text() const {
+  return square() ? std::to_string(h) : "[" + std::to_string(h) + ", " + std::to_string(w) + "]";
 }
 
 namespace {

@@ -17,6 +17,33 @@ inline constexpr long long kMaxClasses = 100000;
 // network's largest stride is rounded up to one, with a warning on stderr saying so.
 long long stride_multiple(long long imgsz, const std::string& key = "imgsz", long long stride = 32);
 
+// The sizes of an imgsz option as the reference's check_imgsz reads its text: one size ("640") or a
+// list of two, height then width ("480,640", "[480, 640]", "(480, 640)"; "[640]" is one size). Each
+// from 1 to kMaxImgsz; anything else is a UserError naming `key=text`.
+std::vector<long long> read_imgsz(const std::string& key, const std::string& text);
+
+// An input size, height by width: imgsz=640 is 640 x 640, imgsz=[480, 640] is 480 high and 640 wide.
+// 0 x 0 where none is given (the weights file's, else 640).
+struct ImageSize {
+  long long h = 0, w = 0;
+  bool square() const { return h == w; }
+  long long max_side() const { return h > w ? h : w; }
+  // "640" for a square, "[480, 640]" otherwise (the reference's spelling of a list).
+  std::string text() const;
+  bool operator==(const ImageSize&) const = default;
+};
+
+// The one size of an imgsz option of a command that takes one (train, val, export), from its text;
+// [h, w] with h == w is that size. Otherwise as `lists` says: SquareOnly (export: lucid writes square
+// inputs) refuses it; LargerSide (train, val) uses the larger side with a warning, as the reference's
+// check_imgsz(max_dim=1) does.
+enum class ImgszLists { SquareOnly, LargerSide };
+long long one_imgsz(const std::string& key, const std::string& text, ImgszLists lists, const std::string& command);
+
+// imgsz of predict: one size (a square) or [h, w] (a rectangle, height first), as the reference's
+// predictor takes it; each side rounded up to a multiple of 32. 0 x 0: the weights file's, else 640.
+ImageSize predict_imgsz(const std::string& key, const std::string& text);
+
 struct OptionSpec {
   std::string key;
   std::string default_value;

@@ -20,13 +20,28 @@ void declare_weights_model(FieldList<S>& f, const std::string& more_kinds, std::
       .to(model);
 }
 
-// imgsz: 0 (the weights file's, else 640) or an input size, rounded up to a multiple of 32.
+// imgsz of the commands that take one size (val, export): see one_imgsz (config/options.h).
 template <class S>
-void declare_weights_imgsz(FieldList<S>& f, const std::string& help, int64_t S::*imgsz) {
-  f.integer("imgsz", "", help)
-      .range(1, kMaxImgsz)
+void declare_weights_imgsz(FieldList<S>& f, const std::string& help, int64_t S::*imgsz, ImgszLists lists,
+                           const std::string& command) {
+  f.template value<long long>(
+       "imgsz", "", help,
+       [lists, command](const std::string& key, const std::string& text) {
+         return one_imgsz(key, text, lists, command);
+       },
+       [](const long long& v) { return std::to_string(v); },
+       {"0", "1.5", "x", "[1,2,3]", std::to_string(kMaxImgsz + 1)})
       .resolve([](const S&) { return 0LL; })
       .adjust([](const S&, long long v) { return v == 0 ? v : stride_multiple(v); })
+      .to(imgsz);
+}
+
+// imgsz of predict: one size or [h, w] (predict_imgsz, config/options.h).
+template <class S>
+void declare_predict_imgsz(FieldList<S>& f, const std::string& help, ImageSize S::*imgsz) {
+  f.template value<ImageSize>("imgsz", "", help, predict_imgsz, [](const ImageSize& v) { return v.text(); },
+                              {"0", "1.5", "x", "[1,2,3]", "[640,0]", std::to_string(kMaxImgsz + 1)})
+      .resolve([](const S&) { return ImageSize{}; })
       .to(imgsz);
 }
 

@@ -14,13 +14,14 @@
 
 namespace lucid::engine {
 
-PredictLetterbox predict_letterbox(int orig_h, int orig_w, int imgsz, int stride) {
+PredictLetterbox predict_letterbox(int orig_h, int orig_w, InputSize imgsz, int stride) {
   PredictLetterbox lb;
-  lb.ratio = std::min(static_cast<double>(imgsz) / orig_h, static_cast<double>(imgsz) / orig_w);
+  lb.ratio = std::min(static_cast<double>(imgsz.h) / orig_h, static_cast<double>(imgsz.w) / orig_w);
   lb.resized_w = std::max(static_cast<int>(std::nearbyint(orig_w * lb.ratio)), 1);
   lb.resized_h = std::max(static_cast<int>(std::nearbyint(orig_h * lb.ratio)), 1);
-  lb.pad_w = static_cast<double>((imgsz - lb.resized_w) % stride) / 2;
-  lb.pad_h = static_cast<double>((imgsz - lb.resized_h) % stride) / 2;
+  // A stride of at least either side leaves the whole remainder: the full imgsz.
+  lb.pad_w = static_cast<double>((imgsz.w - lb.resized_w) % stride) / 2;
+  lb.pad_h = static_cast<double>((imgsz.h - lb.resized_h) % stride) / 2;
   const int top = static_cast<int>(std::nearbyint(lb.pad_h - 0.1)),
             bottom = static_cast<int>(std::nearbyint(lb.pad_h + 0.1));
   const int left = static_cast<int>(std::nearbyint(lb.pad_w - 0.1)),
@@ -110,18 +111,21 @@ Prediction image_prediction(const Tensor& det, const Tensor& proto, const Predic
 
 }  // namespace
 
-int batch_pad_multiple(const Network& network, std::span<const data::Image> images, int imgsz) {
+// A fixed-input network's pad_multiple is its (square) size, which a rectangular imgsz never is
+// (the commands refuse it): the larger side stands for the full imgsz either way.
+int batch_pad_multiple(const Network& network, std::span<const data::Image> images, InputSize imgsz) {
   const bool same = std::all_of(images.begin(), images.end(), [&](const data::Image& image) {
     return image.height == images.front().height && image.width == images.front().width;
   });
-  return same ? network.pad_multiple(imgsz) : imgsz;
+  return same ? network.pad_multiple(imgsz.max_side()) : imgsz.max_side();
 }
 
-std::pair<int, int> batch_input_shape(const Network& network, std::span<const std::pair<int, int>> sizes, int imgsz) {
+std::pair<int, int> batch_input_shape(const Network& network, std::span<const std::pair<int, int>> sizes,
+                                      InputSize imgsz) {
   if (sizes.empty()) return {0, 0};
   const bool same = std::all_of(sizes.begin(), sizes.end(), [&](const auto& s) { return s == sizes.front(); });
-  const auto lb =
-      predict_letterbox(sizes.front().first, sizes.front().second, imgsz, same ? network.pad_multiple(imgsz) : imgsz);
+  const auto lb = predict_letterbox(sizes.front().first, sizes.front().second, imgsz,
+                                    same ? network.pad_multiple(imgsz.max_side()) : imgsz.max_side());
   return {lb.height, lb.width};
 }
 

@@ -27,8 +27,19 @@ class SegmentationModelImpl;
 
 namespace lucid::engine {
 
+// The network input a prediction letterboxes to, height by width: imgsz=640 is 640 x 640, the
+// reference's imgsz=[480, 640] is 480 high and 640 wide (LetterBox(new_shape=(h, w))).
+struct InputSize {
+  int h = 640, w = 640;
+  InputSize() = default;
+  InputSize(int side) : h(side), w(side) {}  // NOLINT(google-explicit-constructor): a square imgsz
+  InputSize(int height, int width) : h(height), w(width) {}
+  int max_side() const { return std::max(h, w); }
+  bool operator==(const InputSize&) const = default;
+};
+
 struct PredictOptions {
-  int imgsz = 640;
+  InputSize imgsz = 640;
   double conf = 0.25;
   double iou = 0.7;
   int64_t max_det = 300;
@@ -53,16 +64,17 @@ struct Prediction {
   std::vector<structures::MaskWindow> masks;  // n windows of the original image, none empty
 };
 
-// Letterbox of one image for prediction: the padded size (multiples of `stride` around the resized
-// image), the ratio, the resized size and the padding of each side (halves of the total; the left
-// and top sides get round(pad - 0.1) pixels).
+// Letterbox of one image for prediction into imgsz (h x w; the ratio the smaller of h / orig_h and
+// w / orig_w): the padded size (multiples of `stride` around the resized image; a stride of at
+// least imgsz's larger side pads to the full imgsz), the ratio, the resized size and the padding of
+// each side (halves of the total; the left and top sides get round(pad - 0.1) pixels).
 struct PredictLetterbox {
   int height = 0, width = 0;
   double ratio = 1.0;
   int resized_h = 0, resized_w = 0;
   double pad_w = 0.0, pad_h = 0.0;
 };
-PredictLetterbox predict_letterbox(int orig_h, int orig_w, int imgsz, int stride = 32);
+PredictLetterbox predict_letterbox(int orig_h, int orig_w, InputSize imgsz, int stride = 32);
 
 Prediction predict_image(model::SegmentationModelImpl& model, const torch::Device& device, const data::Image& image,
                          const PredictOptions& options);
@@ -74,20 +86,21 @@ Prediction predict_image(Network& network, const data::Image& image, const Predi
 // Predictions of several images, in their order, letterboxed as the reference's predictor letterboxes
 // a batch (batch_pad_multiple): images of one size (a video's frames, a camera's images) with the
 // minimal padding, each result predict_image's on that image; images of different sizes each to
-// the full imgsz x imgsz square, so that the batch is one forward.
+// the full imgsz (h x w), so that the batch is one forward.
 std::vector<Prediction> predict_images(model::SegmentationModelImpl& model, const torch::Device& device,
                                        std::span<const data::Image> images, const PredictOptions& options);
 std::vector<Prediction> predict_images(Network& network, std::span<const data::Image> images,
                                        const PredictOptions& options);
 
 // The multiple a batch's letterboxes are padded to: the network's (its stride, or a fixed input's
-// size) when every image has the same size, else imgsz itself, the full square (the reference's
+// size) when every image has the same size, else imgsz's larger side, the full imgsz (the reference's
 // LetterBox(auto=same_shapes)).
-int batch_pad_multiple(const Network& network, std::span<const data::Image> images, int imgsz);
+int batch_pad_multiple(const Network& network, std::span<const data::Image> images, InputSize imgsz);
 
 // The input a batch of images of these sizes (height, width) is predicted at: (height, width) of
 // its letterboxes.
-std::pair<int, int> batch_input_shape(const Network& network, std::span<const std::pair<int, int>> sizes, int imgsz);
+std::pair<int, int> batch_input_shape(const Network& network, std::span<const std::pair<int, int>> sizes,
+                                      InputSize imgsz);
 
 // The top-k predict_images asks of an end-to-end network: at least 300 candidates, as the reference's
 // predictor sets it, so that classes= filters before the max_det cut.

@@ -77,9 +77,17 @@ void declare_inputs(config::FieldList<S>& f) {
       .resolve([](const S&) { return 0.0; })
       .role(Role::Adjustable)
       .to(&S::time);
-  f.integer("imgsz", "",
-            "training image size, rounded up to a multiple of 32 (default 640; 160 for the synthetic dataset)")
-      .range(1, config::kMaxImgsz)
+  // [h, w] trains at the larger side, with a warning, as the reference's trainer (a square: mosaic and
+  // the letterbox make square batches).
+  f.value<long long>(
+       "imgsz", "",
+       "training image size, rounded up to a multiple of 32 (default 640; 160 for the synthetic dataset); of "
+       "[h, w] the larger side, as the reference",
+       [](const std::string& key, const std::string& text) {
+         return config::one_imgsz(key, text, config::ImgszLists::LargerSide, "train");
+       },
+       [](const long long& v) { return std::to_string(v); },
+       {"0", "1.5", "x", "[1,2,3]", std::to_string(config::kMaxImgsz + 1)})
       .resolve([](const S& s) { return static_cast<long long>(default_train_imgsz(s.synthetic)); })
       .adjust([](const S&, long long v) { return config::stride_multiple(v); })
       .to(&S::loader, &LoaderOptions::imgsz);
