@@ -344,22 +344,35 @@ class Tuner:
               flush=True)
         self._counts = [0, 0]  # trials run by this call, those that trained
         with ThreadPoolExecutor(self.concurrent) as pool:
-            for g in range(0, len(pending), self.concurrent):
-                # A generation is mutated from the results known at its start (concurrent=1: every
-                # trial from all before it, as the reference).
-                jobs, taken = {}, []
-                for i in pending[g:g + self.concurrent]:
-                    hyp = propose(records, self.space, self.defaults, i, self.seed, taken)
-                    taken.append(tuple(hyp.values()))
-                    print(f"{PREFIX}Starting iteration {i}/{iterations} with hyperparameters: {hyp}", flush=True)
-                    sweep = new_folder(self.project, "multitrain")  # here: numbered in iteration order
-                    jobs[pool.submit(self._trial, i, hyp, sweep)] = i
-                for job in as_completed(jobs):
-                    records.append(job.result())
-                    self._record(records, iterations, t0)
+            for first in range(1, iterations + 1, self.concurrent):
+                block = range(first, min(first + self.concurrent, iterations + 1))
+                if all(i in done for i in block):
+                    continue
+                self._generation(pool, records, block, iterations, t0)
         wall = time.time() - t0
         print(f"{PREFIX}{len(pending)} trials in {wall:.2f}s wall, concurrent={self.concurrent}"
               f" ({wall / max(len(pending), 1):.2f}s per trial)", flush=True)
+
+    def _generation(self, pool, records, block, iterations, t0):
+        """Trials block[0].. at once, each mutated from the results of the iterations before the
+        block (concurrent=1: every trial from all before it, as the reference), so that a resumed
+        generation proposes what it did before its interruption."""
+        history = [r for r in records if r["iteration"] < block[0]]
+        earlier = {r["iteration"]: tuple(r["hyperparameters"].get(k, self.defaults[k]) for k in self.space)
+                   for r in records if r["iteration"] in block}
+        jobs = {}
+        for i in block:
+            taken = [earlier[j] for j in block if j < i]  # the block's earlier proposals: never twice
+            if i in earlier:
+                continue
+            hyp = propose(history, self.space, self.defaults, i, self.seed, taken)
+            earlier[i] = tuple(hyp.values())
+            print(f"{PREFIX}Starting iteration {i}/{iterations} with hyperparameters: {hyp}", flush=True)
+            sweep = new_folder(self.project, "multitrain")  # here: numbered in iteration order
+            jobs[pool.submit(self._trial, i, hyp, sweep)] = i
+        for job in as_completed(jobs):
+            records.append(job.result())
+            self._record(records, iterations, t0)
 
     def _load(self):
         if not self.tune_file.exists():
@@ -372,9 +385,11 @@ class Tuner:
         t0 = time.time()
         datasets, save_dirs, failed = {}, {}, []
         for data in self.datasets:
-            run = dataset_name(data)
-            run = next(f"{run}{n}" if n > 1 else run for n in range(1, 10000)
-                       if (f"{run}{n}" if n > 1 else run) not in datasets)
+            run = base = dataset_name(data)
+            for n in range(2, 10000):  # two datasets of one name: name, name-2, ...
+                if run not in datasets:
+                    break
+                run = f"{base}-{n}"
             options = {**self.args, **hyp, "data": data, "project": str(sweep), "name": run}
             command = [sys.executable, "-m", "lucid_yolo", "train",
                        *(_option_token(k, v) for k, v in options.items() if v is not None)]

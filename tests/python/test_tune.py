@@ -8,7 +8,8 @@
 - YOLO.tune(iterations=2, seed=1), then `lucid tune resume iterations=3` in its folder: the count
   going on from 3, and the same hyperparameters as the uninterrupted tune (same seed: reproducible);
 - `lucid tune concurrent=2 seed=2`: 3 trials in 2 generations, a valid best_hyperparameters.yaml, the
-  trials' output in train.log, other proposals than seed 1's;
+  trials' output in train.log, other proposals than seed 1's; its first generation's second trial
+  dropped from the results and resumed: the same proposal again;
 - a space key lucid train lacks (bgr) and concurrent=0 refused, naming them."""
 import csv
 import json
@@ -141,6 +142,17 @@ def main():
                   "concurrent=2: best_hyperparameters.yaml holds every key, inside its bounds")
             check(sorted(c, key=lambda x: x["iteration"])[1]["hyperparameters"] != b[1]["hyperparameters"],
                   "another seed proposes other hyperparameters")
+            # A generation interrupted after one of its two trials: resumed, the other trial gets
+            # the proposal it had.
+            lost = next(x for x in c if x["iteration"] == 2)
+            (tmp / "c" / "tune" / "tune_results.ndjson").write_text(
+                "".join(json.dumps(x) + "\n" for x in c if x is not lost))
+            r = run(script, "tune", f"data={data}", "seed=2", f"project={tmp / 'c'}", "iterations=3", "concurrent=2",
+                    "resume", *TRIAL)
+            again = {x["iteration"]: x for x in read_tune(tmp / "c" / "tune")}
+            check(r.returncode == 0 and sorted(again) == [1, 2, 3]
+                  and again[2]["hyperparameters"] == lost["hyperparameters"],
+                  "concurrent=2 resumed within a generation: the lost trial runs again with its proposal")
 
         (tmp / "space.yaml").write_text("lr0: [0.001, 0.01]\nbgr: [0.0, 1.0]\n")
         r = run(script, "tune", f"space={tmp / 'space.yaml'}", f"project={tmp / 'd'}")
