@@ -14,9 +14,10 @@ when matplotlib is installed) and the trials' folders ``multitrain{N}/{dataset}`
 Where lucid differs: the mutation's random stream is seeded from ``seed=`` and the iteration, so a
 tune is reproducible and a resumed tune proposes what an uninterrupted one would (the reference draws
 from fresh entropy); ``tune_results.csv`` (fitness then the hyperparameters, the reference's earlier
-table) is written beside the NDJSON; with ``concurrent=N`` a generation of N trials is mutated from the
-results known when it starts, where the strictly sequential reference mutates every trial from all
-trials before it (``concurrent=1``, the default, is the reference's order exactly).
+table) is written beside the NDJSON; with ``concurrent=N`` the N trials of a generation (iterations
+1..N, N+1..2N, ...) are mutated from the results of the generations before it, where the strictly
+sequential reference mutates every trial from all trials before it (``concurrent=1``, the default,
+is the reference's order exactly).
 
 Only numpy and the standard library at import: the mutation is tested against the reference's in
 its own environment (tests/oracle/test_tune_mutation_oracle.py).
@@ -582,7 +583,7 @@ USAGE = """usage: lucid tune [key=value ...]
   space []           a YAML file of option: [low, high] or [low, high, gain] (default: the reference's
                      search space less bgr)
   concurrent [1]     trials run at once, one lucid train process each; a generation of that many trials
-                     is mutated from the results known when it starts
+                     is mutated from the results of the generations before it
   seed [0]           the trials' seed and the mutation's (same seed, concurrent=1: the same proposals)
   resume [False]     go on with the tune in project/name (default runs/segment/tune)
   name [tune]        the tune's folder under project (numbered when taken, unless resume)"""
