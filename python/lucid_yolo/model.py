@@ -11,8 +11,10 @@ from pathlib import Path
 from . import _lucid
 from ._tokens import tokens
 from .assets import resolve_dataset, resolve_weights
-from .callbacks import REFERENCE_EVENTS, Trainer, default_callbacks
+from .callbacks import (REFERENCE_EVENTS, Exporter, Predictor, Trainer, Validator, default_callbacks, run_callbacks,
+                        wanted)
 from .integrations import add_integration_callbacks
+from .logger import LOGGER, native_output
 from .metrics import SegmentMetrics
 from .results import Results
 from .sources import command_source, memory_source
@@ -35,6 +37,8 @@ class YOLO:
         self.overrides = {}
         self.callbacks = default_callbacks()
         self.trainer = None
+        self.validator = None
+        self.predictor = None
         self.metrics = None
         self._pretrained = None
         if self.model.endswith(".torchscript"):
@@ -62,9 +66,9 @@ class YOLO:
         layers, parameters, gradients, gflops, summary, table = _lucid.model_info(
             [f"model={self.model}", f"imgsz={_square(imgsz)}"])
         if detailed:
-            print(table)
+            LOGGER.info(table)
         if verbose:
-            print(summary)
+            LOGGER.info(summary)
         return layers, parameters, gradients, gflops
 
     # -- the modes -------------------------------------------------------------------------------
@@ -73,6 +77,8 @@ class YOLO:
         model loaded from a checkpoint continues that run."""
         args = {**self.overrides, **kwargs}
         resume = args.pop("resume", None)
+        if args.get("save_pt"):  # the pt writer runs in this Python, as export(format="pt") does
+            os.environ.setdefault("LUCID_PYTHON", sys.executable)
         if resume is True and self.ckpt_path:
             args["resume"] = self.ckpt_path
         elif resume not in (None, False):
@@ -86,7 +92,11 @@ class YOLO:
         # The logging integrations the settings switch on (MLflow, W&B ...: lucid_yolo/integrations), as
         # the reference adds them to each trainer's callbacks.
         add_integration_callbacks(self.callbacks)
-        outcome = _lucid.train(tokens(args), self._fit_event)
+        try:
+            with native_output():
+                outcome = _lucid.train(tokens(args), self._fit_event, self._wanted)
+        finally:
+            run_callbacks(self.callbacks, "teardown", self.trainer)  # as the reference's, also after a failure
         if outcome["exit_code"] != 0:
             raise _lucid.LucidError(f"train exited with {outcome['exit_code']}")
         save_dir = Path(outcome["save_dir"])
@@ -102,7 +112,9 @@ class YOLO:
         args = {**self.overrides, **kwargs, "model": self.model}
         args.pop("mode", None)
         _resolve_names(args)
-        outcome = _lucid.val(tokens(args))
+        self.validator = Validator(args, names=self._names)
+        with native_output():
+            outcome = _lucid.val(tokens(args), self._val_event, self._wanted)
         self.metrics = SegmentMetrics(outcome["metrics"], outcome["names"], outcome["save_dir"])
         return self.metrics
 
@@ -120,7 +132,8 @@ class YOLO:
             args.pop("source", None)
             if memory[1] is not None:  # a tensor is predicted at its own size, as the reference does
                 args["imgsz"] = max(memory[1])
-        run = _PredictRun(tokens(args), memory[0] if memory else None)
+        self.predictor = Predictor(args)
+        run = _PredictRun(tokens(args), memory[0] if memory else None, self.callbacks, self.predictor)
         return run.stream() if stream else list(run.stream())
 
     def __call__(self, source=None, stream=False, **kwargs):
@@ -168,8 +181,12 @@ class YOLO:
         suffix = _lucid.export_formats().get(format)  # None: the command refuses the name
         if args.get("out") is None and suffix is not None:
             args["out"] = str(Path(self.model).with_name(Path(self.model).stem + suffix))
-        with _exporter_python():
+        exporter = Exporter(args, self.model)
+        run_callbacks(self.callbacks, "on_export_start", exporter)
+        with _exporter_python(), native_output():
             _run_command("export", tokens(args))
+        exporter.out = args["out"]
+        run_callbacks(self.callbacks, "on_export_end", exporter)
         return args["out"]
 
     # -- callbacks -------------------------------------------------------------------------------
@@ -184,10 +201,22 @@ class YOLO:
     def reset_callbacks(self):
         self.callbacks = default_callbacks()
 
+    def _wanted(self):
+        return wanted(self.callbacks)
+
     def _fit_event(self, event):
+        """A native trainer or validator event (fit_events.h as a dict) to its callbacks."""
+        name = event["event"]
+        if name.startswith("on_val_"):
+            self.trainer.validator.update(event)
+            run_callbacks(self.callbacks, name, self.trainer.validator)
+            return
         self.trainer.update(event)
-        for func in self.callbacks.get(event["event"], []):
-            func(self.trainer)
+        run_callbacks(self.callbacks, name, self.trainer)
+
+    def _val_event(self, event):
+        self.validator.update(event)
+        run_callbacks(self.callbacks, event["event"], self.validator)
 
 
 def _square(imgsz):
@@ -241,12 +270,17 @@ class _PredictRun:
 
     _END = object()
 
-    def __init__(self, args, memory=None):
+    def __init__(self, args, memory=None, callbacks=None, predictor=None):
         self.args = args
         self.memory = memory
+        self.callbacks = callbacks or {}
+        self.predictor = predictor or Predictor({})
         self.items = queue.Queue(maxsize=2)
         self.cancelled = threading.Event()
         self.save_dir = None
+
+    def _event(self, name):
+        self._sink(name)  # in order with the images, to the consumer, which runs the callbacks
 
     def _sink(self, item):
         while not self.cancelled.is_set():
@@ -259,27 +293,42 @@ class _PredictRun:
 
     def _work(self):
         try:
-            self.save_dir = _lucid.predict(self.args, self._sink, self.memory)["save_dir"]
+            self.save_dir = _lucid.predict(self.args, self._sink, self.memory, self._event)["save_dir"]
             self.items.put(self._END)
         except BaseException as e:  # handed to the consumer, which raises it
             if not self.cancelled.is_set():
                 self.items.put(e)
 
     def stream(self):
-        worker = threading.Thread(target=self._work, daemon=True)
-        worker.start()
-        try:
-            while True:
-                item = self.items.get()
-                if item is self._END:
-                    break
-                if isinstance(item, BaseException):
-                    raise item
-                # The run folder as the item says it (None when predict writes nothing)
-                yield Results._native(item, item["save_dir"] or None)
-        finally:
-            self.cancelled.set()
-            worker.join()
+        """The Results of each batch, yielded after its on_predict_postprocess_end and
+        on_predict_batch_end callbacks, as the reference's predictor yields them; the callbacks run
+        here, in the consumer's thread."""
+        with native_output():
+            worker = threading.Thread(target=self._work, daemon=True)
+            worker.start()
+            try:
+                batch = []
+                while True:
+                    item = self.items.get()
+                    if item is self._END:
+                        break
+                    if isinstance(item, BaseException):
+                        raise item
+                    if isinstance(item, str):  # a predictor event
+                        if item == "on_predict_batch_end":
+                            self.predictor.take_batch(batch)
+                            run_callbacks(self.callbacks, "on_predict_postprocess_end", self.predictor)
+                            run_callbacks(self.callbacks, item, self.predictor)
+                            yield from batch
+                            batch = []
+                        else:
+                            run_callbacks(self.callbacks, item, self.predictor)
+                        continue
+                    # The run folder as the item says it (None when predict writes nothing)
+                    batch.append(Results._native(item, item["save_dir"] or None))
+            finally:
+                self.cancelled.set()
+                worker.join()
 
 
 def _load_torchvision_ops():

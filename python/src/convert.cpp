@@ -150,6 +150,8 @@ py::dict event_dict(const engine::FitEvent& e) {
   d["validated"] = e.validated;
   d["lr"] = py::cast(e.lr);
   d["save_dir"] = e.run_dir;
+  d["training"] = e.training;
+  if (e.val_results) d["val_results"] = metrics_dict(*e.val_results);
   return d;
 }
 

@@ -22,6 +22,7 @@
 #include "lucid/lucid.h"
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
+#include "lucid/util/progress.h"
 #include "lucid/weights/model_source.h"
 #include "plot_result.h"
 #include "python_errors.h"
@@ -76,16 +77,33 @@ auto without_gil(ErrorStash& errors, F&& f) {
   return std::move(*out);
 }
 
-py::dict train(const Tokens& args, py::object on_event) {
+// on_event(dict) for each trainer and validator event; wanted() -> the event names with callbacks.
+py::dict train(const Tokens& args, py::object on_event, py::object wanted) {
   ErrorStash errors;
-  PythonFitObserver observer(std::move(on_event), errors);
+  PythonFitObserver observer(std::move(on_event), std::move(wanted), errors);
   ObserverScope scope(&observer);
   return outcome_dict(without_gil(errors, [&] { return cli::train_run(args); }));
 }
 
-py::dict val(const Tokens& args) {
+py::dict val(const Tokens& args, py::object on_event, py::object wanted) {
   ErrorStash errors;
+  PythonFitObserver observer(std::move(on_event), std::move(wanted), errors);
+  ObserverScope scope(&observer);
   return outcome_dict(without_gil(errors, [&] { return cli::val_run(args); }));
+}
+
+const char* predict_event_name(cli::PredictEvent e) {
+  switch (e) {
+    case cli::PredictEvent::Start:
+      return "on_predict_start";
+    case cli::PredictEvent::BatchStart:
+      return "on_predict_batch_start";
+    case cli::PredictEvent::BatchEnd:
+      return "on_predict_batch_end";
+    case cli::PredictEvent::End:
+      return "on_predict_end";
+  }
+  return "";
 }
 
 // In-memory images from (name, pixels) pairs: pixels an (H, W, 3) uint8 RGB array, copied here
@@ -110,25 +128,34 @@ std::vector<engine::MemoryImage> memory_images(const py::list& given) {
   return images;
 }
 
-// Each predicted image goes to `sink` as a dict (prediction_dict) as soon as it is predicted.
+// Calls f with the GIL unless a Python error is kept; a signal or an error f raises is kept and
+// stops the native command (NativeStop).
+template <typename F>
+void into_python(ErrorStash& errors, F&& f) {
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) errors.keep_current();
+  if (!errors.holds()) {
+    try {
+      f();
+    } catch (py::error_already_set& e) {
+      e.restore();
+      errors.keep_current();
+    }
+  }
+  if (errors.holds()) throw NativeStop();
+}
+
+// Each predicted image goes to `sink` as a dict (prediction_dict) as soon as it is predicted, and
+// each predictor event's name to on_event (unless None).
 // memory: None (the images are source='s) or a list for memory_images.
-py::dict predict(const Tokens& args, py::object sink, const py::object& memory) {
+py::dict predict(const Tokens& args, py::object sink, const py::object& memory, py::object on_event) {
   ErrorStash errors;
   std::optional<std::vector<engine::MemoryImage>> images;
   if (!memory.is_none()) images = memory_images(memory.cast<py::list>());
-  cli::PredictSink to_python = [&](const cli::PredictedImage& item) {
-    py::gil_scoped_acquire gil;
-    if (PyErr_CheckSignals() != 0) errors.keep_current();
-    if (!errors.holds()) {
-      try {
-        sink(prediction_dict(item));
-      } catch (py::error_already_set& e) {
-        e.restore();
-        errors.keep_current();
-      }
-    }
-    if (errors.holds()) throw NativeStop();
-  };
+  cli::PredictSink to_python;
+  to_python.image = [&](const cli::PredictedImage& item) { into_python(errors, [&] { sink(prediction_dict(item)); }); };
+  if (!on_event.is_none())
+    to_python.event = [&](cli::PredictEvent e) { into_python(errors, [&] { on_event(predict_event_name(e)); }); };
   return outcome_dict(
       without_gil(errors, [&] { return cli::predict_run(args, to_python, images ? &*images : nullptr); }));
 }
@@ -201,6 +228,14 @@ py::dict user_settings() {
   d["datasets_dir"] = s.datasets_dir;
   d["weights_dir"] = s.weights_dir;
   d["tensorboard"] = s.tensorboard;
+  // The logging integrations' switches (lucid_yolo/integrations).
+  for (const auto& [key, on] : {std::pair{"clearml", s.clearml},
+                                {"comet", s.comet},
+                                {"dvc", s.dvc},
+                                {"mlflow", s.mlflow},
+                                {"neptune", s.neptune},
+                                {"wandb", s.wandb}})
+    d[key] = on;
   return d;
 }
 
@@ -213,9 +248,10 @@ PYBIND11_MODULE(_lucid, m) {
   m.doc() = "lucid-yolo native commands (see lucid_yolo.YOLO)";
   lucid_error = PyErr_NewException("lucid_yolo.LucidError", PyExc_RuntimeError, nullptr);
   m.attr("LucidError") = py::reinterpret_borrow<py::object>(lucid_error);
-  m.def("train", &train, py::arg("args"), py::arg("on_event"));
-  m.def("val", &val, py::arg("args"));
-  m.def("predict", &predict, py::arg("args"), py::arg("sink"), py::arg("memory") = py::none());
+  m.def("train", &train, py::arg("args"), py::arg("on_event"), py::arg("wanted") = py::none());
+  m.def("val", &val, py::arg("args"), py::arg("on_event") = py::none(), py::arg("wanted") = py::none());
+  m.def("predict", &predict, py::arg("args"), py::arg("sink"), py::arg("memory") = py::none(),
+        py::arg("on_event") = py::none());
   m.def("command", &command, py::arg("name"), py::arg("args"));
   m.def("main", &main_command, py::arg("args"), "the lucid command line; returns its exit code");
   m.def("plot", &plot_result, "the image (RGB bytes) with a prediction drawn on it, as lucid predict draws it");
@@ -226,6 +262,8 @@ PYBIND11_MODULE(_lucid, m) {
         "the outer contours of a mask (bytes, nonzero = inside) as findContours(RETR_EXTERNAL, CHAIN_APPROX_SIMPLE)");
   m.def("export_formats", &export_formats, "lucid export's format names (aliases too) and their output suffixes");
   m.def("version", &lucid::version);
+  m.def("set_progress_terminal", &lucid::util::set_progress_terminal, py::arg("terminal"),
+        "progress bars drawn as on a terminal: 1, 0, or -1 when stdout is one");
   m.def("settings", &user_settings, "the settings file's values (defaults where it has none)");
   m.def("register_network_loader", &register_python_loader, py::arg("suffix"), py::arg("open"),
         "runs model files ending in suffix through open(path, device) -> dict (python_network.h)");

@@ -29,7 +29,7 @@ epochs_seen = []
 
 def on_train_epoch_end(trainer):
     """Custom logic for additional metrics logging at the end of each training epoch."""
-    epochs_seen.append({"epoch": trainer.epoch, "tloss": trainer.tloss.tolist(),
+    epochs_seen.append({"epoch": trainer.epoch, "tloss": [float(v) for v in trainer.tloss.values()],
                         "train": trainer.label_loss_items(trainer.tloss, prefix="train"), "lr": trainer.lr})
 
 

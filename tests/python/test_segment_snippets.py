@@ -114,7 +114,11 @@ def check_train(work, env, rec):
     for m, row in zip(t["fit_metrics"], rows):
         same = all(abs(v - float(row[k])) <= 1e-5 * max(1.0, abs(v)) for k, v in m.items())
         check(same and len(m) == 13, f"on_fit_epoch_end: trainer.metrics equal results.csv ({len(m)} keys)")
-    check(len(t["fit_metrics"]) == 2 and t["ended"] == [t["save_dir"]], "on_fit_epoch_end twice, on_train_end once")
+    final = t["fit_metrics"][-1]
+    check(len(final) == 8 and all(abs(final[k] - v) <= 1e-9 for k, v in final.items() if k in t["results_dict"]),
+          "the last on_fit_epoch_end: the final validation's 8 metrics, as the reference's final_eval")
+    check(len(t["fit_metrics"]) == 3 and t["ended"] == [t["save_dir"]],
+          "on_fit_epoch_end per epoch and after the final validation, on_train_end once")
     check(t["model_after"] == str(Path(t["save_dir"]) / "weights" / "best.safetensors"),
           "after train() the model is the run's best")
 

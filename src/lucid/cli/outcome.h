@@ -49,8 +49,17 @@ struct PredictedImage {
   std::string save_dir;                   // the run folder when predict writes anything, else ""
 };
 
-// Called for each image or frame in source order, after the command's own outputs for it.
-using PredictSink = std::function<void(const PredictedImage&)>;
+// The reference's predictor events: Start before the first batch, BatchStart when a batch's images
+// are read (before its forward), BatchEnd after its images went to the sink, End after the last
+// line the command prints.
+enum class PredictEvent { Start, BatchStart, BatchEnd, End };
+
+// Where predict_run hands its results: image for each image or frame in source order, after the
+// command's own outputs for it; event (may be empty) at each PredictEvent.
+struct PredictSink {
+  std::function<void(const PredictedImage&)> image;
+  std::function<void(PredictEvent)> event;
+};
 // memory: images given in memory (in place of source=, which must then be absent), predicted and
 // written under their names as a folder's images are.
 CommandOutcome predict_run(const std::vector<std::string>& args, const PredictSink& sink,

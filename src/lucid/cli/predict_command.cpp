@@ -349,7 +349,7 @@ std::vector<engine::PredictItem> next_items(engine::PredictStream& stream, size_
 
 }  // namespace
 
-int predict_command(const std::vector<std::string>& args) { return predict_run(args, nullptr).exit_code; }
+int predict_command(const std::vector<std::string>& args) { return predict_run(args, {}).exit_code; }
 
 CommandOutcome predict_run(const std::vector<std::string>& command_line, const PredictSink& sink,
                            std::vector<engine::MemoryImage>* memory) {
@@ -427,8 +427,13 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
   auto* replayed = dynamic_cast<engine::ReplayedNetwork*>(loaded.network.get());
   std::optional<engine::ShapeLookahead> lookahead;
   if (replayed) lookahead.emplace(*replayed, lookahead_images(sources, stream.image_count(), memory_sizes), batch, po);
+  const auto notify = [&sink](PredictEvent e) {
+    if (sink.event) sink.event(e);
+  };
+  notify(PredictEvent::Start);
   bool more = true;
   for (auto items = next_items(stream, batch, more); !items.empty(); items = next_items(stream, batch, more)) {
+    notify(PredictEvent::BatchStart);
     std::vector<data::Image> images;
     images.reserve(items.size());
     for (auto& it : items) images.push_back(std::move(it.image));
@@ -464,10 +469,11 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
       if (o.save_txt) write_txt(o.run_dir / "labels" / (frame_name + ".txt"), p, o.save_conf);
       if (o.save_crop) engine::write_crops(crops, frame_name, image, p, names);
       if (o.save_json) append_json(results, p, frame_name, fs::path(path).filename().string(), item.frame, names);
-      if (sink)
-        sink(PredictedImage{path, item.video, item.frame, item.frames, image, p, names, input.height, input.width, ms,
-                            writes ? o.run_dir.string() : std::string()});
+      if (sink.image)
+        sink.image(PredictedImage{path, item.video, item.frame, item.frames, image, p, names, input.height, input.width,
+                                  ms, writes ? o.run_dir.string() : std::string()});
     }
+    notify(PredictEvent::BatchEnd);
   }
   video.close();
   const int64_t skipped = listed.skipped + stream.skipped();
@@ -493,6 +499,7 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
                   static_cast<long long>(replayed->recorded()));
   }
   if (writes) std::printf("Results saved to %s\n", o.run_dir.string().c_str());
+  notify(PredictEvent::End);
   return CommandOutcome{0, writes ? o.run_dir.string() : std::string(), names, std::nullopt};
 }
 

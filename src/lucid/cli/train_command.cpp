@@ -315,7 +315,9 @@ FitValidation fit_validation(const engine::TrainSettings& settings, const FitDat
 
 // Validation after each epoch: the EMA model on the validation split, with the training loss.
 engine::Validate epoch_validation(const FitValidation& v, const engine::PreparedSplit& val, torch::Device device) {
-  auto validator = std::make_shared<engine::Validator>(v.validator);
+  auto options = v.validator;
+  engine::observe_validation(options, "", /*training=*/true);  // the Python package's on_val_* callbacks
+  auto validator = std::make_shared<engine::Validator>(options);
   return [=, loader = v.loader](model::SegmentationModel& ema, loss::SegmentationLoss& loss) {
     loader->start_epoch(0);
     auto next = engine::val_batches(*loader, val);
@@ -337,6 +339,7 @@ CommandOutcome final_evaluation(const engine::TrainSettings& settings, const Fit
   std::printf("\nValidating %s...\n", weights.string().c_str());
   auto loaded = engine::load_inference_model("model", weights.string(), device);
   auto fo = v.validator;
+  engine::observe_validation(fo, run_dir.string(), /*training=*/false);
   fo.verbose = settings.verbose;
   fo.speed = true;
   if (settings.save_json) {
@@ -381,14 +384,20 @@ CommandOutcome final_evaluation(const engine::TrainSettings& settings, const Fit
   report::write_report(run_dir.string(), rc);
   std::printf("Results saved to %s; weights %s\n", run_dir.string().c_str(), weights.string().c_str());
   if (auto* observer = engine::fit_observer()) {
-    // on_train_end, as the reference raises it: after the final validation.
+    // As the reference after its final validation: on_fit_epoch_end with its metrics at the epoch
+    // after the last (training=false: no validation losses), then on_train_end.
     engine::FitEvent end;
-    end.kind = engine::FitEventKind::TrainEnd;
-    end.epoch = end.epochs = settings.epochs;
+    end.kind = engine::FitEventKind::FitEpochEnd;
+    end.epoch = engine::read_checkpoint_state((run_dir / "weights" / "last.safetensors").string()).epoch;
+    end.epochs = settings.epochs;
     end.metrics = final_results.mean_results();
     end.fitness = final_results.fitness();
     end.validated = true;
+    end.training = false;
     end.run_dir = run_dir.string();
+    observer->on_event(end);
+    end.kind = engine::FitEventKind::TrainEnd;
+    end.epoch = settings.epochs;
     observer->on_event(end);
   }
   return CommandOutcome{0, run_dir.string(), d.index.names, std::move(final_results)};
@@ -410,6 +419,7 @@ CommandOutcome train_run(const std::vector<std::string>& command_line) {
   const auto fit_start = std::chrono::steady_clock::now();
   if (!resuming && !options.given("data")) choose_default_data(options);
   if (!resuming) settings = engine::TrainSettings::from(options);
+  if (settings.save_pt) require_pt_writer("save_pt=True");
   engine::refuse_control_characters(engine::train_record(settings, engine::RecordScope::ArgsYaml));
   if (const auto launched = start_or_join_world(settings, args)) {
     CommandOutcome launcher;
@@ -445,9 +455,18 @@ CommandOutcome train_run(const std::vector<std::string>& command_line) {
         std::move(start), std::move(batches), validate, resumed.checkpoint.empty() ? nullptr : &resumed);
     trainer->set_fit_start(fit_start);
     run_dir = trainer->run_dir();
+    if (auto* observer = engine::fit_observer()) {
+      // on_pretrain_routine_start once the run folder exists (the package's loggers write into it).
+      engine::FitEvent start;
+      start.kind = engine::FitEventKind::PretrainRoutineStart;
+      start.epochs = settings.epochs;
+      start.run_dir = run_dir.string();
+      observer->on_event(start);
+    }
     trainer->fit();
   }
-  if (!dist::primary()) return {};  // rank 0 validates the final weights and writes the report
+  if (!dist::primary()) return {};                       // rank 0 validates the final weights and writes the report
+  if (settings.save_pt) write_run_pt(run_dir.string());  // before on_train_end, as the reference's .pt
   return final_evaluation(settings, data, validation, run_dir, device, trainer.get());
 }
 

@@ -21,6 +21,7 @@
 #include "lucid/deploy/load_network.h"
 #include "lucid/evaluate/evaluate.h"
 #include "lucid/report/run_report.h"
+#include "lucid/train/fit_events.h"
 #include "lucid/train/train_options.h"
 #include "lucid/train/trainer.h"
 #include "lucid/util/cpu_threads.h"
@@ -196,6 +197,7 @@ CommandOutcome val_run(const std::vector<std::string>& command_line) {
                  *vo.nms ? "True" : "False", checkpoint.c_str());
   vo.speed = true;
   vo.names = names;
+  engine::observe_validation(vo, run_dir.string(), /*training=*/false);  // the Python package's on_val_* callbacks
   vo.overlap_mask = loaded.weights ? loaded.weights->source.overlap_mask.value_or(true) : true;
   if (settings.save_json) {
     vo.save_json = (run_dir / "predictions.json").string();

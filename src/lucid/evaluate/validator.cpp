@@ -312,6 +312,7 @@ ValResults Validator::run_batches(const torch::Device& device, int64_t nc, const
   const auto& o = options_;
   torch::NoGradGuard no_grad;
   const bool cuda = device.is_cuda();
+  if (o.on_event) o.on_event(ValEvent::Start, 0, nullptr);
   std::optional<util::Progress> progress;
   if (log == &std::cout && o.batches > 0)
     progress.emplace(header(), o.batches, util::Progress::Style::kHeaderInline);
@@ -329,6 +330,7 @@ ValResults Validator::run_batches(const torch::Device& device, int64_t nc, const
   };
   ValBatch batch;
   while (next(batch)) {
+    if (o.on_event) o.on_event(ValEvent::BatchStart, pass.res.batches, nullptr);
     t0 = Clock::now();
     const auto x = network_input(batch, device);
     tick(pass.t_pre);
@@ -337,11 +339,14 @@ ValResults Validator::run_batches(const torch::Device& device, int64_t nc, const
     const auto dets = detections(out.pred, nms, out.one_to_one, nc);
     score_batch(o, pass, batch, dets, out.proto, device);
     tick(pass.t_post);
+    if (o.on_event) o.on_event(ValEvent::BatchEnd, pass.res.batches, nullptr);
     ++pass.res.batches;
     if (progress) progress->update(pass.res.batches, "");
   }
   if (progress) progress->finish();
-  return finish(pass, log);
+  auto results = finish(pass, log);
+  if (o.on_event) o.on_event(ValEvent::End, results.batches, &results);
+  return results;
 }
 
 ValResults Validator::finish(Pass& pass, std::ostream* log) const {

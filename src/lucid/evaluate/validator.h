@@ -55,6 +55,9 @@ struct ValBatch {
   std::vector<ValImage> info;  // B entries
 };
 
+// The reference's validator events (on_val_start, on_val_batch_start, on_val_batch_end, on_val_end).
+enum class ValEvent { Start, BatchStart, BatchEnd, End };
+
 struct ValidatorOptions {
   double conf = 0.001;
   double iou = 0.7;
@@ -87,6 +90,9 @@ struct ValidatorOptions {
   std::function<void(int64_t number, const ValBatch& batch, const std::vector<Tensor>& detections,
                      const std::vector<Tensor>& masks)>
       on_batch;
+  // Called at each ValEvent: Start before the header, BatchStart/BatchEnd around each batch (number
+  // from 0), End after the results are printed, with them (nullptr at the other events).
+  std::function<void(ValEvent event, int64_t batch, const metrics::ValResults* results)> on_event;
 };
 
 // The results type lives below the validator, with the metrics (metrics/val_results.h).

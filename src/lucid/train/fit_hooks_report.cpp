@@ -127,6 +127,7 @@ class CallbacksHook : public FitHook {
   void before_train(FitLoop& f) override {
     event_.loss_names.assign(f.names.begin(), f.names.end());
     event_.run_dir = f.run.run_dir.string();
+    notify(f, FitEventKind::PretrainRoutineEnd, f.run.state.epoch);
     notify(f, FitEventKind::TrainStart, f.run.state.epoch);
   }
   void before_epoch(FitLoop& f) override {
@@ -138,12 +139,16 @@ class CallbacksHook : public FitHook {
       throw FitInterrupted("training stopped at epoch " + std::to_string(f.epoch + 1) + " batch " +
                            std::to_string(f.batch_index + 1) + "; the last committed epoch is in " +
                            f.last_checkpoint().string());
+    if (observer_.wants(FitEventKind::TrainBatchStart)) {
+      event_.batch = f.batch_index;
+      notify(f, FitEventKind::TrainBatchStart, f.epoch);
+    }
   }
   void loss_items(FitLoop& f, const StepItems& st) override {
     for (size_t k = 0; k < st.items.size(); ++k) event_.loss_items[k] = st.items[k];
     event_.tloss = f.mean;
     event_.batch = st.batch;
-    notify(f, FitEventKind::TrainBatchEnd, st.epoch);
+    if (observer_.wants(FitEventKind::TrainBatchEnd)) notify(f, FitEventKind::TrainBatchEnd, st.epoch);
   }
   void after_train_epoch(FitLoop& f) override {
     event_.tloss = f.mean;

@@ -3,15 +3,22 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 
 namespace lucid::util {
+
+namespace {
+std::atomic<int> terminal_override{-1};  // -1: stdout's isatty
+}
+
+void set_progress_terminal(int terminal) { terminal_override = terminal; }
 
 Progress::Progress(std::string header, int64_t total, Style style)
     : header_(std::move(header)),
       total_(total),
       style_(style),
-      tty_(::isatty(STDOUT_FILENO) != 0),
+      tty_(terminal_override >= 0 ? terminal_override != 0 : ::isatty(STDOUT_FILENO) != 0),
       start_(std::chrono::steady_clock::now()) {
   if (style_ == Style::kHeaderInline && tty_)
     std::printf("\r%s:%s\033[K", header_.c_str(), tail(0).c_str());

@@ -10,6 +10,10 @@
 
 namespace lucid::util {
 
+// Whether the bars draw as on a terminal: 1 yes, 0 no, -1 (the default) when stdout is one. The
+// Python package reads stdout through a pipe and passes the bars on to the terminal it replaced.
+void set_progress_terminal(int terminal);
+
 class Progress {
  public:
   enum class Style { kHeaderAbove, kHeaderInline };
