@@ -2,6 +2,7 @@
 calls: YOLO(weights).predict(...), .val(...)), for bench/predict_peer.sh.
   predict_peer.py video OUT --images DIR [--frames 1000]   a 1280x720 video panned across the images
   predict_peer.py predict IMPL WEIGHTS SOURCE --batch B [--passes N]
+  predict_peer.py frames IMPL WEIGHTS VIDEO                  model(frame) on each frame cv2 reads
   predict_peer.py val IMPL WEIGHTS DATA
 IMPL: lucid (lucid_yolo) or ultralytics. predict runs N passes over SOURCE with one loaded model and
 prints one JSON line per pass: its wall seconds, the images (or frames) predicted, and the per-image
@@ -57,6 +58,25 @@ def predict(impl, weights, source, batch, passes):
               flush=True)
 
 
+def frames(impl, weights, video):
+    """A video predicted frame by frame from memory, as a cv2 capture loop does: model(frame) on each
+    BGR frame, one loaded model; wall time and per-frame milliseconds as predict's."""
+    import cv2
+
+    model = load(impl, weights)
+    cap = cv2.VideoCapture(str(video))
+    ms, t = [], time.perf_counter()
+    while True:
+        ok, frame = cap.read()
+        if not ok:
+            break
+        ms += [per_image_ms(r) for r in model(frame, device=0, verbose=False)]
+    wall = time.perf_counter() - t
+    med = statistics.median(ms)
+    print(json.dumps({"impl": impl, "frames": len(ms), "wall_s": round(wall, 3), "median_ms": round(med, 2),
+                      "max_ms": round(max(ms), 1), "over_3x_median": sum(m > 3 * med for m in ms)}), flush=True)
+
+
 def val(impl, weights, data):
     model = load(impl, weights)
     t = time.perf_counter()
@@ -79,6 +99,10 @@ def main():
     p.add_argument("source")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--passes", type=int, default=1)
+    f = sub.add_parser("frames")
+    f.add_argument("impl", choices=["lucid", "ultralytics"])
+    f.add_argument("weights")
+    f.add_argument("video")
     q = sub.add_parser("val")
     q.add_argument("impl", choices=["lucid", "ultralytics"])
     q.add_argument("weights")
@@ -86,6 +110,8 @@ def main():
     a = ap.parse_args()
     if a.cmd == "video":
         make_video(a.out, a.images, a.frames)
+    elif a.cmd == "frames":
+        frames(a.impl, a.weights, a.video)
     elif a.cmd == "predict":
         predict(a.impl, a.weights, a.source, a.batch, a.passes)
     else:

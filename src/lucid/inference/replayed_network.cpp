@@ -229,8 +229,10 @@ std::unique_ptr<Network> replayed_on_gpu(std::unique_ptr<Network> network) {
   const char* env = std::getenv("LUCID_PREDICT_REPLAY");
   if (!eager || !eager->device().is_cuda() || (env && std::strcmp(env, "0") == 0)) return network;
   network.release();
-  // cuDNN's plan building is host work: up to half the CPUs build recordings at once.
-  const int threads = std::clamp(util::cpu_count() / 2, 1, 8);
+  // cuDNN's plan building is host work: up to half the CPUs build recordings at once
+  // (LUCID_PREDICT_RECORDERS sets the number, to measure).
+  const char* recorders = std::getenv("LUCID_PREDICT_RECORDERS");
+  const int threads = recorders ? std::max(std::atoi(recorders), 1) : std::clamp(util::cpu_count() / 2, 1, 8);
   return std::make_unique<ReplayedNetwork>(std::unique_ptr<EagerNetwork>(eager), threads);
 }
 

@@ -11,6 +11,7 @@
 #include "lucid/util/device.h"
 #include "lucid/util/error.h"
 #include "lucid/util/memory.h"
+#include "lucid/util/parallel.h"
 
 namespace lucid::engine {
 
@@ -134,14 +135,13 @@ std::vector<Prediction> predict_images(Network& network, std::span<const data::I
   if (images.empty()) return {};
   // Every letterbox of the batch has one size (batch_pad_multiple): one forward.
   const int multiple = batch_pad_multiple(network, images, o.imgsz);
-  std::vector<PredictLetterbox> lbs;
-  std::vector<Tensor> inputs;
-  lbs.reserve(images.size());
-  inputs.reserve(images.size());
-  for (const auto& image : images) {
-    lbs.push_back(predict_letterbox(image.height, image.width, o.imgsz, multiple));
-    inputs.push_back(letterboxed_input(image, lbs.back()));
-  }
+  std::vector<PredictLetterbox> lbs(images.size());
+  std::vector<Tensor> inputs(images.size());
+  // On threads: at batch 16 on a GPU the resizes, not the replayed forward, would bound the batch.
+  util::parallel_for(images.size(), [&](size_t k) {
+    lbs[k] = predict_letterbox(images[k].height, images[k].width, o.imgsz, multiple);
+    inputs[k] = letterboxed_input(images[k], lbs[k]);
+  });
   auto x = torch::stack(inputs).permute({0, 3, 1, 2}).to(network.device()).to(torch::kFloat32).div_(255);
   inputs.clear();
   NmsOptions nms;

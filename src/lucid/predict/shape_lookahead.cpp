@@ -48,6 +48,9 @@ void warm_up(ReplayedNetwork& network, std::span<const data::Image> images, cons
   const auto key = network.key(static_cast<int64_t>(sizes.size()), h, w, network_top_k(o), o.agnostic_nms);
   network.prepare(key);
   network.wait(key);
+  // The first batch once more, discarded: what prediction sets up once on the predictor's own thread
+  // (cuBLAS for the masks, the first launch of each postprocess kernel) is not charged to it.
+  predict_images(network, images, o);
 }
 
 }  // namespace lucid::engine

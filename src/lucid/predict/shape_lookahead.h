@@ -39,7 +39,8 @@ class ShapeLookahead {
 };
 
 // Before a stream's first forward, as the reference's predictor warms its model up: records the
-// input of this first batch and waits for it, so that the first image's time is not set-up.
+// input of this first batch, waits for it and predicts the batch once, so that the first image's
+// time is not set-up.
 void warm_up(ReplayedNetwork& network, std::span<const data::Image> images, const PredictOptions& options);
 
 }  // namespace lucid::engine
