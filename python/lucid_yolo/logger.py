@@ -12,7 +12,9 @@ On a terminal the progress bars are still drawn: the native side is told that it
 (util/progress.h), its redraws (text after a carriage return, before the line ends) go straight to
 the terminal, and the finished line is logged. During the capture, Python's own writes to the
 original stdout (print, handlers holding sys.stdout) go to the terminal, not into the pipe.
-LUCID_LOG_CAPTURE=0 turns the capture off (the native output goes to fd 1 as from ``lucid``)."""
+A child process that outlives its command (a W&B service) keeps writing into the pipe; its lines are
+logged too. LUCID_LOG_CAPTURE=0 turns the capture off (the native output goes to fd 1 as from
+``lucid``)."""
 import contextlib
 import ctypes
 import logging
@@ -54,6 +56,13 @@ _set_up()
 _libc = ctypes.CDLL(None)
 _depth = 0
 _depth_lock = threading.Lock()
+# One pipe for the process, read by one daemon thread for its lifetime: a child process started during
+# a command (an exporter, a W&B service) may keep the pipe's write end open after the command ends, so
+# the end of a command's output is a sentinel line written after it, never the pipe's end.
+_pipe = None  # (read_fd, write_fd)
+_terminal_fd = None  # during a capture on a terminal: where the progress bars' redraws go
+_SENTINEL = b"\x00lucid_yolo: end of output\x00"
+_drained = threading.Event()
 
 
 def _flush_all():
@@ -66,10 +75,15 @@ def _flush_all():
     _libc.fflush(None)  # the native side's C stdio buffers
 
 
-def _pump(read_fd, terminal_fd):
-    """Reads the pipe until its writers close it: complete lines to LOGGER.info (the text after the
+def _log_line(raw):
+    LOGGER.info(raw.decode(errors="replace").rsplit("\r", 1)[-1].replace("\033[K", ""))
+
+
+def _pump(read_fd):
+    """Reads the pipe for the process's lifetime: complete lines to LOGGER.info (the text after the
     line's last carriage return, without the erase-line sequence); on a terminal, a line being
-    redrawn (a progress bar) goes on to it as it is, and is cleared before its final text is logged."""
+    redrawn (a progress bar) goes on to it as it is, and is cleared before its final text is logged;
+    the sentinel line tells native_output that everything before it has been logged."""
     pending = b""
     drawn = False
     while True:
@@ -79,16 +93,32 @@ def _pump(read_fd, terminal_fd):
         pending += chunk
         *lines, pending = pending.split(b"\n")
         for line in lines:
-            if drawn:
-                os.write(terminal_fd, b"\r\033[K")
-                drawn = False
-            LOGGER.info(line.decode(errors="replace").rsplit("\r", 1)[-1].replace("\033[K", ""))
-        if terminal_fd is not None and b"\r" in pending:
+            terminal = _terminal_fd
+            if drawn and terminal is not None:
+                os.write(terminal, b"\r\033[K")
+            drawn = False
+            if line.endswith(_SENTINEL):
+                if line[:-len(_SENTINEL)]:
+                    _log_line(line[:-len(_SENTINEL)])
+                _drained.set()
+                continue
+            try:
+                _log_line(line)
+            except Exception:  # a failing handler must not end the reader
+                pass
+        terminal = _terminal_fd
+        if terminal is not None and b"\r" in pending:
             pending = pending[pending.rfind(b"\r"):]
-            os.write(terminal_fd, pending)
+            os.write(terminal, pending)
             drawn = True
-    if pending:
-        LOGGER.info(pending.decode(errors="replace").rsplit("\r", 1)[-1].replace("\033[K", ""))
+
+
+def _reader_pipe():
+    global _pipe
+    if _pipe is None:
+        _pipe = os.pipe()
+        threading.Thread(target=_pump, args=(_pipe[0],), daemon=True, name="lucid_yolo-output").start()
+    return _pipe
 
 
 def _own_stdout_streams(replacement):
@@ -117,7 +147,7 @@ def _own_stdout_streams(replacement):
 def native_output():
     """The native output of the commands run inside, line by line into LOGGER (module docstring).
     Nested uses capture once."""
-    global _depth
+    global _depth, _terminal_fd
     with _depth_lock:
         _depth += 1
         outer = _depth == 1
@@ -129,25 +159,24 @@ def native_output():
                 _depth -= 1
         return
     _flush_all()
+    _, write_fd = _reader_pipe()
     saved = os.dup(1)
     terminal = os.isatty(saved)
-    read_fd, write_fd = os.pipe()
-    os.dup2(write_fd, 1)
-    os.close(write_fd)
     original = open(saved, "w", buffering=1, closefd=False, encoding=getattr(sys.stdout, "encoding", None) or "utf-8",
                     errors="replace")
     swapped = _own_stdout_streams(original)
+    _terminal_fd = saved if terminal else None
     _lucid.set_progress_terminal(1 if terminal else -1)
-    reader = threading.Thread(target=_pump, args=(read_fd, saved if terminal else None), daemon=True,
-                              name="lucid_yolo-output")
-    reader.start()
+    _drained.clear()
+    os.dup2(write_fd, 1)
     try:
         yield
     finally:
         _flush_all()
-        os.dup2(saved, 1)  # the pipe's last writer closes: the reader sees its end
-        reader.join()
-        os.close(read_fd)
+        os.write(1, _SENTINEL + b"\n")
+        _drained.wait(timeout=30)  # everything written before the sentinel has been logged
+        os.dup2(saved, 1)
+        _terminal_fd = None
         _lucid.set_progress_terminal(-1)
         for owner, name, previous in reversed(swapped):
             setattr(owner, name, previous)
