@@ -28,6 +28,13 @@ std::optional<std::string> action_word(const std::vector<std::string>& args, con
                                        const std::string& usage, const std::vector<std::string>& actions,
                                        int& exit_code);
 
+// save_pt=True of lucid train: a UserError before training unless the pt writer can run (the
+// exporter's Python, LUCID_PYTHON, with the ultralytics and safetensors packages, and
+// scripts/ultralytics_weights.py); then, after the fit, weights/X.pt beside each X.safetensors of
+// best and last, written by `lucid export format=pt`.
+void require_pt_writer(const std::string& option);
+void write_run_pt(const std::string& run_dir);
+
 // The embedded synthetic dataset's YAML (written once into the cache folder): the data of
 // `lucid train` without data=.
 std::string default_dataset();

@@ -122,6 +122,13 @@ double export_timeout() {
   return v;
 }
 
+// A script of scripts/: the source tree's, unless LUCID_SCRIPTS_DIR says otherwise (the Python
+// package ships them).
+std::string script_path(const std::string& name) {
+  const char* scripts_env = std::getenv("LUCID_SCRIPTS_DIR");
+  return std::string(scripts_env && *scripts_env ? scripts_env : LUCID_SCRIPTS_DIR) + "/" + name;
+}
+
 // Runs a script of the project's Python for `format=`: the weights go over as an FP32 safetensors
 // file next to the output, removed afterwards.
 void run_python_export(const engine::InferenceModel& m, const std::string& format, int64_t imgsz,
@@ -131,10 +138,7 @@ void run_python_export(const engine::InferenceModel& m, const std::string& forma
     throw UserError("format=" + format + " needs the project's Python with " +
                     (format == "pt" ? "the ultralytics package" : "the export packages of docs/deploy.md") + ": " +
                     python + " is not an executable (set LUCID_PYTHON to one)");
-  // The source tree's scripts/, unless LUCID_SCRIPTS_DIR says otherwise (the Python package ships them).
-  const char* scripts_env = std::getenv("LUCID_SCRIPTS_DIR");
-  const std::string scripts = scripts_env && *scripts_env ? scripts_env : LUCID_SCRIPTS_DIR;
-  const std::string script = scripts + "/" + script_name;
+  const std::string script = script_path(script_name);
   if (!fs::is_regular_file(script)) throw UserError("format=" + format + ": " + script + " is missing");
   const double timeout = export_timeout();
   const std::string weights = out + ".export-tmp.safetensors";
@@ -363,6 +367,33 @@ int export_command(const std::vector<std::string>& args) {
   std::printf("exported %s (%s) -> %s (%s, %s)\n", model.c_str(), engine::kind_name(m.source.kind).c_str(),
               out.string().c_str(), format.name.c_str(), precision);
   return 0;
+}
+
+void require_pt_writer(const std::string& option) {
+  const auto python = project_python();
+  const std::string what = "option " + option + ": weights/best.pt and last.pt are written by the ultralytics package";
+  const std::string fix = " (pip install 'lucid-yolo[pt]' there, or set LUCID_PYTHON to a Python that has it)";
+  if (access(python.c_str(), X_OK) != 0)
+    throw UserError(what + ", in " + python + ", which is not an executable" + fix);
+  const auto script = script_path("ultralytics_weights.py");
+  if (!fs::is_regular_file(script)) throw UserError("option " + option + ": " + script + " is missing");
+  // Looked up, not imported: quick and quiet.
+  const auto child = util::run_child({python, "-c",
+                                      "import importlib.util as u, sys; sys.exit(0 if all(u.find_spec(m) for m in "
+                                      "('ultralytics', 'safetensors', 'torch')) else 3)"},
+                                     120);
+  if (child.timed_out || child.status != 0)
+    throw UserError(what + ", which " + python + " lacks (it needs ultralytics, safetensors and torch)" + fix);
+}
+
+void write_run_pt(const std::string& run_dir) {
+  for (const char* name : {"best", "last"}) {
+    const auto weights = fs::path(run_dir) / "weights" / (std::string(name) + ".safetensors");
+    if (!fs::exists(weights)) continue;
+    auto out = weights;
+    out.replace_extension(".pt");
+    export_command({"model=" + weights.string(), "format=pt", "out=" + out.string()});
+  }
 }
 
 }  // namespace lucid::cli

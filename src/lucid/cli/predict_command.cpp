@@ -347,6 +347,19 @@ std::vector<engine::PredictItem> next_items(engine::PredictStream& stream, size_
   return items;
 }
 
+// The input size: imgsz= as given (a square or h x w), else the weights file's, else 640; a
+// fixed-input file takes its own size only.
+engine::InputSize prediction_imgsz(const PredictSettings& s, const config::Options& options,
+                                   const engine::LoadedNetwork& loaded) {
+  const engine::InputSize size = s.imgsz.h > 0
+                                     ? engine::InputSize(static_cast<int>(s.imgsz.h), static_cast<int>(s.imgsz.w))
+                                     : engine::InputSize(loaded.imgsz > 0 ? static_cast<int>(loaded.imgsz) : 640);
+  if (loaded.fixed_imgsz && size != engine::InputSize(static_cast<int>(loaded.imgsz)))
+    throw UserError("option imgsz=" + options.str("imgsz") + ": model=" + s.model +
+                    " is compiled for imgsz=" + std::to_string(loaded.imgsz) + " only");
+  return size;
+}
+
 }  // namespace
 
 int predict_command(const std::vector<std::string>& args) { return predict_run(args, {}).exit_code; }
@@ -393,13 +406,7 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
   else if (options.given("nms") && loaded.network->end2end() != (po.nms == std::optional<bool>(false)))
     std::fprintf(stderr, "warning: nms=%s: %s is exported with its %s, which it runs\n", options.str("nms").c_str(),
                  checkpoint.c_str(), loaded.network->end2end() ? "one-to-one head" : "one-to-many head for NMS");
-  const int file_imgsz = loaded.imgsz > 0 ? static_cast<int>(loaded.imgsz) : 640;
-  po.imgsz = settings.imgsz.h > 0
-                 ? engine::InputSize(static_cast<int>(settings.imgsz.h), static_cast<int>(settings.imgsz.w))
-                 : engine::InputSize(file_imgsz);
-  if (loaded.fixed_imgsz && po.imgsz != engine::InputSize(static_cast<int>(loaded.imgsz)))
-    throw UserError("option imgsz=" + options.str("imgsz") + ": model=" + checkpoint +
-                    " is compiled for imgsz=" + std::to_string(loaded.imgsz) + " only");
+  po.imgsz = prediction_imgsz(settings, options, loaded);
   const auto& names = loaded.names;  // the file's, else the reference's placeholders
   for (auto c : po.classes)
     if (c >= static_cast<int64_t>(names.size()))

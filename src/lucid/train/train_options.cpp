@@ -319,6 +319,11 @@ void declare_validation_and_outputs(config::FieldList<S>& f) {
   f.flag("save", "write checkpoints every epoch; False: only in the epoch the fit ends with (no resume before it)")
       .to(&S::save);
   f.integer("save_period", "also keep a checkpoint every N epochs").range(-1, kInt).to(&S::save_period);
+  f.flag("save_pt",
+         "also write weights/best.pt and last.pt, Ultralytics checkpoints of the EMA weights, at the end of "
+         "training (lucid export format=pt: needs the ultralytics package, the pt extra)")
+      .role(Role::Adjustable)
+      .to(&S::save_pt);
   f.flag("verbose", "the final validation prints a row per class").role(Role::Execution).to(&S::verbose);
   f.flag("profile", "the reference's ONNX and TensorRT speed profiling for loggers: not available")
       .check([](const bool& v) { return !v; },

@@ -60,6 +60,7 @@ struct TrainSettings {
   bool deterministic = true, amp = true, val = true, plots = true;
   bool tensorboard = false;               // TensorBoard events in the run folder (report/run_events.h)
   bool save = true;                       // checkpoints every epoch (False: only the epoch the fit ends with)
+  bool save_pt = false;                   // also weights/best.pt and last.pt, the reference's checkpoints
   bool verbose = true;                    // the final validation's per-class rows
   bool profile = false, compile = false;  // the reference's keys; only False is available (train_options.cpp)
   std::string project, name = "train", resume = "False";
