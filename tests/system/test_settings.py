@@ -15,6 +15,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
 from lucid_runs import check, failures, lucid, synth_data  # noqa: E402
 
+# The Python package's logging integrations' switches, the reference's defaults (docs/python.md).
+INTEGRATIONS = {"clearml": True, "comet": True, "dvc": True, "mlflow": True, "neptune": True, "wandb": False}
+
 
 def settings_commands(env, config):
     file = config / "settings.json"
@@ -32,7 +35,7 @@ def settings_commands(env, config):
     r = lucid(["settings", "tensorboard=True", "runs_dir=elsewhere"], env)
     check("Updated 'tensorboard=True'" in r.stdout, "the update is reported")
     check(json.loads(file.read_text()) == {"runs_dir": "elsewhere", "datasets_dir": "datasets", "weights_dir": "weights",
-                                           "tensorboard": True},
+                                           "tensorboard": True, **INTEGRATIONS},
           f"the file holds the update ({file.read_text()})")
     file.write_text('{"tensorboard": "yes"}')
     r = lucid(["settings"], env, expect=1)
@@ -43,7 +46,7 @@ def settings_commands(env, config):
     check(str(file) in r.stderr and "settings reset" in r.stderr, f"a broken file stops train naming it ({r.stderr.strip()})")
     lucid(["settings", "reset"], env)
     check(json.loads(file.read_text()) == {"runs_dir": "runs", "datasets_dir": "datasets", "weights_dir": "weights",
-                                           "tensorboard": False},
+                                           "tensorboard": False, **INTEGRATIONS},
           "reset writes the defaults")
 
 

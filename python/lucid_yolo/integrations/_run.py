@@ -77,7 +77,8 @@ def args(trainer):
 
 
 def epoch(trainer):
-    """The 0-based epoch as the reference's trainer holds it: at on_train_end the last epoch's."""
+    """The 0-based epoch as the reference's trainer holds it: after the loop (the final validation,
+    on_train_end) the last epoch's."""
     return min(trainer.epoch, max(trainer.epochs - 1, 0))
 
 
@@ -158,7 +159,7 @@ def steps_per_epoch(trainer):
 
 def note_fit_epoch_end(trainer, key):
     fits = state(trainer, f"{key}_fits")
-    fits[trainer.epoch] = fits.get(trainer.epoch, 0) + 1
+    fits[epoch(trainer)] = fits.get(epoch(trainer), 0) + 1
 
 
 def final_validation_unlogged(trainer, key):

@@ -93,9 +93,9 @@ def on_fit_epoch_end(trainer):
         return
     logger = task.get_logger()
     logger.report_scalar(title="Epoch Time", series="Epoch Time", value=_run.epoch_time(trainer),
-                         iteration=trainer.epoch)
+                         iteration=_run.epoch(trainer))
     for k, v in trainer.metrics.items():
-        logger.report_scalar(k.split("/")[0], k, v, iteration=trainer.epoch)
+        logger.report_scalar(k.split("/")[0], k, v, iteration=_run.epoch(trainer))
     if trainer.epoch == 0:
         for k, v in _run.model_info(trainer).items():
             logger.report_single_value(k, v)

@@ -69,7 +69,7 @@ def on_fit_epoch_end(trainer):
         _run.note_fit_epoch_end(trainer, "neptune")
         if trainer.epoch == 0:
             run["Configuration/Model"] = _run.model_info(trainer)
-        _scalars(run, trainer.metrics, trainer.epoch + 1)
+        _scalars(run, trainer.metrics, _run.epoch(trainer) + 1)
 
 
 def on_train_end(trainer):

@@ -73,7 +73,7 @@ def on_fit_epoch_end(trainer):
     _log_plots(trainer)
     if trainer.epoch == 0:
         wb.run.log(_run.model_info(trainer), commit=False)
-    wb.run.log({**trainer.metrics, "epoch": trainer.epoch + 1}, commit=True)
+    wb.run.log({**trainer.metrics, "epoch": _run.epoch(trainer) + 1}, commit=True)
 
 
 def on_train_end(trainer):

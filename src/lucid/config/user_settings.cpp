@@ -15,6 +15,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The integration switches by name (UserSettings' booleans after tensorboard).
+std::vector<std::pair<const char*, bool UserSettings::*>> integration_switches() {
+  return {{"clearml", &UserSettings::clearml}, {"comet", &UserSettings::comet},     {"dvc", &UserSettings::dvc},
+          {"mlflow", &UserSettings::mlflow},   {"neptune", &UserSettings::neptune}, {"wandb", &UserSettings::wandb}};
+}
+
+bool* integration_switch(UserSettings& s, const std::string& key) {
+  for (const auto& [name, member] : integration_switches())
+    if (key == name) return &(s.*member);
+  return nullptr;
+}
+
 std::string env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
@@ -61,25 +73,30 @@ UserSettings load_user_settings() {
       if (!v.is_string() || v.get<std::string>().empty())
         throw UserError(file.string() + ": '" + key + "' must be a directory (a non-empty string)" + reset);
       (key == "runs_dir" ? s.runs_dir : key == "datasets_dir" ? s.datasets_dir : s.weights_dir) = v.get<std::string>();
-    } else if (key == "tensorboard") {
-      if (!v.is_boolean()) throw UserError(file.string() + ": 'tensorboard' must be true or false" + reset);
-      s.tensorboard = v.get<bool>();
+    } else if (bool* flag = key == "tensorboard" ? &s.tensorboard : integration_switch(s, key)) {
+      if (!v.is_boolean()) throw UserError(file.string() + ": '" + key + "' must be true or false" + reset);
+      *flag = v.get<bool>();
     } else {
       throw UserError(file.string() + ": '" + key +
-                      "' is not a lucid setting (runs_dir, datasets_dir, weights_dir, tensorboard)" + reset);
+                      "' is not a lucid setting (runs_dir, datasets_dir, weights_dir, tensorboard, clearml, comet, "
+                      "dvc, mlflow, neptune, wandb)" +
+                      reset);
     }
   }
   return s;
 }
 
 Options settings_options(const UserSettings& current) {
-  return Options(
-      "settings",
-      {{"runs_dir", current.runs_dir, "folder of runs: the default project= is runs_dir/segment"},
-       {"datasets_dir", current.datasets_dir, "folder where a dataset YAML's relative path: is looked up last"},
-       {"weights_dir", current.weights_dir, "folder where released weights (yolo26n-seg.pt ...) are looked up"},
-       {"tensorboard", format_flag(current.tensorboard),
-        "lucid train writes TensorBoard events when tensorboard= is not given"}});
+  std::vector<OptionSpec> specs = {
+      {"runs_dir", current.runs_dir, "folder of runs: the default project= is runs_dir/segment"},
+      {"datasets_dir", current.datasets_dir, "folder where a dataset YAML's relative path: is looked up last"},
+      {"weights_dir", current.weights_dir, "folder where released weights (yolo26n-seg.pt ...) are looked up"},
+      {"tensorboard", format_flag(current.tensorboard),
+       "lucid train writes TensorBoard events when tensorboard= is not given"}};
+  for (const auto& [name, member] : integration_switches())
+    specs.push_back({name, format_flag(current.*member),
+                     std::string("the Python package's training logs to ") + name + " when its package is installed"});
+  return Options("settings", specs);
 }
 
 UserSettings settings_from(const Options& o) {
@@ -88,6 +105,7 @@ UserSettings settings_from(const Options& o) {
   s.datasets_dir = read_directory("datasets_dir", o.str("datasets_dir"));
   s.weights_dir = read_directory("weights_dir", o.str("weights_dir"));
   s.tensorboard = read_flag("tensorboard", o.str("tensorboard"));
+  for (const auto& [name, member] : integration_switches()) s.*member = read_flag(name, o.str(name));
   return s;
 }
 
@@ -97,6 +115,7 @@ std::string settings_json(const UserSettings& s) {
   j["datasets_dir"] = s.datasets_dir;
   j["weights_dir"] = s.weights_dir;
   j["tensorboard"] = s.tensorboard;
+  for (const auto& [name, member] : integration_switches()) j[name] = s.*member;
   return j.dump(2) + "\n";
 }
 

@@ -3,10 +3,11 @@
 // YAML's relative `path:` is looked up when it is not found beside the YAML or in the working folder),
 // weights_dir (where a released weights name such as yolo26n-seg.pt is looked up, and where the Python
 // package downloads it) and tensorboard (whether `lucid train` writes TensorBoard events when tensorboard= is not
-// given). The file is JSON: {"runs_dir": "...", "datasets_dir": "...", "weights_dir": "...", "tensorboard": false};
-// keys it lacks take their defaults, and nothing is written until `lucid settings key=value` or `reset` (the reference
-// writes it on first import). Relative directories are taken from each command's working folder, so the defaults (runs,
-// datasets) keep runs where the command is started.
+// given) and the Python package's logging integrations (clearml, comet, dvc, mlflow, neptune, wandb: whether a
+// training run logs to each when its package is installed). The file is JSON: {"runs_dir": "...", "datasets_dir":
+// "...", "weights_dir": "...", "tensorboard": false}; keys it lacks take their defaults, and nothing is written until
+// `lucid settings key=value` or `reset` (the reference writes it on first import). Relative directories are taken from
+// each command's working folder, so the defaults (runs, datasets) keep runs where the command is started.
 #pragma once
 #include <filesystem>
 #include <string>
@@ -21,6 +22,14 @@ struct UserSettings {
   std::string datasets_dir = "datasets";
   std::string weights_dir = "weights";
   bool tensorboard = false;
+  // The logging integrations of the Python package's training (docs/python.md, Integrations), each on
+  // when its package is installed and its switch is true; the reference's defaults.
+  bool clearml = true;
+  bool comet = true;
+  bool dvc = true;
+  bool mlflow = true;
+  bool neptune = true;
+  bool wandb = false;
 };
 
 // $LUCID_CONFIG_DIR/settings.json, else $XDG_CONFIG_HOME/lucid/settings.json, else
