@@ -25,6 +25,7 @@ const char* kUsage =
     "  checks            versions, devices and the build's optional parts (FFmpeg, Gloo, NCCL, cairo, CUDA kernels)\n"
     "  settings [reset|key=value]  show or change the settings file (runs_dir, datasets_dir, weights_dir, "
     "tensorboard)\n"
+    "  cfg | copy-cfg    print the default configuration (YAML) | write it to default_copy.yaml\n"
     "  version           print the version\n"
     "`lucid segment <command> ...` is the same as `lucid <command> ...` (the reference's `yolo segment train`).\n";
 
@@ -52,6 +53,12 @@ int run_command_line(std::vector<std::string> args) {
     if (cmd == "bench") return bench_command(rest);
     if (cmd == "checks") return checks_command(rest);
     if (cmd == "settings") return settings_command(rest);
+    if (cmd == "cfg") return cfg_command(rest);
+    if (cmd == "copy-cfg") return copy_cfg_command(rest);
+    if (cmd == "benchmark")
+      throw UserError(
+          "lucid benchmark is a mode of the Python package (it validates ONNX files in onnxruntime): run the "
+          "package's lucid (pip install lucid-yolo) or python -m lucid_yolo benchmark ...");
     if (cmd == "version") {
       std::cout << "lucid-yolo " << LUCID_VERSION << "\n";
       return 0;

@@ -4,6 +4,10 @@
 #include <string>
 #include <vector>
 
+namespace lucid::config {
+class Options;
+}
+
 namespace lucid::cli {
 
 // `lucid ARGS...`: the command's exit code (0, 1 for an error, printed as one line, 2 for bad usage).
@@ -20,6 +24,13 @@ int export_command(const std::vector<std::string>& args);
 int checks_command(const std::vector<std::string>& args);         // versions, devices, optional parts
 int settings_command(const std::vector<std::string>& args);       // the user's settings file
 int predict_bench_command(const std::vector<std::string>& args);  // `lucid bench predict`
+int cfg_command(const std::vector<std::string>& args);            // prints the default configuration
+int copy_cfg_command(const std::vector<std::string>& args);       // writes it to default_copy.yaml
+
+// The declared options of val, predict and export (lucid cfg lists them after train's).
+config::Options val_options();
+config::Options predict_options();
+config::Options export_options();
 
 // The action of `lucid COMMAND ACTION [key=value ...]` (data, model): none after printing the usage
 // for no words (exit code 2) or --help / -h (0); a word not among `actions` is an error naming it,

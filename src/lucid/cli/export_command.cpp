@@ -396,4 +396,6 @@ void write_run_pt(const std::string& run_dir) {
   }
 }
 
+config::Options export_options() { return export_fields().options(); }
+
 }  // namespace lucid::cli

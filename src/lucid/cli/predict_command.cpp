@@ -510,4 +510,6 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
   return CommandOutcome{0, writes ? o.run_dir.string() : std::string(), names, std::nullopt};
 }
 
+config::Options predict_options() { return predict_fields().options(); }
+
 }  // namespace lucid::cli

@@ -230,4 +230,6 @@ CommandOutcome val_run(const std::vector<std::string>& command_line) {
   return CommandOutcome{0, run_dir.string(), names, std::move(r)};
 }
 
+config::Options val_options() { return val_fields().options(); }
+
 }  // namespace lucid::cli
