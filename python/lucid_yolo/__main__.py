@@ -45,6 +45,10 @@ def main():
         from .tuner import tune_command
 
         return tune_command(args[args.index("tune") + 1:])
+    if args[0:1] == ["benchmark"] or args[0:2] == ["segment", "benchmark"]:  # a mode of the package (Python)
+        from .benchmark import benchmark_command
+
+        return benchmark_command(args[args.index("benchmark") + 1:])
     sys.stdout.flush()
     return _lucid.main(args)
 

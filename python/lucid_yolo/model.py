@@ -189,6 +189,13 @@ class YOLO:
         run_callbacks(self.callbacks, "on_export_end", exporter)
         return args["out"]
 
+    def benchmark(self, data=None, imgsz=160, device="cpu", half=False, format="", verbose=False, **kwargs):
+        """The reference's benchmark table for the model and each export format whose converter is
+        installed (lucid_yolo/benchmark.py); returns its rows as dicts."""
+        from .benchmark import benchmark
+
+        return benchmark(self.model, data=data, imgsz=imgsz, device=device, half=half, format=format, verbose=verbose)
+
     # -- callbacks -------------------------------------------------------------------------------
     def add_callback(self, event, func):
         if event not in self.callbacks:
