@@ -59,7 +59,7 @@ fresh() {  # fresh NAME command...: one fresh process, its wall time and what it
   "$@" > "$logs/$name.log" 2>&1
   local rc=$? e; e=$(date +%s.%N)
   local said; said=$(grep -h '^{' "$logs/$name.log" | tail -1)
-  [ -z "$said" ] && said=$(summary "$logs/$name.log")
+  [ -z "$said" ] && said="$(summary "$logs/$name.log") $(grep -h -o 'on cuda.*' "$logs/$name.log" | tail -1)"
   [[ $name == *val* ]] && said="$said $(grep -h -E '^ +all ' "$logs/$name.log" | tail -1)"
   [ $rc != 0 ] && said="$said $(tail -2 "$logs/$name.log" | tr '\n' ' ')"
   printf "%-22s rc=%d process %6.2f s  %s\n" "$name" $rc "$(awk "BEGIN{print $e - $s}")" "$said"

@@ -428,6 +428,7 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
 
   nlohmann::json results = nlohmann::json::array();
   double total_ms = 0;
+  engine::PredictTimes stages;  // summed over the batches
   int64_t predicted = 0;
   VideoOutput video;
   engine::CropFiles crops(o.run_dir / "crops");
@@ -448,7 +449,7 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<engine::Prediction> preds;
     try {
-      preds = engine::predict_images(*loaded.network, images, po);
+      preds = engine::predict_images(*loaded.network, images, po, &stages);
     } catch (const engine::NonFiniteOutputs& e) {
       throw UserError("model=" + checkpoint + ": " + e.what());
     }
@@ -499,8 +500,11 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
     util::write_atomically((o.run_dir / "predictions.json").string(),
                            [&](std::ostream& out) { out << results.dump(); });
   if (verbose) {
-    std::printf("Speed: %.1fms per image (preprocess, inference and postprocess) on %s\n",
-                total_ms / static_cast<double>(std::max<int64_t>(predicted, 1)), device.str().c_str());
+    const double n = static_cast<double>(std::max<int64_t>(predicted, 1));
+    std::printf(
+        "Speed: %.1fms per image (preprocess, inference and postprocess) on %s: %.1fms preprocess, "
+        "%.1fms inference, %.1fms postprocess\n",
+        total_ms / n, device.str().c_str(), stages.preprocess / n, stages.inference / n, stages.postprocess / n);
     if (replayed)
       std::printf("The forward replayed recordings of %lld input shape(s) (CUDA graphs)\n",
                   static_cast<long long>(replayed->recorded()));

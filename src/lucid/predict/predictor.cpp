@@ -1,6 +1,9 @@
 #include "lucid/predict/predictor.h"
 
+#include <torch/cuda.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -130,9 +133,18 @@ std::pair<int, int> batch_input_shape(const Network& network, std::span<const st
   return {lb.height, lb.width};
 }
 
-std::vector<Prediction> predict_images(Network& network, std::span<const data::Image> images, const PredictOptions& o) {
+std::vector<Prediction> predict_images(Network& network, std::span<const data::Image> images, const PredictOptions& o,
+                                       PredictTimes* times) {
   torch::NoGradGuard no_grad;
   if (images.empty()) return {};
+  using Clock = std::chrono::steady_clock;
+  auto mark = Clock::now();
+  auto lap = [&](double PredictTimes::*stage) {
+    if (!times) return;
+    const auto now = Clock::now();
+    times->*stage += std::chrono::duration<double, std::milli>(now - mark).count();
+    mark = now;
+  };
   // Every letterbox of the batch has one size (batch_pad_multiple): one forward.
   const int multiple = batch_pad_multiple(network, images, o.imgsz);
   std::vector<PredictLetterbox> lbs(images.size());
@@ -144,6 +156,7 @@ std::vector<Prediction> predict_images(Network& network, std::span<const data::I
   });
   auto x = torch::stack(inputs).permute({0, 3, 1, 2}).to(network.device()).to(torch::kFloat32).div_(255);
   inputs.clear();
+  lap(&PredictTimes::preprocess);
   NmsOptions nms;
   nms.conf = o.conf;
   nms.iou = o.iou;
@@ -152,6 +165,8 @@ std::vector<Prediction> predict_images(Network& network, std::span<const data::I
   nms.multi_label = false;  // the predictor's default
   nms.classes = o.classes;
   const auto out = network.run(x, network_top_k(o), o.agnostic_nms);
+  if (times && out.pred.is_cuda()) torch::cuda::synchronize(out.pred.device().index());
+  lap(&PredictTimes::inference);
   require_finite_candidates(out.pred, network.end2end());
   const auto dets = network_detections(network, out, nms);
   std::vector<Prediction> predictions;
@@ -159,6 +174,7 @@ std::vector<Prediction> predict_images(Network& network, std::span<const data::I
   for (size_t k = 0; k < images.size(); ++k)
     predictions.push_back(
         image_prediction(dets[k], out.proto[static_cast<int64_t>(k)], lbs[k], images[k].height, images[k].width, o));
+  lap(&PredictTimes::postprocess);
   return predictions;
 }
 

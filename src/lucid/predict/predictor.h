@@ -89,8 +89,14 @@ Prediction predict_image(Network& network, const data::Image& image, const Predi
 // the full imgsz (h x w), so that the batch is one forward.
 std::vector<Prediction> predict_images(model::SegmentationModelImpl& model, const torch::Device& device,
                                        std::span<const data::Image> images, const PredictOptions& options);
+// Milliseconds of a batch by stage, as the reference reports them: letterbox and upload
+// (preprocess), the network (inference: the device is waited for), detections and masks
+// (postprocess).
+struct PredictTimes {
+  double preprocess = 0, inference = 0, postprocess = 0;
+};
 std::vector<Prediction> predict_images(Network& network, std::span<const data::Image> images,
-                                       const PredictOptions& options);
+                                       const PredictOptions& options, PredictTimes* times = nullptr);
 
 // The multiple a batch's letterboxes are padded to: the network's (its stride, or a fixed input's
 // size) when every image has the same size, else imgsz's larger side, the full imgsz (the reference's
