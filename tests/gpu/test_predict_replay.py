@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lucid_runs import LUCID, train  # noqa: E402
-from test_export_half import cuda_usable, raised  # noqa: E402
+from lucid_runs import LUCID  # noqa: E402
+from test_export_half import confident_weights, cuda_usable  # noqa: E402
 
 SIZES = [(128, 128), (96, 128), (128, 96), (160, 120), (120, 160), (100, 140), (140, 100), (64, 128)]
 
@@ -59,12 +59,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         env = dict(os.environ, LUCID_CACHE_DIR=str(tmp / "cache"))
-        train(["model=yolo26n-seg.yaml", "epochs=3", "batch=16", "imgsz=128", "device=0", "plots=False"], env,
-              tmp / "runs", "fit")
-        plain = tmp / "plain.safetensors"
-        subprocess.run([str(LUCID), "export", f"model={tmp / 'runs' / 'fit' / 'weights' / 'best.safetensors'}",
-                        "format=safetensors", "half=False", f"out={plain}"], env=env, check=True, capture_output=True)
-        weights = raised(plain, tmp / "raised.safetensors")
+        weights = confident_weights(tmp, env)
         images = mixed_sizes(tmp / "cache" / "synth-v1" / "images" / "val", tmp / "mixed")
         for batch, nms in ((1, "nms=False"), (4, "nms=False"), (1, "nms=True"), (4, "nms=True")):
             extra = [f"batch={batch}", nms]

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+from ..yaml_scalar import scalar
+
 PLOT_SUFFIXES = (".png", ".jpg")
 
 
@@ -31,22 +33,6 @@ def guarded(prefix):
     return wrap
 
 
-def _scalar(text):
-    if text[:1] in ("'", '"') and text[-1:] == text[:1]:
-        return text[1:-1]
-    lower = text.lower()
-    if lower in ("true", "false"):
-        return lower == "true"
-    if lower in ("", "~", "null"):
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
 def _read_args_yaml(path):
     text = path.read_text()
     try:
@@ -56,7 +42,7 @@ def _read_args_yaml(path):
         for line in text.splitlines():
             key, colon, value = line.partition(":")
             if colon and key.strip() and not line.startswith((" ", "#")):
-                out[key.strip()] = _scalar(value.strip())
+                out[key.strip()] = scalar(value.strip())
         return out
     return yaml.safe_load(text) or {}
 

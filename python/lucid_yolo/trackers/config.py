@@ -5,6 +5,8 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
+from ..yaml_scalar import scalar
+
 HERE = Path(__file__).resolve().parent
 BUILT_IN = ("bytetrack.yaml", "botsort.yaml")
 
@@ -37,23 +39,6 @@ def tracker_path(tracker):
                             f"ocsort, deepocsort, fasttrack and tracktrack are not implemented)")
 
 
-def _scalar(text):
-    """A YAML 1.1 scalar as PyYAML reads it: booleans, null, numbers, quoted or bare strings."""
-    if text[:1] in ("'", '"') and text[-1:] == text[:1]:
-        return text[1:-1]
-    lower = text.lower()
-    if lower in ("true", "yes", "on", "false", "no", "off"):
-        return lower in ("true", "yes", "on")
-    if lower in ("", "~", "null"):
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
 def _read_yaml(path):
     """The file's mapping: PyYAML where installed (the package does not depend on it), else the flat
     `key: value  # comment` form the tracker files have."""
@@ -69,7 +54,7 @@ def _read_yaml(path):
             key, colon, value = line.partition(":")
             if not colon or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key.strip()):
                 raise ValueError(f"{path}:{n}: a tracker YAML holds `key: value` lines, not {line!r}")
-            out[key.strip()] = _scalar(value.strip())
+            out[key.strip()] = scalar(value.strip())
         return out
     return yaml.safe_load(text)
 
