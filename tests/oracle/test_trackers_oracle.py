@@ -26,6 +26,7 @@ import importlib.util
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -45,16 +46,21 @@ from ultralytics.trackers.utils import matching as ref_matching  # noqa: E402
 
 
 def load_lucid_trackers():
-    spec = importlib.util.spec_from_file_location("lucid_trackers", TRACKERS / "__init__.py",
+    """lucid_yolo.trackers from the source tree as lucid_src.trackers, under a bare parent package (its
+    own modules importable, the package's __init__, which loads the native module, not run)."""
+    parent = types.ModuleType("lucid_src")
+    parent.__path__ = [str(TRACKERS.parent)]
+    sys.modules["lucid_src"] = parent
+    spec = importlib.util.spec_from_file_location("lucid_src.trackers", TRACKERS / "__init__.py",
                                                   submodule_search_locations=[str(TRACKERS)])
     module = importlib.util.module_from_spec(spec)
-    sys.modules["lucid_trackers"] = module
+    sys.modules["lucid_src.trackers"] = module
     spec.loader.exec_module(module)
     return module
 
 
 lt = load_lucid_trackers()
-from lucid_trackers import kalman as lucid_kalman, matching as lucid_matching  # noqa: E402
+from lucid_src.trackers import kalman as lucid_kalman, matching as lucid_matching  # noqa: E402
 
 lucid_matching.USE_SCIPY = False  # the package's venv has no scipy: its solver is the numpy one
 
