@@ -38,11 +38,9 @@ done
 # executorch, litert-torch: the test runs those formats where a venv has them).
 export_packages() {
   local pins=() p start
-  for p in safetensors onnx onnxruntime openvino torchvision coremltools; do pins+=("$(pin "$p")"); done
-  # polars: to_df() of Results and the metrics (the reference's DataFrame library, unpinned in its
-  # requirements; the version the project venv's reference brings), which
-  # oracle.test_results_objects_oracle compares with the reference's.
-  pins+=(polars==2.1.0)
+  # polars: to_df() of Results and the metrics (the reference's DataFrame library, pinned in
+  # requirements.txt), which oracle.test_results_objects_oracle compares with the reference's.
+  for p in safetensors onnx onnxruntime openvino torchvision coremltools polars; do pins+=("$(pin "$p")"); done
   cd "$root"
   start=$(date +%s)
   "$venv/bin/python" -m pip install -q -c requirements.txt "${pins[@]}"

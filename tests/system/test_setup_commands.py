@@ -91,7 +91,7 @@ def main():
         pinned = [line.split()[0] for f in ("requirements.txt", "requirements-export.txt")
                   for line in (root / f).read_text().splitlines() if re.match(r"^[a-z]", line)]
         export_pins = [next(p for p in pinned if p.startswith(name + "==")) for name in
-                       ("safetensors", "onnx", "onnxruntime", "openvino", "torchvision", "coremltools")]
+                       ("safetensors", "onnx", "onnxruntime", "openvino", "torchvision", "coremltools", "polars")]
         check(pips == ["python -m pip install -q -r requirements.txt",
                       "python -m pip install -q -c requirements.txt " + " ".join(ci_extras),
                       "python -m pip install -q " + " ".join(package_pins),
