@@ -25,21 +25,28 @@ LUCID = BUILD_DIR / "lucid"
 CONF = 0.0005
 
 
+def trained_pair(tmp, env):
+    """A yolo26n-seg lucid trains 2 epochs on the synthetic set at 128 px (its data under tmp/cache), and
+    its EMA weights as the reference's FP32 .pt (tmp/ema.pt); returns lucid's checkpoint."""
+    r = subprocess.run([LUCID, "train", "epochs=2", "batch=8", "imgsz=128", "workers=2", "device=cpu", "plots=False",
+                        f"project={tmp / 'runs'}", "name=t"], env=env, capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"lucid train failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    ckpt = tmp / "runs" / "t" / "weights" / "best.safetensors"
+    ema = {k[4:]: v for k, v in load_file(ckpt).items() if k.startswith("ema/")}
+    save_file(ema, tmp / "ema.safetensors")
+    run([sys.executable, SOURCE_DIR / "scripts" / "ultralytics_weights.py", "to-pt", "yolo26n-seg.yaml",
+         tmp / "ema.safetensors", tmp / "ema.pt", "--nc", "3", "--fp32"])
+    return ckpt
+
+
 def main():
     from ultralytics import YOLO
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         env = dict(os.environ, LUCID_CACHE_DIR=str(tmp / "cache"))
-        r = subprocess.run([LUCID, "train", "epochs=2", "batch=8", "imgsz=128", "workers=2", "device=cpu", "plots=False",
-                            f"project={tmp / 'runs'}", "name=t"], env=env, capture_output=True, text=True)
-        if r.returncode:
-            sys.exit(f"lucid train failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
-        ckpt = tmp / "runs" / "t" / "weights" / "best.safetensors"
-        ema = {k[4:]: v for k, v in load_file(ckpt).items() if k.startswith("ema/")}
-        save_file(ema, tmp / "ema.safetensors")
-        run([sys.executable, SOURCE_DIR / "scripts" / "ultralytics_weights.py", "to-pt", "yolo26n-seg.yaml",
-             tmp / "ema.safetensors", tmp / "ema.pt", "--nc", "3", "--fp32"])
+        ckpt = trained_pair(tmp, env)
         src = tmp / "cache" / "synth-v1" / "images" / "val"
         failures = []
         for what, nms in (("default (NMS)", None), ("one-to-one (nms=False)", False)):

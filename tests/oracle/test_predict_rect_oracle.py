@@ -15,10 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from safetensors.torch import load_file, save_file
-
 import test_predict_oracle as square
-from oracle_common import BUILD_DIR, SOURCE_DIR, run
+from oracle_common import BUILD_DIR, run
 
 LUCID = BUILD_DIR / "lucid"
 CONF = square.CONF
@@ -85,15 +83,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         env = dict(os.environ, LUCID_CACHE_DIR=str(tmp / "cache"))
-        r = subprocess.run([LUCID, "train", "epochs=2", "batch=8", "imgsz=128", "workers=2", "device=cpu", "plots=False",
-                            f"project={tmp / 'runs'}", "name=t"], env=env, capture_output=True, text=True)
-        if r.returncode:
-            sys.exit(f"lucid train failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
-        ckpt = tmp / "runs" / "t" / "weights" / "best.safetensors"
-        ema = {k[4:]: v for k, v in load_file(ckpt).items() if k.startswith("ema/")}
-        save_file(ema, tmp / "ema.safetensors")
-        run([sys.executable, SOURCE_DIR / "scripts" / "ultralytics_weights.py", "to-pt", "yolo26n-seg.yaml",
-             tmp / "ema.safetensors", tmp / "ema.pt", "--nc", "3", "--fp32"])
+        ckpt = square.trained_pair(tmp, env)
         src = tmp / "cache" / "synth-v1" / "images" / "val"
         paths = sorted(src.glob("*.jpg"))
         failures = []

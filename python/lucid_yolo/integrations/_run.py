@@ -33,6 +33,15 @@ def guarded(prefix):
     return wrap
 
 
+def callback_table(prefix, start_event, on_start, **events):
+    """An integration's callbacks, each guarded: on_start at start_event and at on_train_start (the first
+    of the two that fires starts the run), then events as event name -> function."""
+    start = guarded(prefix)(on_start)
+    table = {start_event: start, "on_train_start": start}
+    table.update({event: guarded(prefix)(func) for event, func in events.items()})
+    return table
+
+
 def _read_args_yaml(path):
     text = path.read_text()
     try:

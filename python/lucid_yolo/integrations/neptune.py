@@ -89,11 +89,7 @@ def on_train_end(trainer):
 
 
 def callbacks():
-    start = _run.guarded(PREFIX)(on_start)
-    return {
-        "on_pretrain_routine_start": start,
-        "on_train_start": start,
-        "on_train_epoch_end": _run.guarded(PREFIX)(on_train_epoch_end),
-        "on_fit_epoch_end": _run.guarded(PREFIX)(on_fit_epoch_end),
-        "on_train_end": _run.guarded(PREFIX)(on_train_end),
-    }
+    return _run.callback_table(PREFIX, "on_pretrain_routine_start", on_start,
+                               on_train_epoch_end=on_train_epoch_end,
+                               on_fit_epoch_end=on_fit_epoch_end,
+                               on_train_end=on_train_end)

@@ -98,12 +98,8 @@ def on_teardown(trainer):
 
 
 def callbacks():
-    start = _run.guarded(PREFIX)(on_start)
-    return {
-        "on_pretrain_routine_end": start,
-        "on_train_start": start,
-        "on_train_epoch_end": _run.guarded(PREFIX)(on_train_epoch_end),
-        "on_fit_epoch_end": _run.guarded(PREFIX)(on_fit_epoch_end),
-        "on_train_end": _run.guarded(PREFIX)(on_train_end),
-        "teardown": _run.guarded(PREFIX)(on_teardown),
-    }
+    return _run.callback_table(PREFIX, "on_pretrain_routine_end", on_start,
+                               on_train_epoch_end=on_train_epoch_end,
+                               on_fit_epoch_end=on_fit_epoch_end,
+                               on_train_end=on_train_end,
+                               teardown=on_teardown)
