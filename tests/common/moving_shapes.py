@@ -58,6 +58,33 @@ def video(frames=48, size=(240, 320), pan=(0.0, 0.0), seed=0):
     return images, truth
 
 
+def panned_texture(frames=16, size=(240, 320), step=(-2.3, 1.4), degrees=0.3, cut=None, seed=0):
+    """A camera moving over a smooth noise texture, for camera motion compensation: ([BGR frames],
+    [per frame the true 2x3 warp from the previous frame to it]). Each step turns the view by
+    +-degrees (alternating) about the image origin and shifts it by step px (sub-pixel). cut: the
+    index of an unrelated frame of noise inserted there (its warp and the next one's are None)."""
+    import cv2
+
+    rng = np.random.default_rng(seed)
+    h, w = size
+    texture = cv2.GaussianBlur(cv2.resize(rng.integers(0, 256, (h // 2, w // 2, 3), dtype=np.uint8), (2 * w, 2 * h),
+                                          interpolation=cv2.INTER_CUBIC), (0, 0), 1.0)
+    view = np.array([[1.0, 0, -w / 2], [0, 1, -h / 2], [0, 0, 1]])  # the texture's centre region first
+    images, warps = [], []
+    for f in range(frames):
+        move = np.eye(3)
+        if f:
+            a = np.deg2rad(degrees) * (1 if f % 2 else -1)
+            move[:2] = [[np.cos(a), -np.sin(a), step[0]], [np.sin(a), np.cos(a), step[1]]]
+        view = move @ view
+        images.append(cv2.warpAffine(texture, view[:2], (w, h), flags=cv2.INTER_LINEAR))
+        warps.append(move[:2] if f else np.eye(2, 3))
+    if cut is not None:
+        images.insert(cut, rng.integers(0, 256, (h, w, 3), dtype=np.uint8))
+        warps[cut:cut + 1] = [None, None]
+    return images, warps
+
+
 def crowd(frames=60, objects=24, size=(240, 320), seed=7):
     """Ground truth only (no frames): many boxes in random linear motion, each visible for a random
     span of frames, crowding the association (births, deaths, contested detections)."""

@@ -2,6 +2,10 @@
 (cx, cy, w, h) instead of (cx, cy, aspect, h), and the tracks' predicted states moved by the
 camera's motion (gmc.py) before they are paired. The appearance (ReID) cue of the paper is not
 implemented: with_reid must be False."""
+import warnings
+
+import numpy as np
+
 from .byte_tracker import BYTETracker
 from .gmc import GMC, warp_states
 from .kalman import KalmanFilterXYWH
@@ -23,5 +27,13 @@ class BOTSORT(BYTETracker):
         self.gmc.reset()
 
     def compensate(self, img, dets, tracks):
-        if self.gmc.method is not None and img is not None:
-            warp_states(tracks, self.gmc.apply(img))
+        """dets: the frame's confident detections, which ORB and SIFT keep their keypoints out of."""
+        if self.gmc.method is None or img is None:
+            return
+        try:
+            warp = self.gmc.apply(img, dets)
+        except Exception as e:  # a failed estimate costs the frame its compensation, not the tracking
+            warnings.warn(f"gmc_method: {self.gmc.method} failed on frame {self.frame_id} ({e}); no compensation "
+                          "on this frame", stacklevel=2)
+            warp = np.eye(2, 3)
+        warp_states(tracks, warp)
