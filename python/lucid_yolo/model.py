@@ -144,14 +144,18 @@ class YOLO:
         YAML: bytetrack.yaml, botsort.yaml or a file's path; lucid_yolo/trackers). Each Results holds
         the tracks: boxes.id, boxes.is_track, (n, 7) boxes.data, the matched masks. persist=True
         keeps the tracker (and its ids) from the previous call, for a loop over frames; conf
-        defaults to 0.1 as the reference's."""
+        defaults to 0.1 as the reference's. save=True writes the frames drawn with their track ids
+        into runs/segment/track*/ (<stem>.avi for a video)."""
         from .trackers.track import TrackSession, track_options
 
         session = getattr(self, "_track_session", None)
         if not persist or session is None:
             session = self._track_session = TrackSession(tracker)
-        frames = self.predict(source, stream=True, **track_options(kwargs))
+        options, output = track_options(kwargs)
+        frames = self.predict(source, stream=True, **options)
         results = (session(r, persist) for r in frames)
+        if output is not None:
+            results = output.saved(results)
         return results if stream else list(results)
 
     def tune(self, use_ray=False, iterations=300, **kwargs):

@@ -1,10 +1,11 @@
 """``lucid track model=... source=... [tracker=botsort.yaml] [predict's options]``: the package's
 console script runs tracking in Python (the native ``lucid`` executable has no track command) and
-prints each frame's tracks."""
+prints each frame's tracks; save=True also writes the annotated video (runs/segment/track*/)."""
 import sys
 
 USAGE = ("usage: lucid track model=WEIGHTS source=VIDEO|IMAGES [tracker=botsort.yaml|bytetrack.yaml|FILE.yaml] "
-         "[conf=0.1] [imgsz=..] [device=..] ...: ByteTrack or BoT-SORT over the predictions (docs/python.md, Track)")
+         "[conf=0.1] [save=True] [imgsz=..] [device=..] ...: ByteTrack or BoT-SORT over the predictions "
+         "(docs/python.md, Track)")
 
 
 def _options(args):
