@@ -5,7 +5,8 @@
 # format=pt`), coco128-seg's 128 images (20 letterbox shapes at batch 1), a 1,000-frame 1280x720
 # video made from them, and val on the 128 images with their labels.
 #   bench/predict_peer.sh LUCID_BINARY OUT_DIR
-# Fresh processes (LUCID_PEER_ROUNDS rounds, default 2, the two packages alternating): folder predict
+# Fresh processes (LUCID_PEER_ROUNDS rounds, default 2, numbered from LUCID_PEER_ROUND_FIRST, default 1,
+# so that calls can continue the alternation; the two packages alternating): folder predict
 # at batch 1 and 16, the video at batch 1 (`lucid predict` where lucid was built with FFmpeg), val;
 # `lucid predict`/`lucid val` against a Python process of the reference's
 # YOLO(...).predict(stream=True)/.val(). The video frame by frame from memory (model(frame) in a
@@ -14,7 +15,8 @@
 # Each package runs its defaults (lucid: BF16 autocast; the reference: FP32, half=False).
 # Environment: LUCID_SHARED (the shared folder), LUCID_PYTHON (a Python with torch and cv2),
 # PEER_SITE (the reference package's site folder, default /tmp/peer-site), LUCID_PACKAGE_DIR (a folder
-# holding lucid_yolo with its built _lucid module; the warm lucid arm is skipped without it).
+# holding lucid_yolo with its built _lucid module; the warm lucid arm is skipped without it),
+# LUCID_PEER_WARM=0 (no warm arms).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 lucid=$(realpath "${1:?lucid binary}"); out=${2:?out dir}
@@ -37,9 +39,13 @@ if [ ! -f "$work/coco128/data.yaml" ]; then
 fi
 images=$work/coco128/images/train2017
 [ -f "$work/video.mp4" ] || "$py" "$here/predict_peer.py" video "$work/video.mp4" --images "$images" > /dev/null
+# LUCID_PEER_TRAIN=coco128 trains on the 128 predicted images themselves, so that the weights detect
+# on them (a timing workload with masks to draw, not an accuracy figure); default: the workload.
+train_data=$work/data/data.yaml
+[ "${LUCID_PEER_TRAIN:-workload}" = coco128 ] && train_data=$work/coco128/data.yaml
 w=$work/runs/fit/weights/best.safetensors
 if [ ! -f "$w" ]; then
-  "$lucid" train data="$work/data/data.yaml" model="${LUCID_PEER_MODEL:-yolo26n-seg.yaml}" \
+  "$lucid" train data="$train_data" model="${LUCID_PEER_MODEL:-yolo26n-seg.yaml}" \
     epochs="${LUCID_PEER_EPOCHS:-20}" batch=16 imgsz=640 workers=8 \
     cache=ram device=0 plots=False project="$work/runs" name=fit exist_ok=True > "$out/train.log" 2>&1 ||
     { tail -20 "$out/train.log"; exit 1; }
@@ -82,11 +88,12 @@ ref_arms() {
 }
 {
   echo "weights: $w ($(du -h "$w" | cut -f1)); reference: $(ref "$py" -c 'import ultralytics; print(ultralytics.__version__)')"
-  for r in $(seq 1 "${LUCID_PEER_ROUNDS:-2}"); do
+  first=${LUCID_PEER_ROUND_FIRST:-1}
+  for r in $(seq "$first" $((first + ${LUCID_PEER_ROUNDS:-2} - 1))); do
     if [ $((r % 2)) = 1 ]; then ref_arms "$r"; lucid_arms "$r"; else lucid_arms "$r"; ref_arms "$r"; fi
   done
-  echo "warm, in one process (two passes each):"
-  for b in 1 16; do
+  [ "${LUCID_PEER_WARM:-1}" = 1 ] && echo "warm, in one process (two passes each):"
+  [ "${LUCID_PEER_WARM:-1}" = 1 ] && for b in 1 16; do
     ref "$py" "$here/predict_peer.py" predict ultralytics "$pt" "$images" --batch $b --passes 2 2>"$logs/ref-warm-b$b.err"
     [ -n "${LUCID_PACKAGE_DIR:-}" ] && { mine "$py" "$here/predict_peer.py" predict lucid "$w" "$images" --batch $b \
       --passes 2 2>"$logs/lucid-warm-b$b.err" || tail -3 "$logs/lucid-warm-b$b.err"; }

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -323,6 +325,43 @@ std::shared_ptr<engine::LoadedNetwork> prediction_network(const std::string& che
 
 // The images of a prediction for its shape look-ahead: the stream's image files, or its images
 // given in memory with their sizes.
+// Images whose input shapes are all recorded before the first image is predicted (a few seconds of
+// prediction: the shapes of later images are recorded meanwhile).
+constexpr size_t kSettledImages = 1024;
+
+// Before the first image, outside its time: the network warmed up on the first batch, and the
+// shapes of the images ahead recorded, so that no image waits for one.
+void warm_up_stream(engine::ReplayedNetwork& network, std::optional<engine::ShapeLookahead>& lookahead,
+                    std::span<const data::Image> first, const engine::PredictOptions& po) {
+  engine::warm_up(network, first, po);
+  if (lookahead) lookahead->settle(kSettledImages);
+}
+
+// LUCID_PREDICT_TRACE=1 prints each batch's stages on stderr, to find where a slow image went.
+bool trace_requested() {
+  const char* trace = std::getenv("LUCID_PREDICT_TRACE");
+  return trace && std::strcmp(trace, "1") == 0;
+}
+
+void trace_batch(size_t images, const engine::PredictTimes& before, const engine::PredictTimes& after) {
+  std::fprintf(stderr, "trace: batch of %zu: %.2f ms preprocess, %.2f ms inference, %.2f ms postprocess\n", images,
+               after.preprocess - before.preprocess, after.inference - before.inference,
+               after.postprocess - before.postprocess);
+}
+
+// The reference's closing "Speed:" line, split by stage, and the input shapes replayed.
+void print_speed(int64_t predicted, double total_ms, const engine::PredictTimes& stages, const torch::Device& device,
+                 const engine::ReplayedNetwork* replayed) {
+  const double n = static_cast<double>(std::max<int64_t>(predicted, 1));
+  std::printf(
+      "Speed: %.1fms per image (preprocess, inference and postprocess) on %s: %.1fms preprocess, "
+      "%.1fms inference, %.1fms postprocess\n",
+      total_ms / n, device.str().c_str(), stages.preprocess / n, stages.inference / n, stages.postprocess / n);
+  if (replayed)
+    std::printf("The forward replayed recordings of %lld input shape(s) (CUDA graphs)\n",
+                static_cast<long long>(replayed->recorded()));
+}
+
 std::vector<engine::LookaheadImage> lookahead_images(const std::vector<std::string>& sources, size_t images,
                                                      const std::vector<std::pair<int, int>>& memory_sizes) {
   std::vector<engine::LookaheadImage> out;
@@ -439,20 +478,23 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
     if (sink.event) sink.event(e);
   };
   notify(PredictEvent::Start);
+  const bool trace_stages = trace_requested();
   bool more = true;
   for (auto items = next_items(stream, batch, more); !items.empty(); items = next_items(stream, batch, more)) {
     notify(PredictEvent::BatchStart);
     std::vector<data::Image> images;
     images.reserve(items.size());
     for (auto& it : items) images.push_back(std::move(it.image));
-    if (replayed && predicted == 0) engine::warm_up(*replayed, images, po);  // outside the first image's time
+    if (replayed && predicted == 0) warm_up_stream(*replayed, lookahead, images, po);
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<engine::Prediction> preds;
+    const engine::PredictTimes before = stages;
     try {
       preds = engine::predict_images(*loaded.network, images, po, &stages);
     } catch (const engine::NonFiniteOutputs& e) {
       throw UserError("model=" + checkpoint + ": " + e.what());
     }
+    if (trace_stages) trace_batch(items.size(), before, stages);
     // Each image's share of the batch's time, as the reference reports per-image speed.
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
                       static_cast<double>(items.size());
@@ -499,16 +541,7 @@ CommandOutcome predict_run(const std::vector<std::string>& command_line, const P
   if (o.save_json)
     util::write_atomically((o.run_dir / "predictions.json").string(),
                            [&](std::ostream& out) { out << results.dump(); });
-  if (verbose) {
-    const double n = static_cast<double>(std::max<int64_t>(predicted, 1));
-    std::printf(
-        "Speed: %.1fms per image (preprocess, inference and postprocess) on %s: %.1fms preprocess, "
-        "%.1fms inference, %.1fms postprocess\n",
-        total_ms / n, device.str().c_str(), stages.preprocess / n, stages.inference / n, stages.postprocess / n);
-    if (replayed)
-      std::printf("The forward replayed recordings of %lld input shape(s) (CUDA graphs)\n",
-                  static_cast<long long>(replayed->recorded()));
-  }
+  if (verbose) print_speed(predicted, total_ms, stages, device, replayed);
   if (writes) std::printf("Results saved to %s\n", o.run_dir.string().c_str());
   notify(PredictEvent::End);
   return CommandOutcome{0, writes ? o.run_dir.string() : std::string(), names, std::nullopt};

@@ -103,6 +103,14 @@ bool ReplayedNetwork::wait(const ReplayKey& key) {
   return true;
 }
 
+bool ReplayedNetwork::ready(const ReplayKey& key) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = recordings_.find(key);
+  if (it == recordings_.end()) return false;
+  std::lock_guard<std::mutex> state(it->second->mutex);
+  return it->second->state == Recording::State::Ready;
+}
+
 int64_t ReplayedNetwork::recorded() const {
   std::lock_guard<std::mutex> lock(mutex_);
   int64_t n = 0;

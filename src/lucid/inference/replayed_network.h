@@ -52,7 +52,8 @@ class ReplayedNetwork : public Network {
   void prepare(const ReplayKey& key);
   // Blocks until key's recording is made (or failed); false when none was asked for.
   bool wait(const ReplayKey& key);
-  int64_t recorded() const;  // recordings made so far
+  bool ready(const ReplayKey& key) const;  // recorded and replayable now
+  int64_t recorded() const;                // recordings made so far
 
  private:
   struct Recording;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -37,17 +38,46 @@ PredictLetterbox predict_letterbox(int orig_h, int orig_w, InputSize imgsz, int 
 
 namespace {
 
-// The letterboxed input of one image (H, W, 3) uint8: bilinear resize to the resized size, placed
-// at the rounded padding on 114 grey.
-Tensor letterboxed_input(const data::Image& image, const PredictLetterbox& lb) {
-  const int uw = lb.resized_w, uh = lb.resized_h;
-  const data::Image resized = (uw != image.width || uh != image.height) ? data::resize_linear(image, uw, uh) : image;
+// Writes the letterbox of one image into dst, (lb.height, lb.width, 3) uint8: bilinear resize to the
+// resized size, placed at the rounded padding on 114 grey. Plain loops: this runs on the batch's
+// threads, where ATen's own intra-op threads would oversubscribe the CPUs.
+void letterbox_into(const data::Image& image, const PredictLetterbox& lb, uint8_t* dst) {
+  const int uw = lb.resized_w, uh = lb.resized_h, c = image.channels;
+  if (c < 3) throw std::invalid_argument("predict: an image of " + std::to_string(c) + " channels");
+  std::vector<uint8_t> resized;
+  const uint8_t* src = image.pixels.data();
+  if (uw != image.width || uh != image.height) {
+    resized.resize(static_cast<size_t>(uh) * uw * c);
+    data::resize_linear(src, image.height, image.width, c, resized.data(), uh, uw);
+    src = resized.data();
+  }
   const int top = static_cast<int>(std::nearbyint(lb.pad_h - 0.1)),
             left = static_cast<int>(std::nearbyint(lb.pad_w - 0.1));
-  auto input = torch::full({lb.height, lb.width, 3}, 114, torch::kUInt8);
-  auto src = torch::from_blob(const_cast<uint8_t*>(resized.pixels.data()), {uh, uw, resized.channels}, torch::kUInt8);
-  input.narrow(0, top, uh).narrow(1, left, uw).copy_(src.narrow(2, 0, 3));
-  return input;
+  const size_t row = static_cast<size_t>(lb.width) * 3;
+  std::memset(dst, 114, row * static_cast<size_t>(lb.height));
+  for (int y = 0; y < uh; ++y) {
+    uint8_t* out = dst + static_cast<size_t>(top + y) * row + static_cast<size_t>(left) * 3;
+    const uint8_t* in = src + static_cast<size_t>(y) * uw * c;
+    if (c == 3) {
+      std::memcpy(out, in, static_cast<size_t>(uw) * 3);
+    } else {
+      for (int x = 0; x < uw; ++x) std::memcpy(out + x * 3, in + static_cast<size_t>(x) * c, 3);
+    }
+  }
+}
+
+// The batch's network input: the letterboxes written on threads into one (B, H, W, 3) buffer,
+// pinned when the network is on a GPU so that the upload is one asynchronous copy; the layout
+// change and the conversion to floats in 0-1 run on the device.
+Tensor batch_input(const Network& network, std::span<const data::Image> images,
+                   const std::vector<PredictLetterbox>& lbs) {
+  const auto device = network.device();
+  const int64_t h = lbs.front().height, w = lbs.front().width, plane = h * w * 3;
+  auto batch = torch::empty({static_cast<int64_t>(images.size()), h, w, 3},
+                            torch::TensorOptions().dtype(torch::kUInt8).pinned_memory(device.is_cuda()));
+  uint8_t* base = batch.data_ptr<uint8_t>();
+  util::parallel_for(images.size(), [&](size_t k) { letterbox_into(images[k], lbs[k], base + k * plane); });
+  return batch.to(device, /*non_blocking=*/true).permute({0, 3, 1, 2}).to(torch::kFloat32).div_(255);
 }
 
 // The prediction of one image from its detections `det` (rows of postprocess) and prototypes.
@@ -147,15 +177,10 @@ std::vector<Prediction> predict_images(Network& network, std::span<const data::I
   };
   // Every letterbox of the batch has one size (batch_pad_multiple): one forward.
   const int multiple = batch_pad_multiple(network, images, o.imgsz);
-  std::vector<PredictLetterbox> lbs(images.size());
-  std::vector<Tensor> inputs(images.size());
-  // On threads: at batch 16 on a GPU the resizes, not the replayed forward, would bound the batch.
-  util::parallel_for(images.size(), [&](size_t k) {
-    lbs[k] = predict_letterbox(images[k].height, images[k].width, o.imgsz, multiple);
-    inputs[k] = letterboxed_input(images[k], lbs[k]);
-  });
-  auto x = torch::stack(inputs).permute({0, 3, 1, 2}).to(network.device()).to(torch::kFloat32).div_(255);
-  inputs.clear();
+  std::vector<PredictLetterbox> lbs;
+  lbs.reserve(images.size());
+  for (const auto& image : images) lbs.push_back(predict_letterbox(image.height, image.width, o.imgsz, multiple));
+  const auto x = batch_input(network, images, lbs);
   lap(&PredictTimes::preprocess);
   NmsOptions nms;
   nms.conf = o.conf;
@@ -176,6 +201,65 @@ std::vector<Prediction> predict_images(Network& network, std::span<const data::I
         image_prediction(dets[k], out.proto[static_cast<int64_t>(k)], lbs[k], images[k].height, images[k].width, o));
   lap(&PredictTimes::postprocess);
   return predictions;
+}
+
+namespace {
+
+// Network outputs for image 0 with `count` candidates of score (1 + conf) / 2: boxes of 4 pixels on an
+// 8-pixel grid (no two overlap), every other candidate scored 0. The layout is the network's:
+// end-to-end rows (1, K, 6 + nm) of corners, else columns (1, 4 + nc + nm, A) of centre and size.
+Tensor synthetic_candidates(const Network& network, const Tensor& pred, int64_t count, int64_t width,
+                            const PredictOptions& o) {
+  auto p = pred.narrow(0, 0, 1).clone();
+  const float score = static_cast<float>((1 + std::min(o.conf, 1.0)) / 2);
+  const int64_t cls = o.classes.empty() ? 0 : o.classes.front();
+  const int64_t per_row = std::max<int64_t>(width / 8, 1);
+  auto rows = network.end2end() ? p[0] : p[0].transpose(0, 1);  // (candidates, fields), a view
+  const int64_t nc = network.end2end() ? 0 : network.nc();
+  if (network.end2end())
+    rows.select(1, 4).zero_();
+  else
+    rows.narrow(1, 4, nc).zero_();
+  count = std::min(count, rows.size(0));
+  for (int64_t j = 0; j < count; ++j) {
+    const double x = 8.0 * (j % per_row) + 4, y = 8.0 * (j / per_row) + 4;
+    auto r = rows[j];
+    if (network.end2end()) {
+      r.narrow(0, 0, 4).copy_(torch::tensor({x - 2, y - 2, x + 2, y + 2}, r.options()));
+      r[4].fill_(score);
+      r[5].fill_(static_cast<double>(cls));
+    } else {
+      r.narrow(0, 0, 4).copy_(torch::tensor({x, y, 4.0, 4.0}, r.options()));
+      r[4 + cls].fill_(score);
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+void warm_postprocess(Network& network, std::span<const data::Image> images, const PredictOptions& o) {
+  torch::NoGradGuard no_grad;
+  if (images.empty()) return;
+  // The batch's own forward (its recording is made): image 0's outputs stand for every image's.
+  const int multiple = batch_pad_multiple(network, images, o.imgsz);
+  std::vector<PredictLetterbox> lbs;
+  for (const auto& image : images) lbs.push_back(predict_letterbox(image.height, image.width, o.imgsz, multiple));
+  const auto& lb = lbs.front();
+  const auto out = network.run(batch_input(network, images, lbs), network_top_k(o), o.agnostic_nms);
+  NmsOptions nms;
+  nms.conf = o.conf;
+  nms.iou = o.iou;
+  nms.max_det = o.max_det;
+  nms.agnostic = o.agnostic_nms;
+  nms.multi_label = false;
+  nms.classes = o.classes;
+  for (int64_t count : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128}) {
+    if (count > o.max_det) break;
+    const NetworkOutputs synthetic{synthetic_candidates(network, out.pred, count, lb.width, o), out.proto};
+    const auto dets = network_detections(network, synthetic, nms);
+    image_prediction(dets[0], out.proto[0], lb, images[0].height, images[0].width, o);
+  }
 }
 
 std::vector<Prediction> predict_images(model::SegmentationModelImpl& model, const torch::Device& device,

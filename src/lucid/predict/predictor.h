@@ -98,6 +98,12 @@ struct PredictTimes {
 std::vector<Prediction> predict_images(Network& network, std::span<const data::Image> images,
                                        const PredictOptions& options, PredictTimes* times = nullptr);
 
+// The postprocess of one image run on synthetic candidates, 1 to 128 small boxes that suppress none
+// of each other, over the network's outputs for `images`: each kernel NMS and the masks launch, and
+// each of cuBLAS's kernels for the mask products' sizes, loaded on the device before an image needs
+// it (CUDA loads a kernel at its first launch: 50-150 ms at the first image with detections).
+void warm_postprocess(Network& network, std::span<const data::Image> images, const PredictOptions& options);
+
 // The multiple a batch's letterboxes are padded to: the network's (its stride, or a fixed input's
 // size) when every image has the same size, else imgsz's larger side, the full imgsz (the reference's
 // LetterBox(auto=same_shapes)).

@@ -6,6 +6,8 @@
 // need, while the predictor works through the images before.
 #pragma once
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,17 +32,27 @@ class ShapeLookahead {
   ShapeLookahead(const ShapeLookahead&) = delete;
   ShapeLookahead& operator=(const ShapeLookahead&) = delete;
 
+  // Blocks until the shapes of the first `images` images (all, where there are fewer) are recorded:
+  // before the first image, so that no image of them waits for a recording in front of it. The
+  // shapes of the images after them are recorded while those are predicted.
+  void settle(size_t images);
+
  private:
   void read(std::vector<LookaheadImage> images, size_t batch, PredictOptions options);
 
   ReplayedNetwork& network_;
   std::atomic<bool> stop_{false};
+  std::mutex mutex_;  // asked_, read_, finished_
+  std::condition_variable progressed_;
+  std::vector<ReplayKey> asked_;  // in the order asked
+  size_t read_ = 0;               // images whose shapes were asked for
+  bool finished_ = false;
   std::thread thread_;
 };
 
 // Before a stream's first forward, as the reference's predictor warms its model up: records the
-// input of this first batch, waits for it and predicts the batch once, so that the first image's
-// time is not set-up.
+// input of this first batch, waits for it and, where it was not recorded before, predicts the batch
+// once, so that the first image's time is not set-up.
 void warm_up(ReplayedNetwork& network, std::span<const data::Image> images, const PredictOptions& options);
 
 }  // namespace lucid::engine
