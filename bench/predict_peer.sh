@@ -16,7 +16,8 @@
 # Environment: LUCID_SHARED (the shared folder), LUCID_PYTHON (a Python with torch and cv2),
 # PEER_SITE (the reference package's site folder, default /tmp/peer-site), LUCID_PACKAGE_DIR (a folder
 # holding lucid_yolo with its built _lucid module; the warm lucid arm is skipped without it),
-# LUCID_PEER_WARM=0 (no warm arms).
+# LUCID_PEER_WARM=0 (no warm arms), LUCID_PEER_VIDEO_FILE=0 (no predict of the video file by the
+# reference, where lucid's has no FFmpeg: the frames arms compare the two).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 lucid=$(realpath "${1:?lucid binary}"); out=${2:?out dir}
@@ -55,7 +56,8 @@ pt=$work/best.pt
   { tail -20 "$out/export.log"; exit 1; }
 
 summary() {  # per-image milliseconds of a lucid predict log: median, max, count over 3x the median
-  awk '/^(image|video) [0-9]+\/[0-9]+ /{ms=$NF; sub(/ms$/,"",ms); print ms}' "$1" | sort -n | awk '
+  # Whole lines only: a stderr line (LUCID_PREDICT_TRACE) can split a buffered stdout line.
+  awk '/^(image|video) [0-9]+\/[0-9]+ .*[0-9.]+ms$/{ms=$NF; sub(/ms$/,"",ms); print ms}' "$1" | sort -n | awk '
     {v[NR]=$1} END {if (!NR) exit; m=v[int((NR+1)/2)]; c=0; for(i=1;i<=NR;i++) if (v[i]>3*m) c++;
       printf "images %d, median %.1f ms, max %.1f ms, over 3x median %d", NR, m, v[NR], c}'
 }
@@ -82,7 +84,8 @@ lucid_arms() {
 ref_arms() {
   fresh "ref-b1-r$1" ref "$py" "$here/predict_peer.py" predict ultralytics "$pt" "$images" --batch 1
   fresh "ref-b16-r$1" ref "$py" "$here/predict_peer.py" predict ultralytics "$pt" "$images" --batch 16
-  fresh "ref-video-r$1" ref "$py" "$here/predict_peer.py" predict ultralytics "$pt" "$work/video.mp4" --batch 1
+  [ "${LUCID_PEER_VIDEO_FILE:-1}" = 1 ] &&
+    fresh "ref-video-r$1" ref "$py" "$here/predict_peer.py" predict ultralytics "$pt" "$work/video.mp4" --batch 1
   fresh "ref-frames-r$1" ref "$py" "$here/predict_peer.py" frames ultralytics "$pt" "$work/video.mp4"
   fresh "ref-val-r$1" ref "$py" "$here/predict_peer.py" val ultralytics "$pt" "$work/coco128/data.yaml"
 }
