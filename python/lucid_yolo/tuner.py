@@ -251,15 +251,12 @@ def dataset_name(data):
 
 def new_folder(parent, name):
     """parent/name, else name-2, name-3, ... (made here, so that concurrent trials never share one)."""
-    parent.mkdir(parents=True, exist_ok=True)
-    for n in range(1, 100000):
-        folder = parent / (name if n == 1 else f"{name}-{n}")
-        try:
-            folder.mkdir()
-            return folder
-        except FileExistsError:
-            continue
-    raise RuntimeError(f"{PREFIX}no free folder name for {parent / name}")
+    from .folders import first_free_folder  # here: the module imports only numpy and the standard library
+
+    folder = first_free_folder(parent, name, sep="-", limit=100000)
+    if folder is None:
+        raise RuntimeError(f"{PREFIX}no free folder name for {parent / name}")
+    return folder
 
 
 def _option_token(k, v):

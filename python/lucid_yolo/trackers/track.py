@@ -70,18 +70,15 @@ def make_run_dir(project, name, exist_ok):
     if name in ("", ".", "..") or "/" in name or "\\" in name:
         raise ValueError(f"option name={name}: a run name is one folder name (it cannot leave the project)")
     project = Path(project)
-    project.mkdir(parents=True, exist_ok=True)
     if exist_ok:
-        (project / name).mkdir(exist_ok=True)
+        (project / name).mkdir(parents=True, exist_ok=True)
         return project / name
-    for n in range(1, 1_000_001):
-        path = project / (name if n == 1 else f"{name}{n}")
-        try:
-            path.mkdir()
-            return path
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"{project / name}: no free run folder name")
+    from ..folders import first_free_folder  # here: the oracle test loads trackers/ without the package
+
+    folder = first_free_folder(project, name)
+    if folder is None:
+        raise FileExistsError(f"{project / name}: no free run folder name")
+    return folder
 
 
 class TrackOutput:
