@@ -80,6 +80,18 @@ Tensor batch_input(const Network& network, std::span<const data::Image> images,
   return batch.to(device, /*non_blocking=*/true).permute({0, 3, 1, 2}).to(torch::kFloat32).div_(255);
 }
 
+// The predictor's NMS: its options' thresholds, one label per box (the predictor's default).
+NmsOptions prediction_nms(const PredictOptions& o) {
+  NmsOptions nms;
+  nms.conf = o.conf;
+  nms.iou = o.iou;
+  nms.max_det = o.max_det;
+  nms.agnostic = o.agnostic_nms;
+  nms.multi_label = false;
+  nms.classes = o.classes;
+  return nms;
+}
+
 // The prediction of one image from its detections `det` (rows of postprocess) and prototypes.
 // Its masks are made a chunk of detections at a time (float planes of the input size, or of the
 // prototypes with retina_masks), each kept as its window of the image: memory is n windows and one
@@ -182,13 +194,7 @@ std::vector<Prediction> predict_images(Network& network, std::span<const data::I
   for (const auto& image : images) lbs.push_back(predict_letterbox(image.height, image.width, o.imgsz, multiple));
   const auto x = batch_input(network, images, lbs);
   lap(&PredictTimes::preprocess);
-  NmsOptions nms;
-  nms.conf = o.conf;
-  nms.iou = o.iou;
-  nms.max_det = o.max_det;
-  nms.agnostic = o.agnostic_nms;
-  nms.multi_label = false;  // the predictor's default
-  nms.classes = o.classes;
+  const NmsOptions nms = prediction_nms(o);
   const auto out = network.run(x, network_top_k(o), o.agnostic_nms);
   if (times && out.pred.is_cuda()) torch::cuda::synchronize(out.pred.device().index());
   lap(&PredictTimes::inference);
@@ -247,13 +253,7 @@ void warm_postprocess(Network& network, std::span<const data::Image> images, con
   for (const auto& image : images) lbs.push_back(predict_letterbox(image.height, image.width, o.imgsz, multiple));
   const auto& lb = lbs.front();
   const auto out = network.run(batch_input(network, images, lbs), network_top_k(o), o.agnostic_nms);
-  NmsOptions nms;
-  nms.conf = o.conf;
-  nms.iou = o.iou;
-  nms.max_det = o.max_det;
-  nms.agnostic = o.agnostic_nms;
-  nms.multi_label = false;
-  nms.classes = o.classes;
+  const NmsOptions nms = prediction_nms(o);
   for (int64_t count : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128}) {
     if (count > o.max_det) break;
     const NetworkOutputs synthetic{synthetic_candidates(network, out.pred, count, lb.width, o), out.proto};
